@@ -1,0 +1,31 @@
+#pragma once
+// Fixed-point requantization primitives as gemmlowp (fixedpoint.h) and TFLite (common.h,
+// quantization_util.cc) define them. Each states its rounding, saturation and overflow behaviour.
+#include <cstdint>
+
+namespace fusediff::fused {
+
+// M (> 0, finite) -> Q31 multiplier m in [2^30, 2^31) (or 0) and shift with M ~= m * 2^(shift - 31).
+// frexp(M) = q * 2^shift, q in [0.5, 1); m = round_half_away(q * 2^31); m == 2^31 -> m = 2^30, ++shift;
+// shift < -31 -> m = 0, shift = 0. (TFLite QuantizeMultiplier, default double-rounding build.)
+void QuantizeMultiplier(double real_multiplier, int32_t* quantized_multiplier, int* shift);
+// Same, then shift > 30 -> shift = 30, m = 2^31 - 1 (TFLite with TFLITE_SINGLE_ROUNDING).
+void QuantizeMultiplierSingleRounding(double real_multiplier, int32_t* quantized_multiplier, int* shift);
+
+// round(a*b / 2^31) with ties toward +infinity (nudge 2^30, or 1 - 2^30 for a negative product, then C
+// truncation). Saturates the single overflowing case a == b == INT32_MIN to INT32_MAX.
+int32_t SaturatingRoundingDoublingHighMul(int32_t a, int32_t b);
+
+// round(x / 2^exponent), ties away from zero; exponent in [0, 31]. Never overflows.
+int32_t RoundingDivideByPOT(int32_t x, int exponent);
+
+// TFLite default (double rounding): RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x * 2^left, m), right)
+// with left = max(shift, 0), right = max(-shift, 0). x * 2^left saturates to int32 (TFLite's plain multiply
+// would overflow there).
+int32_t MultiplyByQuantizedMultiplierDoubleRounding(int32_t x, int32_t quantized_multiplier, int shift);
+
+// TFLITE_SINGLE_ROUNDING: (x * m + 2^(t-1)) >> t in int64 with t = 31 - shift (shift in [-31, 30]): one
+// rounding, ties toward +infinity. The result saturates to int32.
+int32_t MultiplyByQuantizedMultiplierSingleRounding(int32_t x, int32_t quantized_multiplier, int shift);
+
+}  // namespace fusediff::fused

@@ -1,0 +1,44 @@
+#pragma once
+// The fused path under test: its own conv (int32 accumulator), requantization by multiplier + shift (or the
+// declared float/exact variant), then the activation table. One descriptor: convention (intermediate and
+// output types), table kind, mutant.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fusediff/model/case_spec.h"
+#include "fusediff/model/conv_case.h"
+#include "fusediff/model/convention.h"
+
+namespace fusediff::fused {
+
+class FusedKernel {
+ public:
+  // Builds the table. Returns nullptr and sets *unsupported_reason when `kind` cannot implement `convention`
+  // (lut needs an 8-bit intermediate; lut_interp an int16 intermediate and int16 output, both zero points 0).
+  // An invalid convention (fusediff::validate) is bad input, not an unsupported one: throws InputError.
+  static std::unique_ptr<FusedKernel> Create(const Convention& convention, FusedKind kind, Mutant mutant,
+                                             std::string* unsupported_reason);
+  ~FusedKernel();
+
+  // The table applied to an intermediate code u (in the intermediate type's range): the sweep path.
+  int32_t ApplyTable(int32_t u) const;
+
+  // Whole fused op on one case and input draw. y[output_index] = fused output code. acc and u (optional,
+  // empty span to skip) receive the fused path's int32 accumulator and intermediate code.
+  void Run(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y, std::span<int32_t> acc = {},
+           std::span<int32_t> u = {}) const;
+
+  // acc -> u for output channel k of `conv`, the declared variant's fused implementation (for replay).
+  int32_t Requantize(const ConvCase& conv, int32_t k, int32_t acc) const;
+
+ private:
+  struct Impl;
+  explicit FusedKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusediff::fused

@@ -1,0 +1,31 @@
+#pragma once
+// Activation tables built the way common toolchains build them. Small and pure.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "fusediff/model/activation.h"
+#include "fusediff/model/convention.h"
+
+namespace fusediff::fused {
+
+// f in double precision (libm), the same formulas as docs/activations.md.
+double EvaluateActivationDouble(const Activation& a, double x);
+// f in float precision, as TFLite's int16 kernels evaluate their transforms.
+float EvaluateActivationFloat(const Activation& a, float x);
+
+// TFLite LUTPopulateInt8 semantics, computed in double: for every code v of the 8-bit type `in`,
+// x = s_in*(v - z_in); y = round(f(x)/s_out) + z_out (or round(z_out + f(x)/s_out) per `output`'s zero point
+// order), rounded with the declared output rounding mode, saturated to the output type.
+// Returns table[v - in.type.qmin()] for every code.
+std::vector<int32_t> LUTPopulateInt8(const Activation& a, const QuantParams& in, const OutputSpec& output);
+int32_t LUTLookupInt8(const std::vector<int32_t>& table, int32_t qmin, int32_t u);
+
+// TFLite LUTPopulateInt16 (bit-exact): 513 knots over [s_in*(-32768 - z_in), s_in*(32767 - z_in)],
+// midpoint-error-corrected, output zero point 0.
+std::array<int16_t, 513> LUTPopulateInt16(const Activation& a, float input_scale, int32_t input_zero_point,
+                                          float output_scale, int32_t output_zero_point);
+// TFLite LUTLookup for int16: i = 256 + (x >> 7), f = x & 127, y = lut[i] + (((lut[i+1] - lut[i]) * f + 64) >> 7).
+int16_t LUTLookup(int16_t value, const std::array<int16_t, 513>& lut);
+
+}  // namespace fusediff::fused

@@ -1,0 +1,354 @@
+// The fused path under test: int32 conv in the production zero-point-folding form, per-channel requantization
+// by the declared variant, then the activation table. No I/O.
+#include "fusediff/fused/fused_kernel.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fusediff/fused/fixedpoint.h"
+#include "fusediff/fused/lut.h"
+#include "fusediff/model/errors.h"
+
+namespace fusediff::fused {
+namespace {
+
+// Magnitudes beyond this saturate every intermediate type long before; clamping to it first keeps the int64
+// arithmetic (+ zu) exact and overflow-free.
+constexpr int64_t kHugeMagnitude = int64_t{1} << 40;
+
+int32_t SaturateToType(int64_t v, const QuantType& type) {
+  return static_cast<int32_t>(std::clamp<int64_t>(v, type.qmin(), type.qmax()));
+}
+
+// A positive finite float32 as significand * 2^exponent with an integer significand < 2^24 (exact: frexp gives
+// q in [0.5, 1) and q * 2^24 is an integer for every float, subnormals included).
+struct FloatDecomposition {
+  int64_t significand = 0;
+  int exponent = 0;
+};
+
+FloatDecomposition Decompose(float value) {
+  int e = 0;
+  const double q = std::frexp(static_cast<double>(value), &e);
+  return {static_cast<int64_t>(std::ldexp(q, 24)), e - 24};
+}
+
+int BitLength(unsigned __int128 v) {
+  int n = 0;
+  while (v != 0) {
+    v >>= 1;
+    ++n;
+  }
+  return n;
+}
+
+// round(num / den) for num >= 0, den > 0 (both < 2^125), of a quotient whose sign is `negative`, with the
+// rounding mode applied to the signed value. Returns the rounded magnitude. 2 * remainder < 2^126: no overflow.
+unsigned __int128 RoundQuotientMagnitude(unsigned __int128 num, unsigned __int128 den, bool negative,
+                                         RoundingMode mode) {
+  const unsigned __int128 quotient = num / den;
+  const unsigned __int128 twice_remainder = 2 * (num % den);
+  if (twice_remainder < den) return quotient;
+  if (twice_remainder > den) return quotient + 1;
+  switch (mode) {  // exact tie
+    case RoundingMode::half_away_from_zero:
+      return quotient + 1;
+    case RoundingMode::half_to_even:
+      return quotient + (quotient & 1);
+    case RoundingMode::half_up:  // toward +infinity: up in magnitude only for a positive value
+      return negative ? quotient : quotient + 1;
+  }
+  return quotient;
+}
+
+// Everything requantization needs for one output channel, computed once per channel.
+struct ChannelRequant {
+  // double_rounding / single_rounding
+  int32_t multiplier_q31 = 0;
+  int shift = 0;
+  // f32_half_even: M32 = float(float(sx * sw) / su)
+  float multiplier_f32 = 0.0f;
+  // exact: sx * sw / su = scale_significand * 2^scale_exponent / divisor_significand, integers exact
+  int64_t scale_significand = 0;    // mx * mw < 2^48
+  int64_t divisor_significand = 1;  // mu < 2^24
+  int scale_exponent = 0;           // ex + ew - eu
+};
+
+ChannelRequant PrepareChannel(RequantVariant variant, float sx, float sw, float su) {
+  ChannelRequant c;
+  switch (variant) {
+    case RequantVariant::double_rounding: {
+      const double real_multiplier = static_cast<double>(sx) * static_cast<double>(sw) / static_cast<double>(su);
+      QuantizeMultiplier(real_multiplier, &c.multiplier_q31, &c.shift);
+      break;
+    }
+    case RequantVariant::single_rounding: {
+      const double real_multiplier = static_cast<double>(sx) * static_cast<double>(sw) / static_cast<double>(su);
+      QuantizeMultiplierSingleRounding(real_multiplier, &c.multiplier_q31, &c.shift);
+      break;
+    }
+    case RequantVariant::f32_half_even: {
+      const float product = sx * sw;  // float32 product, rounded to nearest even
+      c.multiplier_f32 = product / su;
+      break;
+    }
+    case RequantVariant::exact: {
+      const FloatDecomposition x = Decompose(sx);
+      const FloatDecomposition w = Decompose(sw);
+      const FloatDecomposition u = Decompose(su);
+      c.scale_significand = x.significand * w.significand;
+      c.divisor_significand = u.significand;
+      c.scale_exponent = x.exponent + w.exponent - u.exponent;
+      break;
+    }
+  }
+  return c;
+}
+
+// Exact: round(acc * S * 2^E / D) with S = scale_significand, D = divisor_significand. |acc * S| < 2^31 * 2^48 =
+// 2^79 fits in (unsigned) __int128. Returns the rounded value before the zero point, clamped to +-kHugeMagnitude.
+int64_t RequantizeExact(int32_t acc, const ChannelRequant& c, RoundingMode mode) {
+  if (acc == 0) return 0;
+  const bool negative = acc < 0;
+  const unsigned __int128 magnitude =
+      static_cast<unsigned __int128>(negative ? -static_cast<int64_t>(acc) : static_cast<int64_t>(acc)) *
+      static_cast<unsigned __int128>(c.scale_significand);  // < 2^79
+  const unsigned __int128 divisor = static_cast<unsigned __int128>(c.divisor_significand);  // < 2^24
+  unsigned __int128 rounded = 0;
+  if (c.scale_exponent >= 0) {
+    // magnitude * 2^E / D >= 2^(bits - 1 + E - 24): beyond 2^60 everything saturates anyway.
+    if (BitLength(magnitude) + c.scale_exponent > 100) {
+      rounded = static_cast<unsigned __int128>(kHugeMagnitude);
+    } else {
+      rounded = RoundQuotientMagnitude(magnitude << c.scale_exponent, divisor, negative, mode);  // < 2^100
+    }
+  } else {
+    const int right = -c.scale_exponent;
+    // Denominator D * 2^right < 2^(24 + right). For right > 100 it exceeds 2^100 > 2 * magnitude: the value is
+    // below 1/2 in magnitude (never a tie) and rounds to 0 in every mode.
+    if (right > 100) return 0;
+    rounded = RoundQuotientMagnitude(magnitude, divisor << right, negative, mode);
+  }
+  const int64_t clamped = rounded > static_cast<unsigned __int128>(kHugeMagnitude)
+                              ? kHugeMagnitude
+                              : static_cast<int64_t>(rounded);
+  return negative ? -clamped : clamped;
+}
+
+// f32: u = nearbyint(float(acc) * M32) in the default environment (round to nearest, ties to even). float(acc)
+// rounds acc to 24 bits as ORT does; the product is one float rounding; huge (or infinite) products are clamped
+// before the integer conversion.
+int64_t RequantizeF32HalfEven(int32_t acc, const ChannelRequant& c) {
+  if (acc == 0) return 0;  // 0 * M32 is 0 even where M32 overflowed to inf (subnormal su), not NaN
+  const float scaled = static_cast<float>(acc) * c.multiplier_f32;
+  const float rounded = std::nearbyint(scaled);
+  const float limit = static_cast<float>(kHugeMagnitude);
+  if (!(rounded > -limit)) return -kHugeMagnitude;  // includes -inf
+  if (rounded > limit) return kHugeMagnitude;
+  return static_cast<int64_t>(rounded);
+}
+
+// acc -> u for one channel: the variant's scaling, then + zu, saturated to the intermediate type.
+int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention& convention) {
+  int64_t scaled = 0;
+  switch (convention.requant) {
+    case RequantVariant::double_rounding:
+      scaled = MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift);
+      break;
+    case RequantVariant::single_rounding:
+      scaled = MultiplyByQuantizedMultiplierSingleRounding(acc, c.multiplier_q31, c.shift);
+      break;
+    case RequantVariant::f32_half_even:
+      scaled = RequantizeF32HalfEven(acc, c);
+      break;
+    case RequantVariant::exact:
+      scaled = RequantizeExact(acc, c, convention.intermediate.rounding);
+      break;
+  }
+  // |scaled| <= 2^40 and |zu| < 2^16: the sum is exact in int64.
+  return SaturateToType(scaled + convention.intermediate.q.zero_point, convention.intermediate.q.type);
+}
+
+std::vector<ChannelRequant> PrepareChannels(const ConvCase& conv, const Convention& convention) {
+  const float sx = conv.input_quant().scale;
+  const float su = convention.intermediate.q.scale;
+  std::vector<ChannelRequant> channels;
+  channels.reserve(static_cast<size_t>(conv.output_channels()));
+  for (int32_t k = 0; k < conv.output_channels(); ++k) {
+    channels.push_back(PrepareChannel(convention.requant, sx, conv.weight_scales().at(static_cast<size_t>(k)), su));
+  }
+  return channels;
+}
+
+std::string Describe(const QuantParams& q) { return to_string(q.type) + " zero point " + std::to_string(q.zero_point); }
+
+}  // namespace
+
+struct FusedKernel::Impl {
+  Convention convention;
+  FusedKind kind = FusedKind::lut;
+  Mutant mutant = Mutant::none;
+  std::vector<int32_t> table_8bit;      // lut: one entry per intermediate code, index u - qmin
+  std::array<int16_t, 513> table_interp{};  // lut_interp: TFLite knots
+
+  int32_t Table(int32_t u) const {
+    if (kind == FusedKind::lut) return LUTLookupInt8(table_8bit, convention.intermediate.q.type.qmin(), u);
+    // lut_interp: the int16 lookup; clamped to the output type (matters only for int16_narrow output).
+    const int32_t y = LUTLookup(static_cast<int16_t>(u), table_interp);
+    return SaturateToType(y, convention.output.q.type);
+  }
+};
+
+FusedKernel::FusedKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FusedKernel::~FusedKernel() = default;
+
+std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, FusedKind kind, Mutant mutant,
+                                                 std::string* unsupported_reason) {
+  auto reject = [unsupported_reason](std::string reason) -> std::unique_ptr<FusedKernel> {
+    if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
+    return nullptr;
+  };
+  validate(convention);  // throws InputError: scales must be finite and > 0 before anything divides by them
+  const QuantParams& uq = convention.intermediate.q;
+  const QuantParams& yq = convention.output.q;
+
+  auto impl = std::make_unique<Impl>();
+  impl->convention = convention;
+  impl->kind = kind;
+  impl->mutant = mutant;
+  // The mutant dequantizes u with the output scale sy in place of su (zero point unchanged).
+  const float table_input_scale = mutant == Mutant::use_output_scale ? yq.scale : uq.scale;
+
+  if (kind == FusedKind::lut) {
+    if (uq.type.scalar != ScalarType::int8 && uq.type.scalar != ScalarType::uint8) {
+      return reject("fused kind lut needs an 8-bit intermediate (int8 or uint8), got " + to_string(uq.type));
+    }
+    QuantParams table_input = uq;
+    table_input.scale = table_input_scale;
+    impl->table_8bit = LUTPopulateInt8(convention.activation, table_input, convention.output);
+  } else {
+    if (uq.type.scalar != ScalarType::int16) {
+      return reject("fused kind lut_interp needs an int16 intermediate, got " + to_string(uq.type));
+    }
+    if (yq.type.scalar != ScalarType::int16) {
+      return reject("fused kind lut_interp needs an int16 output, got " + to_string(yq.type));
+    }
+    if (uq.zero_point != 0) {
+      return reject("fused kind lut_interp needs intermediate zero point 0, got " + Describe(uq));
+    }
+    if (yq.zero_point != 0) {
+      return reject("fused kind lut_interp needs output zero point 0, got " + Describe(yq));
+    }
+    impl->table_interp = LUTPopulateInt16(convention.activation, table_input_scale, 0, yq.scale, 0);
+  }
+  if (unsupported_reason != nullptr) unsupported_reason->clear();
+  return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(impl)));
+}
+
+int32_t FusedKernel::ApplyTable(int32_t u) const {
+  const QuantType& type = impl_->convention.intermediate.q.type;
+  if (!type.contains(u)) {
+    throw std::out_of_range("FusedKernel::ApplyTable: code " + std::to_string(u) + " is outside " +
+                            to_string(type));
+  }
+  return impl_->Table(u);
+}
+
+int32_t FusedKernel::Requantize(const ConvCase& conv, int32_t k, int32_t acc) const {
+  const ChannelRequant c = PrepareChannel(impl_->convention.requant, conv.input_quant().scale,
+                                          conv.weight_scales().at(static_cast<size_t>(k)),
+                                          impl_->convention.intermediate.q.scale);
+  return RequantizeChannel(acc, c, impl_->convention);
+}
+
+// The conv as a production kernel computes it (im2col row times weight row, zero point folded):
+//   acc[k] = bias[k] + sum_t x_t * w[k, t] - zx * sum_t w[k, t]
+// over the taps t = (ky, kx, c) of the receptive field, where a tap outside the input (padding) holds the code zx,
+// so its x*w and zx*w cancel exactly. The two sums are accumulated in int32 two's-complement arithmetic (done
+// in uint32, where wrapping is defined), as a hardware accumulator would: the partial sums may pass 2^31
+// (|sum x*w| <= 255 * 127 * taps), but every step is exact mod 2^32 and the true acc satisfies
+// |acc| <= accumulator_bound(k) < 2^31 (ConvCase::validate), so the wrapped result equals the true accumulator.
+void FusedKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
+                      std::span<int32_t> acc, std::span<int32_t> u) const {
+  const size_t outputs = conv.output_elements();
+  if (input.size() != conv.input_elements()) {
+    throw InputError("FusedKernel::Run: input has " + std::to_string(input.size()) + " codes, the conv needs " +
+                     std::to_string(conv.input_elements()));
+  }
+  if (y.size() != outputs) {
+    throw InputError("FusedKernel::Run: y has " + std::to_string(y.size()) + " slots, the conv has " +
+                     std::to_string(outputs) + " outputs");
+  }
+  if (!acc.empty() && acc.size() != outputs) {
+    throw InputError("FusedKernel::Run: acc has " + std::to_string(acc.size()) + " slots, expected 0 or " +
+                     std::to_string(outputs));
+  }
+  if (!u.empty() && u.size() != outputs) {
+    throw InputError("FusedKernel::Run: u has " + std::to_string(u.size()) + " slots, expected 0 or " +
+                     std::to_string(outputs));
+  }
+
+  const int32_t channels_out = conv.output_channels();
+  const int32_t kh = conv.kernel_height();
+  const int32_t kw = conv.kernel_width();
+  const int32_t cin = conv.input_channels();
+  const size_t taps = static_cast<size_t>(kh) * static_cast<size_t>(kw) * static_cast<size_t>(cin);
+  const uint32_t zx = static_cast<uint32_t>(conv.input_quant().zero_point);
+
+  // Weight rows in tap order (ky, kx, c) and their sums, once per call. |sum w| <= 127 * taps.
+  std::vector<int32_t> weight_rows(static_cast<size_t>(channels_out) * taps);
+  std::vector<uint32_t> weight_sums(static_cast<size_t>(channels_out), 0);
+  for (int32_t k = 0; k < channels_out; ++k) {
+    size_t t = 0;
+    for (int32_t ky = 0; ky < kh; ++ky) {
+      for (int32_t kx = 0; kx < kw; ++kx) {
+        for (int32_t c = 0; c < cin; ++c, ++t) {
+          const int32_t w = conv.weights().at(conv.weight_index(k, ky, kx, c));
+          weight_rows[static_cast<size_t>(k) * taps + t] = w;
+          weight_sums[static_cast<size_t>(k)] += static_cast<uint32_t>(w);
+        }
+      }
+    }
+  }
+  const std::vector<ChannelRequant> requant = PrepareChannels(conv, impl_->convention);
+
+  std::vector<uint32_t> patch(taps);  // one im2col row: input codes, zx at padded taps
+  for (int32_t n = 0; n < conv.batch(); ++n) {
+    for (int32_t oy = 0; oy < conv.output_height(); ++oy) {
+      for (int32_t ox = 0; ox < conv.output_width(); ++ox) {
+        size_t t = 0;
+        for (int32_t ky = 0; ky < kh; ++ky) {
+          const int32_t iy = oy * conv.stride_height() - conv.padding_top() + ky * conv.dilation_height();
+          for (int32_t kx = 0; kx < kw; ++kx) {
+            const int32_t ix = ox * conv.stride_width() - conv.padding_left() + kx * conv.dilation_width();
+            const bool inside = iy >= 0 && iy < conv.input_height() && ix >= 0 && ix < conv.input_width();
+            for (int32_t c = 0; c < cin; ++c, ++t) {
+              patch[t] = inside ? static_cast<uint32_t>(input[conv.input_index(n, iy, ix, c)]) : zx;
+            }
+          }
+        }
+        for (int32_t k = 0; k < channels_out; ++k) {
+          const int32_t* w = weight_rows.data() + static_cast<size_t>(k) * taps;
+          uint32_t dot = 0;  // sum x * w mod 2^32
+          for (size_t i = 0; i < taps; ++i) dot += patch[i] * static_cast<uint32_t>(w[i]);
+          const uint32_t folded = static_cast<uint32_t>(conv.bias().at(static_cast<size_t>(k))) + dot -
+                                  zx * weight_sums[static_cast<size_t>(k)];
+          const int32_t accumulator = static_cast<int32_t>(folded);  // modular (two's complement) in C++20
+          const int32_t code = RequantizeChannel(accumulator, requant[static_cast<size_t>(k)], impl_->convention);
+          const size_t out = conv.output_index(n, oy, ox, k);
+          y[out] = impl_->Table(code);
+          if (!acc.empty()) acc[out] = accumulator;
+          if (!u.empty()) u[out] = code;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace fusediff::fused

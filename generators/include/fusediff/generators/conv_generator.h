@@ -1,0 +1,44 @@
+#pragma once
+// Random Conv2D cases for a convention. Draw d of case stream c is a whole conv case (shape, input
+// quantization, per-channel weight scales sized so the accumulator spans the intermediate range and runs past
+// it, weights, bias) plus one input tensor, all pure functions of (seed, c, d).
+#include <cstdint>
+#include <vector>
+
+#include "fusediff/model/conv_case.h"
+#include "fusediff/model/convention.h"
+
+namespace fusediff::generators {
+
+// Ranges of the random shapes (inclusive).
+struct ConvShapeLimits {
+  int32_t max_batch = 2;
+  int32_t max_spatial = 10;
+  int32_t max_channels = 8;
+  int32_t max_kernel = 3;
+  int32_t max_stride = 2;
+  int32_t max_dilation = 2;
+};
+
+// The shape of draw d only (cheap: no tensors), so sample indices can be mapped to draws without building
+// the tensors of earlier draws.
+ConvCase GenerateConvShape(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvShapeLimits& limits = {});
+
+// The full case of draw d: GenerateConvShape plus quantization, weights and bias. Always valid (validate()
+// passes: no int32 accumulator overflow).
+ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, const Convention& convention,
+                          const ConvShapeLimits& limits = {});
+
+// The input codes of draw d (NHWC), uniform over the input type.
+std::vector<int32_t> GenerateConvInput(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvCase& conv);
+
+// Maps a case's sample index to (draw, output element): draws are consumed in order, each contributing all its
+// output elements. Walks draw shapes from 0; cheap for the draw counts a run uses.
+struct SampleLocation {
+  uint32_t draw = 0;
+  uint64_t first_sample = 0;  // sample index of the draw's output element 0
+  uint64_t element = 0;       // output index within the draw
+};
+SampleLocation LocateSample(uint64_t seed, uint64_t case_stream, uint64_t sample, const ConvShapeLimits& limits = {});
+
+}  // namespace fusediff::generators

@@ -1,0 +1,115 @@
+#include "fusediff/generators/conv_generator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fusediff/generators/counter_rng.h"
+
+namespace fusediff::generators {
+
+namespace {
+// Log-uniform float in [lo, hi].
+float LogUniform(CounterRng& rng, double lo, double hi) {
+  return static_cast<float>(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * rng.uniform01()));
+}
+
+// A zero point over the whole type range, ends and 0 included on purpose (they are where bugs hide).
+int32_t RandomZeroPoint(CounterRng& rng, const QuantType& type) {
+  switch (rng.uniform_int(0, 7)) {
+    case 0: return type.qmin();
+    case 1: return type.qmax();
+    case 2: return type.contains(0) ? 0 : type.qmin();
+    default: return static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
+  }
+}
+}  // namespace
+
+ConvCase GenerateConvShape(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvShapeLimits& limits) {
+  CounterRng rng(seed, case_stream, draw, StreamPurpose::geometry);
+  ConvCase conv;
+  const int32_t kernel_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));
+  const int32_t kernel_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));
+  const int32_t dilation_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_dilation));
+  const int32_t dilation_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_dilation));
+  const int32_t pad_top = static_cast<int32_t>(rng.uniform_int(0, kernel_h - 1));
+  const int32_t pad_bottom = static_cast<int32_t>(rng.uniform_int(0, kernel_h - 1));
+  const int32_t pad_left = static_cast<int32_t>(rng.uniform_int(0, kernel_w - 1));
+  const int32_t pad_right = static_cast<int32_t>(rng.uniform_int(0, kernel_w - 1));
+  // The input is at least as large as the dilated kernel minus the padding, so the output is never empty.
+  const int32_t min_h = std::max(1, dilation_h * (kernel_h - 1) + 1 - pad_top - pad_bottom);
+  const int32_t min_w = std::max(1, dilation_w * (kernel_w - 1) + 1 - pad_left - pad_right);
+  conv.batch(static_cast<int32_t>(rng.uniform_int(1, limits.max_batch)))
+      .input_size(static_cast<int32_t>(rng.uniform_int(min_h, std::max(min_h, limits.max_spatial))),
+                  static_cast<int32_t>(rng.uniform_int(min_w, std::max(min_w, limits.max_spatial))))
+      .input_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
+      .output_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
+      .kernel_size(kernel_h, kernel_w)
+      .stride(static_cast<int32_t>(rng.uniform_int(1, limits.max_stride)),
+              static_cast<int32_t>(rng.uniform_int(1, limits.max_stride)))
+      .dilation(dilation_h, dilation_w)
+      .padding(pad_top, pad_left, pad_bottom, pad_right);
+  return conv;
+}
+
+ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, const Convention& convention,
+                          const ConvShapeLimits& limits) {
+  ConvCase conv = GenerateConvShape(seed, case_stream, draw, limits);
+  CounterRng rng(seed, case_stream, draw, StreamPurpose::parameters);
+
+  QuantParams input;
+  input.type = QuantType{rng.chance(1, 2) ? ScalarType::uint8 : ScalarType::int8, false};
+  input.zero_point = RandomZeroPoint(rng, input.type);
+  input.scale = LogUniform(rng, 0x1p-10, 0x1p-1);
+  conv.input_quant(input);
+
+  const int32_t k_count = conv.output_channels();
+  std::vector<int8_t> weights(conv.weight_elements());
+  for (int8_t& w : weights) w = static_cast<int8_t>(rng.uniform_int(-127, 127));
+  conv.weights(std::move(weights));
+
+  // Typical accumulator magnitude: sqrt(fan_in) * rms(x - zx) * rms(w), with rms(w) ~ 127/sqrt(3).
+  const double fan_in = double(conv.input_channels()) * conv.kernel_height() * conv.kernel_width();
+  const double mid = 0.5 * (input.type.qmin() + input.type.qmax());
+  const double half_range = 0.5 * (input.type.qmax() - input.type.qmin());
+  const double rms_x = std::sqrt(half_range * half_range / 3.0 + (mid - input.zero_point) * (mid - input.zero_point));
+  const double acc_scale = std::sqrt(fan_in) * rms_x * (127.0 / std::sqrt(3.0));
+
+  // Per-channel multipliers M = sx*sw/su put one accumulator standard deviation at about a fifth of the
+  // intermediate range (jittered 4x either way), so samples cover the range and run past both ends.
+  const QuantParams& u = convention.intermediate.q;
+  const double u_range = double(u.type.qmax()) - u.type.qmin();
+  std::vector<float> weight_scales(k_count);
+  std::vector<int32_t> bias(k_count);
+  for (int32_t k = 0; k < k_count; ++k) {
+    const double multiplier = (u_range / 5.0) / acc_scale * LogUniform(rng, 0.25, 4.0);
+    weight_scales[k] = static_cast<float>(multiplier * u.scale / input.scale);
+    if (!(weight_scales[k] > 0.0f) || !std::isfinite(weight_scales[k])) weight_scales[k] = 1.0f;
+    const int64_t bias_span = static_cast<int64_t>(2.0 * acc_scale) + 1;
+    bias[k] = static_cast<int32_t>(rng.uniform_int(-bias_span, bias_span));
+  }
+  conv.weight_scales(std::move(weight_scales)).bias(std::move(bias));
+  return conv;
+}
+
+std::vector<int32_t> GenerateConvInput(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvCase& conv) {
+  CounterRng rng(seed, case_stream, draw, StreamPurpose::input);
+  std::vector<int32_t> input(conv.input_elements());
+  const QuantType& type = conv.input_quant().type;
+  for (int32_t& x : input) x = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
+  return input;
+}
+
+SampleLocation LocateSample(uint64_t seed, uint64_t case_stream, uint64_t sample, const ConvShapeLimits& limits) {
+  SampleLocation location;
+  for (;;) {
+    const uint64_t outputs = GenerateConvShape(seed, case_stream, location.draw, limits).output_elements();
+    if (sample < location.first_sample + outputs) {
+      location.element = sample - location.first_sample;
+      return location;
+    }
+    location.first_sample += outputs;
+    ++location.draw;
+  }
+}
+
+}  // namespace fusediff::generators

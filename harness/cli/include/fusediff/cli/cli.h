@@ -1,0 +1,18 @@
+#pragma once
+// The fusediff command line, callable in-process (tests) and from main.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace fusediff::cli {
+
+// Exit codes.
+inline constexpr int kExitPass = 0;        // every case passes (unsupported cases are listed, not failing)
+inline constexpr int kExitFail = 1;        // some case fails its tolerance
+inline constexpr int kExitBadInput = 2;    // usage or input error: one line naming the value and why
+inline constexpr int kExitInternal = 3;    // an internal error (a bug) or an undecidable exact decision
+
+// args[0] is the program name. Writes reports to `out`, diagnostics to `err`.
+int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace fusediff::cli

@@ -1,0 +1,34 @@
+#pragma once
+// Internal to the CLI: each subcommand registers its options on the app and returns the action that runs it.
+// New subcommands live in their own cli_<name>.cpp and are listed once in cli.cpp.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace fusediff::cli {
+
+struct CommandContext {
+  const std::vector<std::string>& args;  // the whole command line, args[0] the program
+  std::ostream& out;
+  std::ostream& err;
+};
+
+struct Command {
+  CLI::App* app = nullptr;
+  // Runs after a successful parse when `app` was the chosen subcommand; returns the exit code. Throws
+  // InputError for bad input (exit 2).
+  std::function<int(const CommandContext&)> action;
+};
+
+Command AddRunCommand(CLI::App& app);
+Command AddReplayCommand(CLI::App& app);
+
+// The command line as one shell-quoted string (for provenance).
+std::string JoinCommandLine(const std::vector<std::string>& args);
+// An output path must be creatable before hours of work are spent: its folder must exist and it must not be
+// a folder. Throws InputError naming `option`.
+void CheckOutputPath(const std::string& path, const char* option);
+
+}  // namespace fusediff::cli

@@ -1,0 +1,50 @@
+#pragma once
+// Runs cases: generate -> reference (exact) and fused (under test) -> error statistics -> verdict.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusediff/model/case_spec.h"
+#include "fusediff/model/results.h"
+
+namespace fusediff::driver {
+
+struct RunOptions {
+  uint64_t seed = 1;
+  size_t worst_count = 10;
+  std::optional<int64_t> max_abs_lsb;  // overrides every case's default tolerance
+};
+
+// Classification of a sample into regions (docs/regions.md):
+//   knee:           |v - p| <= 2*su for a knee point p of the activation (model/activation.h knee_points)
+//   saturation:     the requantized u was clamped to the intermediate type, or the output code was clamped
+//   quant_boundary: the value rounded by the last requant step, or f(v)/sy (output rounding), lies within
+//                   1/16 LSB of a rounding tie
+//   bulk:           none of the above
+inline constexpr double kKneeHalfWidthLsb = 2.0;
+inline constexpr double kBoundaryTieDistance = 1.0 / 16.0;
+
+// Caches the exact reference's y_ref table per convention across cases.
+class ReferenceCache {
+ public:
+  ReferenceCache();
+  ~ReferenceCache();
+  struct Impl;
+
+ private:
+  friend CaseResult RunCase(const CaseSpec&, const RunOptions&, ReferenceCache&);
+  friend ReplayTrace Replay(const ReplayKey&);
+  std::unique_ptr<Impl> impl_;
+};
+
+CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCache& cache);
+
+// Re-runs one sample bit for bit and returns every stage. Throws InputError when the sample does not exist.
+ReplayTrace Replay(const ReplayKey& key);
+
+// Tool and platform facts for the results (version, git commit, compiler, libc, ISA, UTC time).
+Provenance CurrentProvenance(const std::string& command_line);
+
+}  // namespace fusediff::driver

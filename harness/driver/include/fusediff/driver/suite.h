@@ -1,0 +1,36 @@
+#pragma once
+// The embedded default suite and the options that reshape it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusediff/model/case_spec.h"
+
+namespace fusediff::driver {
+
+struct SuiteOptions {
+  std::optional<ActivationKind> activation;  // only this activation
+  std::optional<float> alpha;                // alpha for leaky_relu / elu
+  std::optional<std::string> intermediate;   // "TYPE[:SCALE:ZP]"
+  std::optional<std::string> output;         // "TYPE[:SCALE:ZP]"
+  std::optional<RequantVariant> requant;
+  std::optional<RoundingMode> intermediate_rounding;
+  std::optional<RoundingMode> output_rounding;
+  std::optional<ZeroPointOrder> zero_point_order;
+  std::optional<FusedKind> fused;
+  uint64_t samples = 20000;  // per conv case
+  Mutant mutant = Mutant::none;
+};
+
+// Every activation x {int8 intermediate with lut, int16 intermediate with lut_interp} x {conv, sweep}, reshaped
+// by the options. Default quantization per activation covers its interesting input domain and output range
+// (docs/default-suite.md). Throws InputError on bad option values.
+std::vector<CaseSpec> BuildSuite(const SuiteOptions& options);
+
+// The default quantization of an activation's intermediate / output for a type: 8-bit types cover the domain
+// asymmetrically (scale = span/255, zero point placed accordingly); int16 is symmetric with zero point 0.
+QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type);
+QuantParams DefaultOutput(ActivationKind kind, const QuantType& type);
+
+}  // namespace fusediff::driver

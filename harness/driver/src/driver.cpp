@@ -1,0 +1,204 @@
+#include "fusediff/driver/driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "fusediff/fused/fused_kernel.h"
+#include "fusediff/generators/conv_generator.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/reference/reference.h"
+
+namespace fusediff::driver {
+
+struct ReferenceCache::Impl {
+  // Keyed by what the y_ref table depends on: activation, intermediate quantization, output spec.
+  std::map<std::string, std::unique_ptr<reference::ActivationTable>> tables;
+
+  const reference::ActivationTable& get(const Convention& c) {
+    Convention key_only = c;
+    key_only.requant = RequantVariant::exact;
+    key_only.intermediate.rounding = RoundingMode::half_away_from_zero;
+    CaseSpec keyed;
+    keyed.convention = key_only;
+    const std::string key = canonical_key(keyed);
+    auto it = tables.find(key);
+    if (it == tables.end()) it = tables.emplace(key, std::make_unique<reference::ActivationTable>(c)).first;
+    return *it->second;
+  }
+};
+
+ReferenceCache::ReferenceCache() : impl_(std::make_unique<Impl>()) {}
+ReferenceCache::~ReferenceCache() = default;
+
+namespace {
+
+bool NearKnee(const std::vector<double>& knees, double v, double su) {
+  for (double p : knees) {
+    if (std::abs(v - p) <= kKneeHalfWidthLsb * su) return true;
+  }
+  return false;
+}
+
+RegionSet Classify(const std::vector<double>& knees, const Convention& c, const reference::ActivationPoint& point,
+                   const reference::RequantTrace* requant) {
+  RegionSet regions = 0;
+  if (NearKnee(knees, point.v, c.intermediate.q.scale)) regions |= region_bit(Region::knee);
+  if (point.saturated || (requant && requant->saturated)) regions |= region_bit(Region::saturation);
+  if (point.tie_distance <= kBoundaryTieDistance || (requant && requant->tie_distance <= kBoundaryTieDistance)) {
+    regions |= region_bit(Region::quant_boundary);
+  }
+  return regions;
+}
+
+std::string DescribeShape(const ConvCase& conv) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer,
+                "N%d H%d W%d C%d -> K%d, kernel %dx%d, stride %dx%d, dilation %dx%d, pad t%d l%d b%d r%d",
+                conv.batch(), conv.input_height(), conv.input_width(), conv.input_channels(), conv.output_channels(),
+                conv.kernel_height(), conv.kernel_width(), conv.stride_height(), conv.stride_width(),
+                conv.dilation_height(), conv.dilation_width(), conv.padding_top(), conv.padding_left(),
+                conv.padding_bottom(), conv.padding_right());
+  return buffer;
+}
+
+}  // namespace
+
+CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCache& cache) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseResult result;
+  result.spec = spec;
+  result.stats.worst = WorstCases(options.worst_count);
+  const Convention& convention = spec.convention;
+  validate(convention);
+  result.tolerance = default_tolerance(spec.fused, convention.activation.kind);
+  if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
+
+  std::string unsupported;
+  std::unique_ptr<fused::FusedKernel> kernel =
+      fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported);
+  if (!kernel) {
+    result.verdict = Verdict::unsupported;
+    result.reason = unsupported;
+    return result;
+  }
+
+  const reference::ActivationTable& table = cache.impl_->get(convention);
+  result.reference_escalations = table.escalations();
+  const std::vector<double> knees = knee_points(convention.activation);
+  const int32_t u_min = convention.intermediate.q.type.qmin();
+  std::vector<bool> covered(convention.intermediate.q.type.code_count(), false);
+  const uint64_t total = effective_samples(spec);
+
+  if (spec.source == SampleSource::sweep) {
+    for (uint64_t i = 0; i < total; ++i) {
+      const int32_t u = u_min + static_cast<int32_t>(i);
+      const reference::ActivationPoint& point = table.at(u);
+      const int32_t y_fused = kernel->ApplyTable(u);
+      covered[i] = true;
+      result.stats.add(WorstCase{i, int64_t{y_fused} - point.y, 0, u, point.y, y_fused,
+                                 Classify(knees, convention, point, nullptr)});
+    }
+  } else {
+    const uint64_t stream = case_stream_id(spec);
+    uint64_t produced = 0;
+    std::vector<int32_t> y_fused;
+    for (uint32_t draw = 0; produced < total; ++draw) {
+      const ConvCase conv = generators::GenerateConvCase(options.seed, stream, draw, convention);
+      const std::vector<int32_t> input = generators::GenerateConvInput(options.seed, stream, draw, conv);
+      const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);
+      y_fused.assign(conv.output_elements(), 0);
+      kernel->Run(conv, input, y_fused);
+      std::vector<reference::Requantizer> requantizers;
+      requantizers.reserve(conv.output_channels());
+      for (int32_t k = 0; k < conv.output_channels(); ++k) {
+        requantizers.emplace_back(convention, conv.input_quant().scale, conv.weight_scales()[k]);
+      }
+      const uint64_t take = std::min<uint64_t>(conv.output_elements(), total - produced);
+      for (uint64_t j = 0; j < take; ++j) {
+        const int32_t k = static_cast<int32_t>(j % conv.output_channels());  // NHWK: k is the fastest index
+        const reference::RequantTrace requant = requantizers[k](acc[j]);
+        const reference::ActivationPoint& point = table.at(requant.u);
+        covered[requant.u - u_min] = true;
+        result.stats.add(WorstCase{produced + j, int64_t{y_fused[j]} - point.y, acc[j], requant.u, point.y, y_fused[j],
+                                   Classify(knees, convention, point, &requant)});
+      }
+      produced += take;
+    }
+  }
+
+  result.intermediate_codes_covered = static_cast<uint64_t>(std::count(covered.begin(), covered.end(), true));
+  const std::string violation = check_tolerance(result.stats.overall, result.tolerance);
+  result.verdict = violation.empty() ? Verdict::pass : Verdict::fail;
+  result.reason = violation;
+  for (const WorstCase& w : result.stats.worst.sorted()) {
+    result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{options.seed, w.sample, spec})});
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+ReplayTrace Replay(const ReplayKey& key) {
+  const CaseSpec& spec = key.spec;
+  const Convention& convention = spec.convention;
+  validate(convention);
+  std::string unsupported;
+  std::unique_ptr<fused::FusedKernel> kernel =
+      fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported);
+  if (!kernel) throw InputError("replay: fused path " + std::string(to_string(spec.fused)) + " is unsupported here: " + unsupported);
+  const reference::ActivationTable table(convention);
+
+  ReplayTrace trace;
+  trace.key = key;
+  trace.convention = describe(convention);
+  if (spec.source == SampleSource::sweep) {
+    if (key.sample >= convention.intermediate.q.type.code_count()) {
+      throw InputError("replay.sample: " + std::to_string(key.sample) + " is past the sweep's " +
+                       std::to_string(convention.intermediate.q.type.code_count()) + " codes");
+    }
+    trace.u = convention.intermediate.q.type.qmin() + static_cast<int32_t>(key.sample);
+    trace.y_fused = kernel->ApplyTable(trace.u);
+  } else {
+    const uint64_t stream = case_stream_id(spec);
+    const generators::SampleLocation location = generators::LocateSample(key.seed, stream, key.sample);
+    const ConvCase conv = generators::GenerateConvCase(key.seed, stream, location.draw, convention);
+    const std::vector<int32_t> input = generators::GenerateConvInput(key.seed, stream, location.draw, conv);
+    const ConvCase::OutputCoord coord = conv.output_coord(location.element);
+    trace.draw = location.draw;
+    trace.n = coord.n;
+    trace.oy = coord.oy;
+    trace.ox = coord.ox;
+    trace.k = coord.k;
+    trace.conv_shape = DescribeShape(conv);
+    trace.input_quant = format_quant_params(conv.input_quant());
+    trace.weight_scale = conv.weight_scales()[coord.k];
+    trace.bias = conv.bias()[coord.k];
+    trace.acc_reference = reference::Conv2DAccumulator(conv, input, coord.n, coord.oy, coord.ox, coord.k);
+    std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
+    kernel->Run(conv, input, y, acc, u);
+    trace.acc_fused = acc[location.element];
+    trace.u_fused = u[location.element];
+    trace.y_fused = y[location.element];
+    const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[coord.k]);
+    const reference::RequantTrace requant = requantizer(trace.acc_reference, /*with_decimal=*/true);
+    trace.requant_exact = requant.exact_value;
+    trace.u = requant.u;
+    const reference::ActivationPoint& point = table.at(requant.u);
+    trace.regions = Classify(knee_points(convention.activation), convention, point, &requant);
+  }
+  const reference::ActivationPoint& point = table.at(trace.u);
+  if (spec.source == SampleSource::sweep) {
+    trace.regions = Classify(knee_points(convention.activation), convention, point, nullptr);
+  }
+  trace.v = point.v;
+  trace.f_exact = reference::ExactActivationDecimal(convention, trace.u, 30);
+  trace.t = point.t;
+  trace.y_reference = point.y;
+  trace.error = int64_t{trace.y_fused} - trace.y_reference;
+  return trace;
+}
+
+}  // namespace fusediff::driver

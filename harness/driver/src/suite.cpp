@@ -1,0 +1,145 @@
+#include "fusediff/driver/suite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "fusediff/model/errors.h"
+
+namespace fusediff::driver {
+
+namespace {
+struct Domain {
+  double input_lo, input_hi;    // real values the intermediate must represent
+  double output_lo, output_hi;  // range of f over that input
+};
+
+// Input domains cover each activation's knees and its approach to saturation; output ranges are the image
+// of the domain (rounded outward).
+Domain DefaultDomain(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::relu: return {-8, 8, 0, 8};
+    case ActivationKind::relu6: return {-8, 8, 0, 6};
+    case ActivationKind::leaky_relu: return {-8, 8, -0.08, 8};
+    case ActivationKind::hard_sigmoid: return {-6, 6, 0, 1};
+    case ActivationKind::hard_swish: return {-6, 6, -0.375, 6};
+    case ActivationKind::gelu_erf:
+    case ActivationKind::gelu_tanh: return {-6, 6, -0.17, 6};
+    case ActivationKind::sigmoid: return {-8, 8, 0, 1};
+    case ActivationKind::tanh: return {-4, 4, -1, 1};
+    case ActivationKind::silu: return {-8, 8, -0.28, 8};
+    case ActivationKind::elu: return {-6, 6, -1, 6};
+    case ActivationKind::softplus: return {-8, 8, 0, 8};
+    case ActivationKind::mish: return {-6, 6, -0.31, 6};
+  }
+  return {-8, 8, -8, 8};
+}
+
+QuantParams QuantizeRange(double lo, double hi, const QuantType& type) {
+  QuantParams q;
+  q.type = type;
+  if (type.scalar == ScalarType::int16) {
+    // Symmetric, zero point 0 (TFLite's int16 convention, required by lut_interp).
+    q.scale = static_cast<float>(std::max(std::abs(lo), std::abs(hi)) / 32768.0);
+    q.zero_point = 0;
+    return q;
+  }
+  q.scale = static_cast<float>((hi - lo) / (double(type.qmax()) - type.qmin()));
+  const double zp = std::round(type.qmin() - lo / q.scale);
+  q.zero_point = static_cast<int32_t>(std::clamp(zp, double(type.qmin()), double(type.qmax())));
+  return q;
+}
+
+// "TYPE" -> defaults for that type; "TYPE:SCALE:ZP" -> exactly that.
+QuantParams ResolveQuant(const std::string& text, const std::string& field, const QuantParams& for_default_type,
+                         bool is_output, ActivationKind kind) {
+  QuantParams parsed = parse_quant_params(text, field, for_default_type);
+  if (text.find(':') == std::string::npos) {
+    return is_output ? DefaultOutput(kind, parsed.type) : DefaultIntermediate(kind, parsed.type);
+  }
+  return parsed;
+}
+}  // namespace
+
+QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type) {
+  const Domain d = DefaultDomain(kind);
+  return QuantizeRange(d.input_lo, d.input_hi, type);
+}
+
+QuantParams DefaultOutput(ActivationKind kind, const QuantType& type) {
+  const Domain d = DefaultDomain(kind);
+  return QuantizeRange(d.output_lo, d.output_hi, type);
+}
+
+std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
+  if (options.samples == 0) throw InputError("--samples: must be at least 1");
+  std::vector<ActivationKind> kinds;
+  if (options.activation) {
+    kinds.push_back(*options.activation);
+  } else {
+    kinds.assign(std::begin(kAllActivations), std::end(kAllActivations));
+  }
+  if (options.alpha && options.activation && !takes_alpha(*options.activation)) {
+    throw InputError("--alpha: " + std::string(to_string(*options.activation)) + " takes no alpha");
+  }
+
+  // Each variant pairs an intermediate type with the table kind built for it.
+  struct Variant {
+    QuantType intermediate;
+    FusedKind fused;
+  };
+  std::vector<Variant> variants;
+  if (options.intermediate) {
+    const QuantParams q = parse_quant_params(*options.intermediate, "--intermediate", QuantParams{});
+    variants.push_back({q.type, q.type.bits() == 16 ? FusedKind::lut_interp : FusedKind::lut});
+  } else if (options.fused) {
+    variants.push_back({QuantType{*options.fused == FusedKind::lut ? ScalarType::int8 : ScalarType::int16, false},
+                        *options.fused});
+  } else {
+    variants.push_back({QuantType{ScalarType::int8, false}, FusedKind::lut});
+    variants.push_back({QuantType{ScalarType::int16, false}, FusedKind::lut_interp});
+  }
+  if (options.fused) {
+    for (Variant& v : variants) v.fused = *options.fused;
+  }
+
+  std::vector<CaseSpec> suite;
+  for (ActivationKind kind : kinds) {
+    for (const Variant& variant : variants) {
+      Convention c;
+      c.activation = make_activation(kind);
+      if (options.alpha && takes_alpha(kind)) c.activation.alpha = *options.alpha;
+      c.requant = options.requant.value_or(RequantVariant::double_rounding);
+      c.intermediate.q = options.intermediate
+                             ? ResolveQuant(*options.intermediate, "--intermediate", QuantParams{}, false, kind)
+                             : DefaultIntermediate(kind, variant.intermediate);
+      c.intermediate.rounding = options.intermediate_rounding.value_or(
+          fixed_rounding(c.requant).value_or(RoundingMode::half_away_from_zero));
+      // 8-bit tables write non-negative activations to uint8 (as deployed graphs do), the rest to int8.
+      QuantType output_type = variant.intermediate.bits() == 16 ? QuantType{ScalarType::int16, false}
+                                                                : QuantType{ScalarType::int8, false};
+      if (variant.intermediate.bits() == 8 && DefaultDomain(kind).output_lo >= 0) {
+        output_type = QuantType{ScalarType::uint8, false};
+      }
+      c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
+                                  : DefaultOutput(kind, output_type);
+      c.output.rounding = options.output_rounding.value_or(RoundingMode::half_away_from_zero);
+      c.output.zero_point_order = options.zero_point_order.value_or(ZeroPointOrder::after_rounding);
+      validate(c);
+      for (SampleSource source : {SampleSource::conv, SampleSource::sweep}) {
+        CaseSpec spec;
+        spec.source = source;
+        spec.convention = c;
+        spec.fused = variant.fused;
+        spec.mutant = options.mutant;
+        spec.samples = options.samples;
+        spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." +
+                    std::string(to_string(variant.fused)) + "." + std::string(to_string(source));
+        suite.push_back(std::move(spec));
+      }
+    }
+  }
+  return suite;
+}
+
+}  // namespace fusediff::driver

@@ -1,0 +1,93 @@
+#pragma once
+// A quantized Conv2D case, described builder-style (XNNPACK operator-tester style):
+//   ConvCase().batch(1).input_size(14, 13).input_channels(3).output_channels(8).kernel_size(3, 3).stride(2)
+// Layouts: input NHWC, weights OHWI ([k][ky][kx][c]), output NHWK. group = 1.
+// Quantization: input int8/uint8 (sx, zx); weights int8 symmetric per output channel (sw[k]); bias int32 with
+// scale sx*sw[k]. Padded input positions hold the real value 0 (code zx), so they add nothing.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "fusediff/model/quant.h"
+
+namespace fusediff {
+
+class ConvCase {
+ public:
+  ConvCase& batch(int32_t n) { batch_ = n; return *this; }
+  ConvCase& input_size(int32_t height, int32_t width) { input_height_ = height; input_width_ = width; return *this; }
+  ConvCase& input_channels(int32_t c) { input_channels_ = c; return *this; }
+  ConvCase& output_channels(int32_t k) { output_channels_ = k; return *this; }
+  ConvCase& kernel_size(int32_t kh, int32_t kw) { kernel_height_ = kh; kernel_width_ = kw; return *this; }
+  ConvCase& stride(int32_t s) { return stride(s, s); }
+  ConvCase& stride(int32_t sh, int32_t sw) { stride_height_ = sh; stride_width_ = sw; return *this; }
+  ConvCase& padding(int32_t p) { return padding(p, p, p, p); }
+  ConvCase& padding(int32_t top, int32_t left, int32_t bottom, int32_t right) {
+    padding_top_ = top; padding_left_ = left; padding_bottom_ = bottom; padding_right_ = right; return *this;
+  }
+  ConvCase& dilation(int32_t d) { return dilation(d, d); }
+  ConvCase& dilation(int32_t dh, int32_t dw) { dilation_height_ = dh; dilation_width_ = dw; return *this; }
+  ConvCase& input_quant(const QuantParams& q) { input_quant_ = q; return *this; }
+  // sw[k], one per output channel.
+  ConvCase& weight_scales(std::vector<float> scales) { weight_scales_ = std::move(scales); return *this; }
+  // OHWI int8 codes, output_channels * kernel_height * kernel_width * input_channels values.
+  ConvCase& weights(std::vector<int8_t> w) { weights_ = std::move(w); return *this; }
+  ConvCase& bias(std::vector<int32_t> b) { bias_ = std::move(b); return *this; }
+
+  int32_t batch() const { return batch_; }
+  int32_t input_height() const { return input_height_; }
+  int32_t input_width() const { return input_width_; }
+  int32_t input_channels() const { return input_channels_; }
+  int32_t output_channels() const { return output_channels_; }
+  int32_t kernel_height() const { return kernel_height_; }
+  int32_t kernel_width() const { return kernel_width_; }
+  int32_t stride_height() const { return stride_height_; }
+  int32_t stride_width() const { return stride_width_; }
+  int32_t padding_top() const { return padding_top_; }
+  int32_t padding_left() const { return padding_left_; }
+  int32_t padding_bottom() const { return padding_bottom_; }
+  int32_t padding_right() const { return padding_right_; }
+  int32_t dilation_height() const { return dilation_height_; }
+  int32_t dilation_width() const { return dilation_width_; }
+  const QuantParams& input_quant() const { return input_quant_; }
+  const std::vector<float>& weight_scales() const { return weight_scales_; }
+  const std::vector<int8_t>& weights() const { return weights_; }
+  const std::vector<int32_t>& bias() const { return bias_; }
+
+  // Derived sizes.
+  int32_t output_height() const;
+  int32_t output_width() const;
+  size_t input_elements() const;   // N*H*W*C
+  size_t weight_elements() const;  // K*KH*KW*C
+  size_t output_elements() const;  // N*OH*OW*K
+
+  size_t input_index(int32_t n, int32_t y, int32_t x, int32_t c) const;
+  size_t weight_index(int32_t k, int32_t ky, int32_t kx, int32_t c) const;
+  size_t output_index(int32_t n, int32_t oy, int32_t ox, int32_t k) const;
+
+  struct OutputCoord { int32_t n, oy, ox, k; };
+  OutputCoord output_coord(size_t output_index) const;
+
+  // Largest |acc| any input can produce for output channel k:
+  //   |bias[k]| + max|x - zx| * sum |w[k, ., ., .]|.
+  int64_t accumulator_bound(int32_t k) const;
+
+  // Throws InputError if any size is out of range, vectors have the wrong length, the input type is not
+  // 8-bit, a scale is bad, weights use -128 (symmetric int8 is [-127, 127]) or an int32 accumulator could
+  // overflow.
+  void validate() const;
+
+ private:
+  int32_t batch_ = 1;
+  int32_t input_height_ = 1, input_width_ = 1, input_channels_ = 1, output_channels_ = 1;
+  int32_t kernel_height_ = 1, kernel_width_ = 1;
+  int32_t stride_height_ = 1, stride_width_ = 1;
+  int32_t padding_top_ = 0, padding_left_ = 0, padding_bottom_ = 0, padding_right_ = 0;
+  int32_t dilation_height_ = 1, dilation_width_ = 1;
+  QuantParams input_quant_{QuantType{ScalarType::int8, false}, 1.0f, 0};
+  std::vector<float> weight_scales_;
+  std::vector<int8_t> weights_;
+  std::vector<int32_t> bias_;
+};
+
+}  // namespace fusediff

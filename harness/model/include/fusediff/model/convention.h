@@ -1,0 +1,71 @@
+#pragma once
+// The convention: every decision that fixes a rounding between the int32 accumulator and the output code.
+// Reference and fused path are compared only under one and the same Convention.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fusediff/model/activation.h"
+#include "fusediff/model/quant.h"
+
+namespace fusediff {
+
+// How the accumulator acc (scale sx*sw[k]) becomes the intermediate code u (scale su, zero point zu).
+// In every variant the result is then offset by zu and saturated to the intermediate type.
+//   exact:           u = round_mode(acc * sx*sw[k] / su) with the real values of the float32 scales and the
+//                    declared intermediate rounding mode.
+//   double_rounding: gemmlowp/TFLite default. M = double(sx)*double(sw[k]) / double(su) in double;
+//                    QuantizeMultiplier(M) -> (m Q31, shift); SaturatingRoundingDoublingHighMul(acc << max(shift,0),
+//                    m) then RoundingDivideByPOT(., max(-shift,0)). Fixed rounding: half_away_from_zero.
+//   single_rounding: TFLite's TFLITE_SINGLE_ROUNDING build: same (m, shift) with shift capped at 30; then
+//                    (acc*m + 2^(t-1)) >> t, t = 31 - shift. Fixed rounding: half_up.
+//   f32_half_even:   ONNX/ORT style: M32 = float32(float32(sx*sw[k]) / su); u = nearbyint(float32(float32(acc)*M32)),
+//                    ties to even. Fixed rounding: half_to_even.
+enum class RequantVariant { exact, double_rounding, single_rounding, f32_half_even };
+
+// Whether the output zero point is added after rounding f(v)/sy (TFLite) or before (Vela Sigmoid/Tanh LUTs:
+// round(zy + f(v)/sy)). They differ at ties whenever the rounding mode is not translation invariant.
+enum class ZeroPointOrder { after_rounding, before_rounding };
+
+struct IntermediateSpec {
+  QuantParams q;
+  RoundingMode rounding = RoundingMode::half_away_from_zero;
+  friend bool operator==(const IntermediateSpec&, const IntermediateSpec&) = default;
+};
+
+struct OutputSpec {
+  QuantParams q;
+  RoundingMode rounding = RoundingMode::half_away_from_zero;
+  ZeroPointOrder zero_point_order = ZeroPointOrder::after_rounding;
+  friend bool operator==(const OutputSpec&, const OutputSpec&) = default;
+};
+
+struct Convention {
+  RequantVariant requant = RequantVariant::double_rounding;
+  IntermediateSpec intermediate;
+  OutputSpec output;
+  Activation activation;
+  friend bool operator==(const Convention&, const Convention&) = default;
+};
+
+std::string_view to_string(RequantVariant v);
+std::string_view to_string(ZeroPointOrder o);
+RequantVariant parse_requant_variant(std::string_view text, std::string_view field);
+ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view field);
+
+// The rounding a fixed-point variant imposes on its last step, or nullopt for `exact` (which uses the
+// declared intermediate rounding).
+std::optional<RoundingMode> fixed_rounding(RequantVariant v);
+
+// Throws InputError when the convention is inconsistent: bad scales or zero points, a requant variant whose
+// fixed rounding contradicts intermediate.rounding, alpha on an activation that takes none.
+void validate(const Convention& c);
+
+// "TYPE:SCALE:ZP" or "TYPE" (scale and zero point keep `defaults`); TYPE may end in "_narrow".
+QuantParams parse_quant_params(std::string_view text, std::string_view field, const QuantParams& defaults);
+std::string format_quant_params(const QuantParams& q);  // "int8:0.25:0" (+ "_narrow")
+
+// One-line human description, e.g. "double_rounding u=int8:0.0625:0 half_away_from_zero -> gelu_erf -> y=int8:...".
+std::string describe(const Convention& c);
+
+}  // namespace fusediff

@@ -1,0 +1,85 @@
+#pragma once
+// What a run produced: per case its convention, statistics, worst samples (with replay strings) and verdict,
+// plus provenance. The driver fills it; reports/ reads it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusediff/model/case_spec.h"
+#include "fusediff/model/error_stats.h"
+#include "fusediff/model/tolerance.h"
+
+namespace fusediff {
+
+enum class Verdict { pass, fail, unsupported };
+std::string_view to_string(Verdict v);
+
+struct WorstCaseReport {
+  WorstCase sample;
+  std::string replay;  // format_replay(...) for this sample
+};
+
+struct CaseResult {
+  CaseSpec spec;
+  Tolerance tolerance;
+  Verdict verdict = Verdict::pass;
+  std::string reason;            // why fail / unsupported; empty on pass
+  CaseStats stats;
+  std::vector<WorstCaseReport> worst;
+  uint64_t intermediate_codes_covered = 0;  // distinct reference u codes seen
+  uint64_t reference_escalations = 0;       // codes the double filter handed to exact arithmetic / MPFR
+  double seconds = 0;
+};
+
+struct Provenance {
+  std::string tool_name = "fusediff";
+  std::string tool_version;
+  std::string git_commit;
+  std::string compiler;
+  std::string libc;
+  std::string isa;
+  std::string command_line;
+  std::string created;  // ISO 8601 UTC
+};
+
+struct RunResult {
+  Provenance provenance;
+  uint64_t seed = 0;
+  bool complete = true;
+  std::vector<CaseResult> cases;
+
+  bool any_failure() const;
+};
+
+}  // namespace fusediff
+
+namespace fusediff {
+
+// Every stage of one sample, for `fusediff replay`.
+struct ReplayTrace {
+  ReplayKey key;
+  std::string convention;      // describe(convention)
+  // conv source only
+  uint32_t draw = 0;
+  int32_t n = 0, oy = 0, ox = 0, k = 0;
+  std::string conv_shape;      // e.g. "N1 H7 W5 C3 -> K4, kernel 3x2, stride 1x2, dilation 1x1, pad 0,1,1,0"
+  std::string input_quant;     // "uint8:0.0123:17"
+  float weight_scale = 0;
+  int32_t bias = 0;
+  int64_t acc_reference = 0;
+  int32_t acc_fused = 0;
+  std::string requant_exact;   // decimal of the value the last requant step rounds
+  int32_t u_fused = 0;
+  // both sources
+  int32_t u = 0;               // reference intermediate code
+  double v = 0;
+  std::string f_exact;         // f(v), 30 significant digits
+  double t = 0;
+  int32_t y_reference = 0;
+  int32_t y_fused = 0;
+  int64_t error = 0;
+  RegionSet regions = 0;
+};
+
+}  // namespace fusediff

@@ -1,0 +1,83 @@
+#include "fusediff/model/activation.h"
+
+#include <cmath>
+#include <string>
+
+#include "fusediff/model/errors.h"
+
+namespace fusediff {
+
+std::string_view to_string(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu: return "relu";
+    case ActivationKind::relu6: return "relu6";
+    case ActivationKind::leaky_relu: return "leaky_relu";
+    case ActivationKind::hard_sigmoid: return "hard_sigmoid";
+    case ActivationKind::hard_swish: return "hard_swish";
+    case ActivationKind::gelu_erf: return "gelu_erf";
+    case ActivationKind::gelu_tanh: return "gelu_tanh";
+    case ActivationKind::sigmoid: return "sigmoid";
+    case ActivationKind::tanh: return "tanh";
+    case ActivationKind::silu: return "silu";
+    case ActivationKind::elu: return "elu";
+    case ActivationKind::softplus: return "softplus";
+    case ActivationKind::mish: return "mish";
+  }
+  return "?";
+}
+
+ActivationKind parse_activation_kind(std::string_view text, std::string_view field) {
+  for (ActivationKind k : kAllActivations) {
+    if (to_string(k) == text) return k;
+  }
+  std::string known;
+  for (ActivationKind k : kAllActivations) known += (known.empty() ? "" : ", ") + std::string(to_string(k));
+  throw InputError(std::string(field) + ": unknown activation '" + std::string(text) + "' (expected one of " + known +
+                   ")");
+}
+
+bool takes_alpha(ActivationKind k) { return k == ActivationKind::leaky_relu || k == ActivationKind::elu; }
+
+float default_alpha(ActivationKind k) {
+  if (k == ActivationKind::leaky_relu) return 0.01f;
+  if (k == ActivationKind::elu) return 1.0f;
+  return 0.0f;
+}
+
+Activation make_activation(ActivationKind k) { return Activation{k, default_alpha(k)}; }
+
+bool is_piecewise_rational(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu:
+    case ActivationKind::relu6:
+    case ActivationKind::leaky_relu:
+    case ActivationKind::hard_sigmoid:
+    case ActivationKind::hard_swish: return true;
+    default: return false;
+  }
+}
+
+std::vector<double> knee_points(const Activation& a) {
+  switch (a.kind) {
+    case ActivationKind::relu:
+    case ActivationKind::leaky_relu:
+    case ActivationKind::elu: return {0.0};
+    case ActivationKind::relu6: return {0.0, 6.0};
+    case ActivationKind::hard_sigmoid:
+    case ActivationKind::hard_swish: return {-3.0, 3.0};
+    // GELU (erf form) minimum at x ~= -0.75179; the tanh form's is within 1e-3 of it.
+    case ActivationKind::gelu_erf:
+    case ActivationKind::gelu_tanh: return {-0.7517915, 0.0};
+    // SiLU minimum at x ~= -1.27846 (root of 1 + x(1 - sigmoid(x)) = 0).
+    case ActivationKind::silu: return {-1.2784645, 0.0};
+    // Maximum curvature of sigmoid at x = +-ln(2 + sqrt 3); of tanh at +-ln(2 + sqrt 3)/2.
+    case ActivationKind::sigmoid: return {-1.3169579, 1.3169579};
+    case ActivationKind::tanh: return {-0.6584789, 0.6584789};
+    // Mish minimum at x ~= -1.19; softplus bends around 0.
+    case ActivationKind::mish: return {-1.1924, 0.0};
+    case ActivationKind::softplus: return {0.0};
+  }
+  return {};
+}
+
+}  // namespace fusediff

@@ -1,0 +1,58 @@
+#include "fusediff/model/tolerance.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace fusediff {
+
+namespace {
+struct ToleranceRow {
+  FusedKind fused;
+  ActivationKind activation;
+  int64_t max_abs_lsb;
+};
+
+// lut_interp bounds, in output LSBs: the largest |e| that TFLite-generated 513-knot int16 tables show over every
+// int16 code, maximised over intermediate domains D in {2, 4, 6, 8, 12, 16} and output ranges of 1, 1.25, 2 and 4
+// times max|f| on [-D, D] (scripts/measure_lut_interp_tolerance.py; docs/tolerances.md). The error grows with
+// su/sy because each 128-code step of the lookup spans 65535/512 codes of the table: tanh at su/sy = 16 is 13.
+constexpr ToleranceRow kLutInterpRows[] = {
+    {FusedKind::lut_interp, ActivationKind::relu, 1},       {FusedKind::lut_interp, ActivationKind::relu6, 2},
+    {FusedKind::lut_interp, ActivationKind::leaky_relu, 1}, {FusedKind::lut_interp, ActivationKind::hard_sigmoid, 2},
+    {FusedKind::lut_interp, ActivationKind::hard_swish, 2}, {FusedKind::lut_interp, ActivationKind::gelu_erf, 2},
+    {FusedKind::lut_interp, ActivationKind::gelu_tanh, 2},  {FusedKind::lut_interp, ActivationKind::sigmoid, 3},
+    {FusedKind::lut_interp, ActivationKind::tanh, 13},      {FusedKind::lut_interp, ActivationKind::silu, 2},
+    {FusedKind::lut_interp, ActivationKind::elu, 2},        {FusedKind::lut_interp, ActivationKind::softplus, 2},
+    {FusedKind::lut_interp, ActivationKind::mish, 2},
+};
+}  // namespace
+
+Tolerance default_tolerance(FusedKind fused, ActivationKind activation) {
+  // An 8-bit table has one entry per code, so it can be exact: any wrong entry is a failure.
+  if (fused == FusedKind::lut) return Tolerance{0, std::nullopt, std::nullopt};
+  for (const ToleranceRow& row : kLutInterpRows) {
+    if (row.fused == fused && row.activation == activation) return Tolerance{row.max_abs_lsb, std::nullopt, std::nullopt};
+  }
+  return Tolerance{0, std::nullopt, std::nullopt};
+}
+
+std::string check_tolerance(const ErrorStats& stats, const Tolerance& tol) {
+  char buffer[160];
+  if (stats.max_abs() > tol.max_abs_lsb) {
+    std::snprintf(buffer, sizeof buffer, "max |e| %lld LSB > %lld", static_cast<long long>(stats.max_abs()),
+                  static_cast<long long>(tol.max_abs_lsb));
+    return buffer;
+  }
+  if (tol.min_exact_fraction && stats.exact_fraction() < *tol.min_exact_fraction) {
+    std::snprintf(buffer, sizeof buffer, "exact fraction %.6f < %.6f", stats.exact_fraction(), *tol.min_exact_fraction);
+    return buffer;
+  }
+  if (tol.max_abs_mean_lsb && std::abs(stats.mean()) > *tol.max_abs_mean_lsb) {
+    std::snprintf(buffer, sizeof buffer, "|bias| %.6f LSB > %.6f", std::abs(stats.mean()), *tol.max_abs_mean_lsb);
+    return buffer;
+  }
+  return {};
+}
+
+}  // namespace fusediff

@@ -1,0 +1,264 @@
+// y_ref for every intermediate code: v = (u - zu) su, f(v), t = f / sy (+ zy before rounding), y = sat(round(t)
+// (+ zy after rounding)). Piecewise-rational kinds are exact rationals throughout; transcendental kinds go
+// through the double-first filter and escalate to MPFR intervals when the filter's enclosure of t does not
+// decide y (docs/activations.md).
+#include <cmath>
+#include <string>
+
+#include "activation_eval.h"
+#include "exact.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/reference/reference.h"
+#include "interval.h"
+
+namespace fusediff::reference {
+
+using detail::Big;
+using detail::cpp_int;
+using detail::cpp_rational;
+using detail::Interval;
+using detail::IntervalMath;
+
+namespace {
+
+// The output rule y(t) = sat(round_mode(t + zb) + za), with (zb, za) = (zy, 0) when the zero point goes before
+// rounding and (0, zy) after. Every rounding mode is a non-decreasing function of t, and so are the shifts and
+// the saturation: if y(lo) == y(hi) then y(t) is that same code for every t in [lo, hi]. That single fact is the
+// whole decision procedure of the table (ties and saturation need no special cases). The unsaturated value is
+// compared too, so that the `saturated` flag is decided as well.
+struct OutputRule {
+  RoundingMode mode = RoundingMode::half_away_from_zero;
+  int64_t zb = 0, za = 0, qmin = 0, qmax = 0;
+
+  struct Result {
+    int32_t y = 0;
+    int64_t unsaturated = 0;
+    bool saturated = false;
+    bool operator==(const Result&) const = default;
+  };
+
+  // t = F + phi, F = floor(t), half_cmp = sign(phi - 1/2).
+  Result from_split(int64_t floor_t, int half_cmp) const {
+    constexpr int64_t kLimit = int64_t{1} << 40;  // far beyond every type; keeps the sums below exact
+    floor_t = detail::clamp_i64(floor_t, -kLimit, kLimit);
+    Result r;
+    r.unsaturated = detail::round_split(mode, floor_t + zb, half_cmp) + za;
+    r.y = static_cast<int32_t>(detail::clamp_i64(r.unsaturated, qmin, qmax));
+    r.saturated = r.y != r.unsaturated;
+    if (r.saturated) r.unsaturated = r.unsaturated > qmax ? qmax + 1 : qmin - 1;  // beyond: one representative
+    return r;
+  }
+
+  // Exact for any finite double: floor is exact, and F + 1/2 is exact for |F| < 2^52, so the comparison of t
+  // with F + 1/2 is exact.
+  Result from_double(double t) const {
+    if (t > 0x1p40) return from_split(int64_t{1} << 40, -1);
+    if (t < -0x1p40) return from_split(-(int64_t{1} << 40), -1);
+    const double f = std::floor(t);
+    const double mid = f + 0.5;
+    return from_split(static_cast<int64_t>(f), t < mid ? -1 : (t > mid ? 1 : 0));
+  }
+
+  // Exact for any MPFR number (NaN excluded by the caller).
+  Result from_mpfr(mpfr_srcptr t) const {
+    if (mpfr_inf_p(t) || mpfr_cmp_d(t, 0x1p40) > 0) {
+      return mpfr_sgn(t) > 0 ? from_split(int64_t{1} << 40, -1) : from_split(-(int64_t{1} << 40), -1);
+    }
+    if (mpfr_cmp_d(t, -0x1p40) < 0) return from_split(-(int64_t{1} << 40), -1);
+    const long f = mpfr_get_si(t, MPFR_RNDD);  // floor, exact (|t| <= 2^40)
+    mpfr_t mid;
+    mpfr_init2(mid, 64);
+    mpfr_set_si(mid, f, MPFR_RNDN);      // exact
+    mpfr_add_d(mid, mid, 0.5, MPFR_RNDN);  // exact: |f| < 2^41 fits 64 bits with the half
+    const int cmp = mpfr_cmp(t, mid);
+    mpfr_clear(mid);
+    return from_split(f, cmp < 0 ? -1 : (cmp > 0 ? 1 : 0));
+  }
+
+  Result from_rational(const cpp_rational& t) const {
+    const cpp_int f = detail::floor_rational(t);
+    return from_split(detail::clamp_to_int64(f), detail::half_compare(t, f));
+  }
+};
+
+double tie_distance_double(double t) {
+  if (!(std::fabs(t) < 0x1p52)) return 0.5;  // an integer (or beyond): farthest from any tie
+  return std::fabs(t - (std::floor(t) + 0.5));
+}
+
+// Kinds for which f(v) at rational v != 0 is provably transcendental (Lindemann-Weierstrass: e^a is
+// transcendental for algebraic a != 0, and f is a non-constant rational function of e^v, or for softplus
+// e^f = 1 + e^v with distinct exponents f, v, 0), so t = f/sy + zy can never be exactly a tie.
+bool never_a_tie(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::sigmoid:
+    case ActivationKind::tanh:
+    case ActivationKind::silu:
+    case ActivationKind::elu:
+    case ActivationKind::softplus:
+    case ActivationKind::mish: return true;
+    default: return false;  // gelu_erf (erf at rationals: no such theorem), gelu_tanh (exp of a multiple of 1/sqrt(pi))
+  }
+}
+
+}  // namespace
+
+ActivationTable::ActivationTable(const Convention& convention) : ActivationTable(convention, ActivationTableOptions{}) {}
+
+ActivationTable::ActivationTable(const Convention& convention, const ActivationTableOptions& options) {
+  validate(convention.intermediate.q, "intermediate");
+  validate(convention.output.q, "output");
+  detail::check_activation(convention.activation, "activation");
+  if (options.mpfr_start_bits < 2 || options.mpfr_cap_bits < options.mpfr_start_bits || options.mpfr_cap_bits > (1 << 20)) {
+    throw InputError("activation table: MPFR precisions must satisfy 2 <= start <= cap <= 2^20 (got " +
+                     std::to_string(options.mpfr_start_bits) + ", " + std::to_string(options.mpfr_cap_bits) + ")");
+  }
+  const Activation& act = convention.activation;
+  const QuantParams& in = convention.intermediate.q;
+  const QuantParams& out = convention.output.q;
+  const bool before = convention.output.zero_point_order == ZeroPointOrder::before_rounding;
+
+  OutputRule rule;
+  rule.mode = convention.output.rounding;
+  rule.zb = before ? out.zero_point : 0;
+  rule.za = before ? 0 : out.zero_point;
+  rule.qmin = out.type.qmin();
+  rule.qmax = out.type.qmax();
+
+  qmin_ = in.type.qmin();
+  points_.assign(in.type.code_count(), ActivationPoint{});
+  const cpp_rational su = detail::exact_rational(in.scale);
+  const cpp_rational sy = detail::exact_rational(out.scale);
+  const double su_d = in.scale;  // exact
+  const double sy_d = out.scale;  // exact
+
+  auto fill_rational = [&](ActivationPoint& p, const cpp_rational& v, const cpp_rational& f) {
+    const cpp_rational t = f / sy;
+    const OutputRule::Result r = rule.from_rational(t);
+    p.y = r.y;
+    p.saturated = r.saturated;
+    p.v = detail::to_double(v);
+    p.f = detail::to_double(f);
+    p.t = detail::to_double(t + cpp_rational(rule.zb));
+    p.tie_distance = detail::tie_distance_rational(t);
+  };
+
+  for (int32_t u = in.type.qmin(); u <= in.type.qmax(); ++u) {
+    ActivationPoint& p = points_[static_cast<size_t>(u - qmin_)];
+    const int64_t centered = int64_t{u} - in.zero_point;  // |centered| <= 2^16 + 2^16
+    if (is_piecewise_rational(act.kind)) {
+      const cpp_rational v = cpp_rational(centered) * su;
+      fill_rational(p, v, detail::rational_activation(act, v));
+      continue;
+    }
+    cpp_rational f0;
+    if (centered == 0 && detail::rational_at_zero(act.kind, &f0)) {  // v == 0: decided exactly
+      fill_rational(p, cpp_rational(0), f0);
+      continue;
+    }
+    // x = (u - zu) * su exactly: an integer of at most 17 bits times a 24-bit float32 significand is at most a
+    // 41-bit significand, and 2^-149 * 1 .. 2^17 * 2^128 lies well inside binary64's normal range.
+    const double x = static_cast<double>(centered) * su_d;
+    p.v = x;
+
+    if (options.use_double_filter) {
+      const FilterEvaluation fe = ActivationFilter(act, x);
+      if (fe.usable) {
+        // |t_d - f/sy| <= |t_d - f_d/sy| + |f_d - f|/sy <= 2^-52 |t_d| + 2^-1070 + bound/sy; the (1 + 2^-48)
+        // factor absorbs the roundings of this very sum, nextafter makes lo/hi outward-rounded.
+        const double t_d = fe.f / sy_d;
+        const double e_t = (fe.bound / sy_d + std::fabs(t_d) * 0x1p-52 + 0x1p-1070) * (1 + 0x1p-48);
+        const double lo = std::nextafter(t_d - e_t, -INFINITY);
+        const double hi = std::nextafter(t_d + e_t, INFINITY);
+        if (std::isfinite(t_d) && std::isfinite(lo) && std::isfinite(hi)) {
+          const OutputRule::Result rl = rule.from_double(lo);
+          if (rl == rule.from_double(hi)) {
+            p.y = rl.y;
+            p.saturated = rl.saturated;
+            p.f = fe.f;
+            p.t = t_d + static_cast<double>(rule.zb);
+            p.tie_distance = tie_distance_double(t_d);
+            continue;
+          }
+        }
+      }
+    }
+
+    // Escalation: MPFR intervals at doubling precision up to the cap.
+    ++escalations_;
+    const detail::ExponentRangeGuard range;
+    bool decided = false;
+    std::string last_interval;
+    for (long bits = options.mpfr_start_bits;; bits = std::min<long>(2 * bits, options.mpfr_cap_bits)) {
+      const IntervalMath m(bits);
+      const Interval f = detail::interval_activation(m, act, m.point_double(x));
+      const Interval t = m.div(f, m.point_double(sy_d));
+      if (!IntervalMath::has_nan(t)) {
+        const OutputRule::Result rl = rule.from_mpfr(IntervalMath::raw(t.lo));
+        const OutputRule::Result rh = rule.from_mpfr(IntervalMath::raw(t.hi));
+        if (rl == rh) {
+          max_mpfr_bits_ = std::max(max_mpfr_bits_, static_cast<int>(bits));
+          const Big fm = m.midpoint(f);
+          const Big tm = m.midpoint(t);
+          p.y = rl.y;
+          p.saturated = rl.saturated;
+          p.f = mpfr_get_d(IntervalMath::raw(fm), MPFR_RNDN);
+          const double t_mid = mpfr_get_d(IntervalMath::raw(tm), MPFR_RNDN);
+          p.t = t_mid + static_cast<double>(rule.zb);
+          // |frac(t) - 1/2| from the midpoint, in MPFR (the double t_mid may have lost the distinction).
+          if (mpfr_number_p(IntervalMath::raw(tm)) && mpfr_cmpabs_ui(IntervalMath::raw(tm), 1ul << 30) < 0) {
+            Big d = m.make();
+            mpfr_floor(IntervalMath::raw(d), IntervalMath::raw(tm));
+            mpfr_sub(IntervalMath::raw(d), IntervalMath::raw(tm), IntervalMath::raw(d), MPFR_RNDN);
+            mpfr_sub_d(IntervalMath::raw(d), IntervalMath::raw(d), 0.5, MPFR_RNDN);
+            p.tie_distance = std::fabs(mpfr_get_d(IntervalMath::raw(d), MPFR_RNDN));
+          } else {
+            p.tie_distance = 0.5;
+          }
+          decided = true;
+          break;
+        }
+        last_interval = "[" + detail::mpfr_decimal(t.lo, 25) + ", " + detail::mpfr_decimal(t.hi, 25) + "]";
+      }
+      if (bits >= options.mpfr_cap_bits) break;
+    }
+    if (!decided) {
+      std::string why = never_a_tie(act.kind)
+                            ? "f(v) is transcendental (Lindemann-Weierstrass), so t is not a tie, but no enclosure "
+                              "excluded the rounding boundary"
+                            : "t may be exactly a rounding tie; no theorem excludes it";
+      throw UndecidableError("activation table: " + std::string(to_string(act.kind)) + " at code u=" + std::to_string(u) +
+                             " (v=" + detail::decimal_string(detail::exact_rational(x), 40) + "): t = f(v)/sy" +
+                             (before ? " + zy" : "") + " in " + last_interval + " at the " +
+                             std::to_string(options.mpfr_cap_bits) + "-bit cap; " + why);
+    }
+  }
+}
+
+const ActivationPoint& ActivationTable::at(int32_t u) const {
+  const int64_t i = int64_t{u} - qmin_;
+  if (i < 0 || i >= static_cast<int64_t>(points_.size())) {
+    throw InputError("activation table: code " + std::to_string(u) + " is outside [" + std::to_string(qmin_) + ", " +
+                     std::to_string(qmin_ + static_cast<int64_t>(points_.size()) - 1) + "]");
+  }
+  return points_[static_cast<size_t>(i)];
+}
+
+std::string ExactActivationDecimal(const Convention& convention, int32_t u, int digits) {
+  const QuantParams& in = convention.intermediate.q;
+  validate(in, "intermediate");
+  detail::check_activation(convention.activation, "activation");
+  if (!in.type.contains(u)) {
+    throw InputError("intermediate code " + std::to_string(u) + " is outside " + to_string(in.type) + " [" +
+                     std::to_string(in.type.qmin()) + ", " + std::to_string(in.type.qmax()) + "]");
+  }
+  const cpp_rational v = cpp_rational(int64_t{u} - in.zero_point) * detail::exact_rational(in.scale);
+  return detail::activation_decimal(convention.activation, v, digits);
+}
+
+std::string ActivationDecimal(const Activation& activation, const std::string& x_decimal, int digits) {
+  detail::check_activation(activation, "activation");
+  return detail::activation_decimal(activation, detail::parse_decimal(x_decimal, "x"), digits);
+}
+
+}  // namespace fusediff::reference

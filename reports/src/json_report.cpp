@@ -1,0 +1,126 @@
+#include <string>
+
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::reports {
+
+using nlohmann::ordered_json;
+
+ordered_json StatsToJson(const ErrorStats& stats) {
+  ordered_json histogram = ordered_json::object();
+  for (const auto& [error, count] : stats.histogram()) histogram[std::to_string(error)] = count;
+  ordered_json j;
+  j["count"] = stats.count();
+  j["histogram"] = std::move(histogram);
+  j["mean"] = stats.mean();
+  j["std"] = stats.stddev();
+  j["min"] = stats.min();
+  j["max"] = stats.max();
+  j["max_abs"] = stats.max_abs();
+  j["p50"] = stats.p50();
+  j["p90"] = stats.p90();
+  j["p99"] = stats.p99();
+  j["p999"] = stats.p999();
+  j["exact_fraction"] = stats.exact_fraction();
+  return j;
+}
+
+namespace {
+ordered_json QuantToJson(const QuantParams& q) {
+  ordered_json j;
+  j["type"] = std::string(to_string(q.type.scalar));
+  j["scale"] = static_cast<double>(q.scale);  // exact value of the float32; parses back to the same float
+  j["zero_point"] = q.zero_point;
+  j["narrow"] = q.type.narrow;
+  return j;
+}
+
+ordered_json ConventionToJson(const Convention& c) {
+  ordered_json j;
+  j["requant"] = std::string(to_string(c.requant));
+  ordered_json intermediate = QuantToJson(c.intermediate.q);
+  intermediate["rounding"] = std::string(to_string(c.intermediate.rounding));
+  j["intermediate"] = std::move(intermediate);
+  ordered_json output = QuantToJson(c.output.q);
+  output["rounding"] = std::string(to_string(c.output.rounding));
+  output["zero_point_order"] = std::string(to_string(c.output.zero_point_order));
+  j["output"] = std::move(output);
+  return j;
+}
+
+ordered_json RegionsToJson(RegionSet regions) {
+  ordered_json list = ordered_json::array();
+  for (Region r : kAllRegions) {
+    if (regions & region_bit(r)) list.push_back(std::string(to_string(r)));
+  }
+  if (list.empty()) list.push_back(std::string(to_string(Region::bulk)));
+  return list;
+}
+
+ordered_json CaseToJson(const CaseResult& c) {
+  ordered_json j;
+  j["name"] = c.spec.name;
+  j["source"] = std::string(to_string(c.spec.source));
+  ordered_json activation;
+  activation["kind"] = std::string(to_string(c.spec.convention.activation.kind));
+  activation["params"] = ordered_json::object();
+  if (takes_alpha(c.spec.convention.activation.kind)) {
+    activation["params"]["alpha"] = static_cast<double>(c.spec.convention.activation.alpha);
+  }
+  j["activation"] = std::move(activation);
+  j["convention"] = ConventionToJson(c.spec.convention);
+  j["fused"] = std::string(to_string(c.spec.fused));
+  j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
+  j["samples"] = c.stats.overall.count();
+  j["error_lsb"] = StatsToJson(c.stats.overall);
+  ordered_json regions = ordered_json::object();
+  for (Region r : kAllRegions) regions[std::string(to_string(r))] = StatsToJson(c.stats.by_region[static_cast<size_t>(r)]);
+  j["regions"] = std::move(regions);
+  ordered_json coverage;
+  coverage["intermediate_codes"] = c.intermediate_codes_covered;
+  coverage["intermediate_code_count"] = c.spec.convention.intermediate.q.type.code_count();
+  coverage["reference_escalations"] = c.reference_escalations;
+  j["coverage"] = std::move(coverage);
+  ordered_json worst = ordered_json::array();
+  for (const WorstCaseReport& w : c.worst) {
+    ordered_json item;
+    item["replay"] = w.replay;
+    item["sample"] = w.sample.sample;
+    item["acc"] = w.sample.acc;
+    item["u"] = w.sample.u;
+    item["y_ref"] = w.sample.y_ref;
+    item["y_fused"] = w.sample.y_fused;
+    item["error"] = w.sample.error;
+    item["regions"] = RegionsToJson(w.sample.regions);
+    worst.push_back(std::move(item));
+  }
+  j["worst"] = std::move(worst);
+  ordered_json tolerance;
+  tolerance["max_abs_lsb"] = c.tolerance.max_abs_lsb;
+  if (c.tolerance.min_exact_fraction) tolerance["min_exact_fraction"] = *c.tolerance.min_exact_fraction;
+  if (c.tolerance.max_abs_mean_lsb) tolerance["max_abs_mean_lsb"] = *c.tolerance.max_abs_mean_lsb;
+  j["tolerance"] = std::move(tolerance);
+  j["verdict"] = std::string(to_string(c.verdict));
+  if (!c.reason.empty()) j["reason"] = c.reason;
+  return j;
+}
+}  // namespace
+
+ordered_json ToJson(const RunResult& run) {
+  ordered_json j;
+  j["format"] = kResultsFormat;
+  j["tool"] = {{"name", run.provenance.tool_name},
+               {"version", run.provenance.tool_version},
+               {"git_commit", run.provenance.git_commit}};
+  j["platform"] = {{"compiler", run.provenance.compiler}, {"libc", run.provenance.libc}, {"isa", run.provenance.isa}};
+  j["command_line"] = run.provenance.command_line;
+  j["created"] = run.provenance.created;
+  j["seed"] = run.seed;
+  j["complete"] = run.complete;
+  ordered_json cases = ordered_json::array();
+  for (const CaseResult& c : run.cases) cases.push_back(CaseToJson(c));
+  j["cases"] = std::move(cases);
+  return j;
+}
+
+}  // namespace fusediff::reports

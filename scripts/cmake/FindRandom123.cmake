@@ -1,0 +1,9 @@
+# FindRandom123: D. E. Shaw Research's counter-based RNGs (Debian librandom123-dev, header only).
+# Provides Random123::Random123.
+find_path(Random123_INCLUDE_DIR Random123/philox.h)
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(Random123 REQUIRED_VARS Random123_INCLUDE_DIR)
+if(Random123_FOUND AND NOT TARGET Random123::Random123)
+  add_library(Random123::Random123 INTERFACE IMPORTED)
+  set_target_properties(Random123::Random123 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${Random123_INCLUDE_DIR}")
+endif()

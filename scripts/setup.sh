@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what fusediff needs to build and test, from Debian packages: only what is missing (apt-get update
+# runs only then), and silently when everything is already present. Idempotent; run as root or with sudo.
+set -euo pipefail
+
+packages=(
+  cmake g++ make git
+  libgtest-dev librapidcheck-dev          # GoogleTest, RapidCheck (rapidcheck/gtest.h)
+  libboost-dev libmpfr-dev libgmp-dev     # Boost.Multiprecision with the MPFR backend
+  libfmt-dev libfccp-dev                  # fmt, Fast C++ CSV Parser
+  nlohmann-json3-dev libcli11-dev         # JSON, command line
+  librandom123-dev                        # counter-based RNG (Philox)
+  python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  sudo=""
+  if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,10 @@
+# Runs COMMAND (a ;-list) and fails unless it exits with EXPECTED and, when given, its output matches PATTERN.
+# Usage: cmake -DEXPECTED=1 -DPATTERN=regex -DCOMMAND="a;b;c" -P expect_exit.cmake
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT code STREQUAL EXPECTED)
+  message(FATAL_ERROR "exit code ${code}, expected ${EXPECTED}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(DEFINED PATTERN AND NOT "${out}${err}" MATCHES "${PATTERN}")
+  message(FATAL_ERROR "output does not match '${PATTERN}'\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+message(STATUS "exit ${code} as expected")

@@ -1,0 +1,58 @@
+#include <gtest/gtest.h>
+
+#include "fusediff/model/case_spec.h"
+#include "fusediff/model/errors.h"
+
+namespace fusediff {
+namespace {
+
+CaseSpec Example() {
+  CaseSpec s;
+  s.name = "gelu_erf.int8.lut.conv";
+  s.convention.activation = make_activation(ActivationKind::gelu_erf);
+  s.convention.intermediate.q = QuantParams{QuantType{ScalarType::int8}, 0.0470588244f, -1};
+  s.convention.output.q = QuantParams{QuantType{ScalarType::int8, true}, 0.0242352933f, -121};
+  s.convention.output.zero_point_order = ZeroPointOrder::before_rounding;
+  s.mutant = Mutant::use_output_scale;
+  return s;
+}
+
+TEST(Replay, FormatThenParseIsIdentity) {
+  const ReplayKey key{42, 123456, Example()};
+  const std::string text = format_replay(key);
+  const ReplayKey back = parse_replay(text);
+  EXPECT_EQ(back.seed, 42u);
+  EXPECT_EQ(back.sample, 123456u);
+  EXPECT_EQ(back.spec.name, key.spec.name);
+  EXPECT_EQ(back.spec.convention, key.spec.convention);
+  EXPECT_EQ(back.spec.mutant, Mutant::use_output_scale);
+  EXPECT_EQ(format_replay(back), text);
+}
+
+TEST(Replay, BadStringsNameTheField) {
+  EXPECT_THROW(parse_replay("hello"), InputError);
+  const std::string good = format_replay(ReplayKey{1, 2, Example()});
+  try {
+    std::string bad = good;
+    bad.replace(bad.find("act=gelu_erf"), 12, "act=gelu_xx");
+    parse_replay(bad);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("replay.act"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_replay(good + ";extra=1"), InputError);
+  EXPECT_THROW(parse_replay(good.substr(0, good.find(";mutant"))), InputError);
+}
+
+TEST(CaseStream, DependsOnConventionNotOnNameOrMutant) {
+  CaseSpec a = Example(), b = Example();
+  b.name = "other";
+  b.mutant = Mutant::none;
+  b.samples = 5;
+  EXPECT_EQ(case_stream_id(a), case_stream_id(b));
+  b.convention.output.q.zero_point = -120;
+  EXPECT_NE(case_stream_id(a), case_stream_id(b));
+}
+
+}  // namespace
+}  // namespace fusediff
