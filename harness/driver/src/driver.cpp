@@ -71,6 +71,12 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   const auto start = std::chrono::steady_clock::now();
   CaseResult result;
   result.spec = spec;
+  if (options.shard_count == 0 || options.shard_index >= options.shard_count) {
+    throw InputError("shard " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) +
+                     ": expected 0 <= I < N");
+  }
+  result.shard_index = options.shard_index;
+  result.shard_count = options.shard_count;
   result.stats.worst = WorstCases(options.worst_count);
   const Convention& convention = spec.convention;
   validate(convention);
@@ -94,7 +100,15 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   const uint64_t total = effective_samples(spec);
 
   if (spec.source == SampleSource::sweep) {
-    for (uint64_t i = 0; i < total; ++i) {
+    constexpr uint64_t kSweepBatch = 4096;
+    for (uint64_t i = options.shard_index; i < total; i += options.shard_count) {
+      if (i % kSweepBatch < options.shard_count) {
+        if (options.progress) options.progress(result.stats.overall.count());
+        if (options.stop && options.stop->load()) {
+          result.complete = false;
+          break;
+        }
+      }
       const int32_t u = u_min + static_cast<int32_t>(i);
       const reference::ActivationPoint& point = table.at(u);
       const int32_t y_fused = kernel->ApplyTable(u);
@@ -107,6 +121,17 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
     uint64_t produced = 0;
     std::vector<int32_t> y_fused;
     for (uint32_t draw = 0; produced < total; ++draw) {
+      if (options.progress) options.progress(result.stats.overall.count());
+      if (options.stop && options.stop->load()) {
+        result.complete = false;
+        break;
+      }
+      if (draw % options.shard_count != options.shard_index) {
+        // Another shard's draw: only its size matters here, to keep sample indices global.
+        produced += std::min<uint64_t>(generators::GenerateConvShape(options.seed, stream, draw).output_elements(),
+                                       total - produced);
+        continue;
+      }
       const ConvCase conv = generators::GenerateConvCase(options.seed, stream, draw, convention);
       const std::vector<int32_t> input = generators::GenerateConvInput(options.seed, stream, draw, conv);
       const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);

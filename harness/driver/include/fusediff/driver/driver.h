@@ -1,6 +1,8 @@
 #pragma once
 // Runs cases: generate -> reference (exact) and fused (under test) -> error statistics -> verdict.
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +17,15 @@ struct RunOptions {
   uint64_t seed = 1;
   size_t worst_count = 10;
   std::optional<int64_t> max_abs_lsb;  // overrides every case's default tolerance
+  // Deterministic partition: shard `shard_index` of `shard_count` runs conv draws d with d % count == index and
+  // sweep samples i with i % count == index. Merging all shards' statistics gives the unsharded ones exactly.
+  uint32_t shard_index = 0;
+  uint32_t shard_count = 1;
+  // Checked between batches (a conv draw, or 4096 sweep codes): when set, the case stops early and is marked
+  // incomplete (CaseResult::complete = false). Not owned.
+  const std::atomic<bool>* stop = nullptr;
+  // Called after each batch with the samples compared so far in this case.
+  std::function<void(uint64_t samples_done)> progress;
 };
 
 // Classification of a sample into regions (docs/regions.md):

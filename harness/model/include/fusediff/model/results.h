@@ -29,6 +29,9 @@ struct CaseResult {
   std::vector<WorstCaseReport> worst;
   uint64_t intermediate_codes_covered = 0;  // distinct reference u codes seen
   uint64_t reference_escalations = 0;       // codes the double filter handed to exact arithmetic / MPFR
+  bool complete = true;                     // false when the run was interrupted inside this case
+  uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
+  uint32_t shard_count = 1;
   double seconds = 0;
 };
 
