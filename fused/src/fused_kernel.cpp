@@ -154,15 +154,49 @@ int64_t RequantizeF32HalfEven(int32_t acc, const ChannelRequant& c) {
   return static_cast<int64_t>(rounded);
 }
 
+// Mutant requant-truncate, double rounding: SaturatingRoundingDoublingHighMul, then an arithmetic shift right
+// (floor) where RoundingDivideByPOT belongs.
+int32_t MultiplyByQuantizedMultiplierTruncatingShift(int32_t x, int32_t quantized_multiplier, int shift) {
+  const int left_shift = shift > 0 ? shift : 0;
+  const int right_shift = shift > 0 ? 0 : -shift;
+  const int64_t widened = static_cast<int64_t>(x) * (int64_t{1} << std::min(left_shift, 32));
+  const int32_t x_shifted = static_cast<int32_t>(std::clamp<int64_t>(widened, INT32_MIN, INT32_MAX));
+  return SaturatingRoundingDoublingHighMul(x_shifted, quantized_multiplier) >> right_shift;
+}
+
+// Mutant requant-truncate, single rounding: (x * m) >> t without the + 2^(t-1) rounding term (floor).
+int32_t MultiplyByQuantizedMultiplierSingleTruncating(int32_t x, int32_t quantized_multiplier, int shift) {
+  const int total_shift = 31 - shift;
+  const int64_t scaled = (static_cast<int64_t>(x) * quantized_multiplier) >> total_shift;
+  return static_cast<int32_t>(std::clamp<int64_t>(scaled, INT32_MIN, INT32_MAX));
+}
+
+// Mutant no-intermediate-saturation: the code wraps modulo 2^bits into the type's two's-complement (or unsigned)
+// range, then the narrow range's missing code clamps.
+int32_t WrapToType(int64_t v, const QuantType& type) {
+  const int64_t modulus = int64_t{1} << type.bits();
+  const int64_t low = type.scalar == ScalarType::uint8 ? 0 : -(modulus / 2);
+  const int64_t wrapped = ((v - low) % modulus + modulus) % modulus + low;
+  return SaturateToType(wrapped, type);
+}
+
 // acc -> u for one channel: the variant's scaling, then + zu, saturated to the intermediate type.
-int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention& convention) {
+int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention& convention, Mutant mutant) {
   int64_t scaled = 0;
   switch (convention.requant) {
     case RequantVariant::double_rounding:
-      scaled = MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift);
+      scaled = mutant == Mutant::requant_truncate
+                   ? MultiplyByQuantizedMultiplierTruncatingShift(acc, c.multiplier_q31, c.shift)
+                   : MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift);
       break;
     case RequantVariant::single_rounding:
-      scaled = MultiplyByQuantizedMultiplierSingleRounding(acc, c.multiplier_q31, c.shift);
+      if (mutant == Mutant::requant_double_for_single) {
+        scaled = MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift);
+      } else if (mutant == Mutant::requant_truncate) {
+        scaled = MultiplyByQuantizedMultiplierSingleTruncating(acc, c.multiplier_q31, c.shift);
+      } else {
+        scaled = MultiplyByQuantizedMultiplierSingleRounding(acc, c.multiplier_q31, c.shift);
+      }
       break;
     case RequantVariant::f32_half_even:
       scaled = RequantizeF32HalfEven(acc, c);
@@ -172,7 +206,28 @@ int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention
       break;
   }
   // |scaled| <= 2^40 and |zu| < 2^16: the sum is exact in int64.
+  if (mutant == Mutant::no_intermediate_saturation) {
+    return WrapToType(scaled + convention.intermediate.q.zero_point, convention.intermediate.q.type);
+  }
   return SaturateToType(scaled + convention.intermediate.q.zero_point, convention.intermediate.q.type);
+}
+
+// Mutant skip-intermediate-quantization: f applied to the unrounded real value acc*sx*sw (double), then one
+// output rounding with the declared mode and zero-point order.
+int32_t ActivateUnquantized(int32_t acc, float sx, float sw, const Convention& convention) {
+  const double v = static_cast<double>(acc) * static_cast<double>(sx) * static_cast<double>(sw);
+  const double t = EvaluateActivationDouble(convention.activation, v) / static_cast<double>(convention.output.q.scale);
+  const OutputSpec& out = convention.output;
+  const bool before = out.zero_point_order == ZeroPointOrder::before_rounding;
+  const double to_round = before ? t + out.q.zero_point : t;
+  double rounded = 0;
+  switch (out.rounding) {
+    case RoundingMode::half_away_from_zero: rounded = std::round(to_round); break;
+    case RoundingMode::half_to_even: rounded = std::nearbyint(to_round); break;
+    case RoundingMode::half_up: rounded = std::floor(to_round + 0.5); break;
+  }
+  const double code = before ? rounded : rounded + out.q.zero_point;
+  return static_cast<int32_t>(std::clamp(code, double(out.q.type.qmin()), double(out.q.type.qmax())));
 }
 
 std::vector<ChannelRequant> PrepareChannels(const ConvCase& conv, const Convention& convention) {
@@ -198,9 +253,11 @@ struct FusedKernel::Impl {
   std::array<int16_t, 513> table_interp{};  // lut_interp: TFLite knots
 
   int32_t Table(int32_t u) const {
+    if (mutant == Mutant::lut_index_off_by_one) u = std::min(u + 1, convention.intermediate.q.type.qmax());
     if (kind == FusedKind::lut) return LUTLookupInt8(table_8bit, convention.intermediate.q.type.qmin(), u);
     // lut_interp: the int16 lookup; clamped to the output type (matters only for int16_narrow output).
-    const int32_t y = LUTLookup(static_cast<int16_t>(u), table_interp);
+    const int32_t y = mutant == Mutant::interp_truncate ? LUTLookupTruncating(static_cast<int16_t>(u), table_interp)
+                                                        : LUTLookup(static_cast<int16_t>(u), table_interp);
     return SaturateToType(y, convention.output.q.type);
   }
 };
@@ -222,8 +279,23 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
   impl->convention = convention;
   impl->kind = kind;
   impl->mutant = mutant;
-  // The mutant dequantizes u with the output scale sy in place of su (zero point unchanged).
+  // Table-building mutants: what the table is built from, as the bug would have it.
+  //   use-output-scale: u dequantized with sy in place of su (zero point unchanged);
+  //   ignore-intermediate-zero-point: built as if zu = 0;
+  //   gelu-tanh-for-erf: the tanh-form GELU serves an erf-GELU node;
+  //   zero-point-before-rounding / output-half-even-for-half-away: the output rounding as the bug declares it.
   const float table_input_scale = mutant == Mutant::use_output_scale ? yq.scale : uq.scale;
+  const int32_t table_input_zero_point = mutant == Mutant::ignore_intermediate_zero_point ? 0 : uq.zero_point;
+  Activation table_activation = convention.activation;
+  if (mutant == Mutant::gelu_tanh_for_erf && table_activation.kind == ActivationKind::gelu_erf) {
+    table_activation.kind = ActivationKind::gelu_tanh;
+  }
+  OutputSpec table_output = convention.output;
+  if (mutant == Mutant::zero_point_before_rounding) table_output.zero_point_order = ZeroPointOrder::before_rounding;
+  if (mutant == Mutant::output_half_even_for_half_away &&
+      table_output.rounding == RoundingMode::half_away_from_zero) {
+    table_output.rounding = RoundingMode::half_to_even;
+  }
 
   if (kind == FusedKind::lut) {
     if (uq.type.scalar != ScalarType::int8 && uq.type.scalar != ScalarType::uint8) {
@@ -231,7 +303,17 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
     }
     QuantParams table_input = uq;
     table_input.scale = table_input_scale;
-    impl->table_8bit = LUTPopulateInt8(convention.activation, table_input, convention.output);
+    table_input.zero_point = table_input_zero_point;
+    impl->table_8bit = LUTPopulateInt8(table_activation, table_input, table_output);
+    if (mutant == Mutant::knee_entry_off_by_one) {
+      // The entry at the code nearest the first knee point, one LSB high (saturating at the output maximum).
+      const double knee = knee_points(convention.activation).front();
+      const double nearest = std::round(uq.zero_point + knee / static_cast<double>(uq.scale));
+      if (nearest >= uq.type.qmin() && nearest <= uq.type.qmax()) {
+        int32_t& entry = impl->table_8bit[static_cast<size_t>(static_cast<int32_t>(nearest) - uq.type.qmin())];
+        entry = std::min(entry + 1, yq.type.qmax());
+      }
+    }
   } else {
     if (uq.type.scalar != ScalarType::int16) {
       return reject("fused kind lut_interp needs an int16 intermediate, got " + to_string(uq.type));
@@ -245,7 +327,7 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
     if (yq.zero_point != 0) {
       return reject("fused kind lut_interp needs output zero point 0, got " + Describe(yq));
     }
-    impl->table_interp = LUTPopulateInt16(convention.activation, table_input_scale, 0, yq.scale, 0);
+    impl->table_interp = LUTPopulateInt16(table_activation, table_input_scale, 0, yq.scale, 0);
   }
   if (unsupported_reason != nullptr) unsupported_reason->clear();
   return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(impl)));
@@ -264,7 +346,7 @@ int32_t FusedKernel::Requantize(const ConvCase& conv, int32_t k, int32_t acc) co
   const ChannelRequant c = PrepareChannel(impl_->convention.requant, conv.input_quant().scale,
                                           conv.weight_scales().at(static_cast<size_t>(k)),
                                           impl_->convention.intermediate.q.scale);
-  return RequantizeChannel(acc, c, impl_->convention);
+  return RequantizeChannel(acc, c, impl_->convention, impl_->mutant);
 }
 
 // The conv as a production kernel computes it (im2col row times weight row, zero point folded):
@@ -340,9 +422,13 @@ void FusedKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std:
           const uint32_t folded = static_cast<uint32_t>(conv.bias().at(static_cast<size_t>(k))) + dot -
                                   zx * weight_sums[static_cast<size_t>(k)];
           const int32_t accumulator = static_cast<int32_t>(folded);  // modular (two's complement) in C++20
-          const int32_t code = RequantizeChannel(accumulator, requant[static_cast<size_t>(k)], impl_->convention);
+          const int32_t code =
+              RequantizeChannel(accumulator, requant[static_cast<size_t>(k)], impl_->convention, impl_->mutant);
           const size_t out = conv.output_index(n, oy, ox, k);
-          y[out] = impl_->Table(code);
+          y[out] = impl_->mutant == Mutant::skip_intermediate_quantization
+                       ? ActivateUnquantized(accumulator, conv.input_quant().scale,
+                                             conv.weight_scales()[static_cast<size_t>(k)], impl_->convention)
+                       : impl_->Table(code);
           if (!acc.empty()) acc[out] = accumulator;
           if (!u.empty()) u[out] = code;
         }

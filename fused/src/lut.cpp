@@ -225,4 +225,13 @@ int16_t LUTLookup(int16_t value, const std::array<int16_t, 513>& lut) {
   return static_cast<int16_t>(base + delta);
 }
 
+// Mutant interp-truncate: the same lookup without the +64 rounding term, (slope * f) >> 7 (floor).
+int16_t LUTLookupTruncating(int16_t value, const std::array<int16_t, 513>& lut) {
+  const int index = 256 + (static_cast<int>(value) >> 7);
+  const int offset = static_cast<int>(value) & 0x7f;
+  const int16_t base = lut[static_cast<size_t>(index)];
+  const int16_t slope = static_cast<int16_t>(lut[static_cast<size_t>(index) + 1] - base);
+  return static_cast<int16_t>(base + ((static_cast<int>(slope) * offset) >> 7));
+}
+
 }  // namespace fusediff::fused

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
 
 namespace fusediff::reports {

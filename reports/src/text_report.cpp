@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
 
 namespace fusediff::reports {

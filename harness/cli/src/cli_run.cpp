@@ -6,6 +6,7 @@
 #include <string>
 
 #include "command.h"
+#include "fusediff/model/mutants.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"

@@ -1,3 +1,4 @@
+#include "fusediff/model/mutants.h"
 #include "fusediff/model/case_spec.h"
 
 #include <map>
@@ -9,26 +10,12 @@ namespace fusediff {
 
 std::string_view to_string(FusedKind k) { return k == FusedKind::lut ? "lut" : "lut_interp"; }
 
-std::string_view to_string(Mutant m) {
-  switch (m) {
-    case Mutant::none: return "none";
-    case Mutant::use_output_scale: return "use-output-scale";
-  }
-  return "?";
-}
-
 std::string_view to_string(SampleSource s) { return s == SampleSource::conv ? "conv" : "sweep"; }
 
 FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
   if (text == "lut") return FusedKind::lut;
   if (text == "lut_interp") return FusedKind::lut_interp;
   throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) + "' (expected lut or lut_interp)");
-}
-
-Mutant parse_mutant(std::string_view text, std::string_view field) {
-  if (text == "none") return Mutant::none;
-  if (text == "use-output-scale") return Mutant::use_output_scale;
-  throw InputError(std::string(field) + ": unknown mutant '" + std::string(text) + "' (expected use-output-scale)");
 }
 
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {

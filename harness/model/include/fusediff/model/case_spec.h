@@ -17,9 +17,23 @@ namespace fusediff {
 //               LUTLookup, bit-exact).
 enum class FusedKind { lut, lut_interp };
 
-// Bugs injected into the fused path on purpose, to show the harness catches them.
-//   use_output_scale: the table dequantizes u with the output scale sy in place of su.
-enum class Mutant { none, use_output_scale };
+// Bugs injected into the fused path on purpose, to show the harness catches them. Each is defined precisely,
+// with the case space where it differs from the correct path, in model/mutants.h.
+enum class Mutant {
+  none,
+  use_output_scale,
+  gelu_tanh_for_erf,
+  requant_truncate,
+  requant_double_for_single,
+  no_intermediate_saturation,
+  lut_index_off_by_one,
+  knee_entry_off_by_one,
+  ignore_intermediate_zero_point,
+  zero_point_before_rounding,
+  skip_intermediate_quantization,
+  output_half_even_for_half_away,
+  interp_truncate,
+};
 
 // Where a case's samples come from.
 //   conv:  random Conv2D cases; sample i is output element (i mod outputs) of input draw (i div outputs).

@@ -1,0 +1,33 @@
+#pragma once
+// The mutant catalog: fused-path bugs seen in practice, each defined precisely, with the part of the case space
+// where it is NOT equivalent to the correct path (outside it the mutant computes the same outputs, so no
+// harness could detect it there).
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "fusediff/model/case_spec.h"
+
+namespace fusediff {
+
+struct MutantInfo {
+  Mutant mutant;
+  std::string_view name;        // kebab-case, as on the command line
+  std::string_view definition;  // what the mutated fused path computes
+  std::string_view space;       // where it differs from the correct path
+  // Shows only at requantization ties, saturation edges or a single code: uniform sampling rarely finds it.
+  bool needs_targeting;
+};
+
+// Every mutant but `none`, in catalog order.
+std::span<const MutantInfo> mutant_catalog();
+const MutantInfo& mutant_info(Mutant m);
+
+std::string_view to_string(Mutant m);  // kebab-case; "none"
+Mutant parse_mutant(std::string_view text, std::string_view field);
+
+// True when `spec` lies in the mutant's non-equivalent space (necessary, not sufficient: e.g. no-intermediate-
+// saturation also needs an accumulator beyond the intermediate range to actually occur).
+bool in_mutant_space(Mutant m, const CaseSpec& spec);
+
+}  // namespace fusediff

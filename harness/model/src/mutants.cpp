@@ -1,0 +1,99 @@
+#include "fusediff/model/mutants.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "fusediff/model/errors.h"
+
+namespace fusediff {
+
+namespace {
+constexpr MutantInfo kCatalog[] = {
+    {Mutant::use_output_scale, "use-output-scale",
+     "the table dequantizes u with the output scale sy in place of su (zero point unchanged)", "su != sy", false},
+    {Mutant::gelu_tanh_for_erf, "gelu-tanh-for-erf",
+     "the table of the tanh-form GELU 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) serves an erf-GELU node",
+     "activation gelu_erf", false},
+    {Mutant::requant_truncate, "requant-truncate",
+     "the final right shift of requantization drops its rounding term: double_rounding shifts SRDHM's result "
+     "arithmetically (floor) instead of RoundingDivideByPOT; single_rounding omits + 2^(t-1)",
+     "requant double_rounding or single_rounding", false},
+    {Mutant::requant_double_for_single, "requant-double-for-single",
+     "the gemmlowp double-rounding multiply (SRDHM then RoundingDivideByPOT) where single rounding is declared",
+     "requant single_rounding; differs only near requantization ties", true},
+    {Mutant::no_intermediate_saturation, "no-intermediate-saturation",
+     "u wraps modulo 2^bits into the intermediate type instead of saturating before the table",
+     "any convention; differs only where the requantized value leaves the intermediate range", true},
+    {Mutant::lut_index_off_by_one, "lut-index-off-by-one",
+     "the table is read one code off: entry u+1 (the last code reads itself)",
+     "any convention whose table is not constant on neighbouring codes", false},
+    {Mutant::knee_entry_off_by_one, "knee-entry-off-by-one",
+     "the lut entry at the code nearest the activation's first knee point is one output LSB high (saturating)",
+     "fused lut, the knee inside the intermediate range, the entry below the output maximum; differs at one code",
+     true},
+    {Mutant::ignore_intermediate_zero_point, "ignore-intermediate-zero-point",
+     "the table is built as if zu = 0", "zu != 0", false},
+    {Mutant::zero_point_before_rounding, "zero-point-before-rounding",
+     "the output zero point is added before rounding (round(zy + f/sy)) where after is declared",
+     "zero point declared after rounding, zy != 0, output rounding half_away_from_zero (ties where f/sy and "
+     "f/sy + zy differ in sign) or half_to_even (ties with zy odd), fused lut; differs only at exact output ties",
+     true},
+    {Mutant::skip_intermediate_quantization, "skip-intermediate-quantization",
+     "the activation is applied to the unrounded requantized value acc*sx*sw (in double), then quantized once",
+     "conv samples (the sweep has no requantization)", false},
+    {Mutant::output_half_even_for_half_away, "output-half-even-for-half-away",
+     "the table rounds f/sy half to even where half away from zero is declared",
+     "output rounding half_away_from_zero, fused lut; differs only at exact output ties with an even floor", true},
+    {Mutant::interp_truncate, "interp-truncate",
+     "the lut_interp lookup drops its +64 rounding term: (slope*f) >> 7", "fused lut_interp", false},
+};
+}  // namespace
+
+std::span<const MutantInfo> mutant_catalog() { return kCatalog; }
+
+const MutantInfo& mutant_info(Mutant m) {
+  for (const MutantInfo& info : kCatalog) {
+    if (info.mutant == m) return info;
+  }
+  throw std::invalid_argument("mutant_info: no catalog entry for this mutant");
+}
+
+std::string_view to_string(Mutant m) { return m == Mutant::none ? "none" : mutant_info(m).name; }
+
+Mutant parse_mutant(std::string_view text, std::string_view field) {
+  if (text == "none") return Mutant::none;
+  std::string known;
+  for (const MutantInfo& info : kCatalog) {
+    if (info.name == text) return info.mutant;
+    known += (known.empty() ? "" : ", ") + std::string(info.name);
+  }
+  throw InputError(std::string(field) + ": unknown mutant '" + std::string(text) + "' (expected one of " + known + ")");
+}
+
+bool in_mutant_space(Mutant m, const CaseSpec& spec) {
+  const Convention& c = spec.convention;
+  switch (m) {
+    case Mutant::none: return false;
+    case Mutant::use_output_scale: return c.intermediate.q.scale != c.output.q.scale;
+    case Mutant::gelu_tanh_for_erf: return c.activation.kind == ActivationKind::gelu_erf;
+    case Mutant::requant_truncate:
+      return spec.source == SampleSource::conv &&
+             (c.requant == RequantVariant::double_rounding || c.requant == RequantVariant::single_rounding);
+    case Mutant::requant_double_for_single:
+      return spec.source == SampleSource::conv && c.requant == RequantVariant::single_rounding;
+    case Mutant::no_intermediate_saturation: return spec.source == SampleSource::conv;
+    case Mutant::lut_index_off_by_one: return true;
+    case Mutant::knee_entry_off_by_one: return spec.fused == FusedKind::lut;
+    case Mutant::ignore_intermediate_zero_point: return c.intermediate.q.zero_point != 0;
+    case Mutant::zero_point_before_rounding:
+      return spec.fused == FusedKind::lut && c.output.zero_point_order == ZeroPointOrder::after_rounding &&
+             c.output.q.zero_point != 0 && c.output.rounding != RoundingMode::half_up;
+    case Mutant::skip_intermediate_quantization: return spec.source == SampleSource::conv;
+    case Mutant::output_half_even_for_half_away:
+      return spec.fused == FusedKind::lut && c.output.rounding == RoundingMode::half_away_from_zero;
+    case Mutant::interp_truncate: return spec.fused == FusedKind::lut_interp;
+  }
+  return false;
+}
+
+}  // namespace fusediff
