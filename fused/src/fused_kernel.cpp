@@ -349,6 +349,14 @@ int32_t FusedKernel::Requantize(const ConvCase& conv, int32_t k, int32_t acc) co
   return RequantizeChannel(acc, c, impl_->convention, impl_->mutant);
 }
 
+int32_t FusedKernel::PostProcess(const ConvCase& conv, int32_t k, int32_t acc) const {
+  if (impl_->mutant == Mutant::skip_intermediate_quantization) {
+    return ActivateUnquantized(acc, conv.input_quant().scale, conv.weight_scales().at(static_cast<size_t>(k)),
+                               impl_->convention);
+  }
+  return impl_->Table(Requantize(conv, k, acc));
+}
+
 // The conv as a production kernel computes it (im2col row times weight row, zero point folded):
 //   acc[k] = bias[k] + sum_t x_t * w[k, t] - zx * sum_t w[k, t]
 // over the taps t = (ky, kx, c) of the receptive field, where a tap outside the input (padding) holds the code zx,

@@ -31,18 +31,28 @@ ConvCase GenerateConvShape(uint64_t seed, uint64_t case_stream, uint32_t draw, c
   const int32_t kernel_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));
   const int32_t dilation_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_dilation));
   const int32_t dilation_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_dilation));
-  const int32_t pad_top = static_cast<int32_t>(rng.uniform_int(0, kernel_h - 1));
-  const int32_t pad_bottom = static_cast<int32_t>(rng.uniform_int(0, kernel_h - 1));
-  const int32_t pad_left = static_cast<int32_t>(rng.uniform_int(0, kernel_w - 1));
-  const int32_t pad_right = static_cast<int32_t>(rng.uniform_int(0, kernel_w - 1));
+  int32_t pad_top = static_cast<int32_t>(rng.uniform_int(0, kernel_h - 1));
+  int32_t pad_bottom = static_cast<int32_t>(rng.uniform_int(0, kernel_h - 1));
+  int32_t pad_left = static_cast<int32_t>(rng.uniform_int(0, kernel_w - 1));
+  int32_t pad_right = static_cast<int32_t>(rng.uniform_int(0, kernel_w - 1));
+  if (limits.single_output_position) {
+    // The padded input is exactly one dilated kernel: the input must keep at least one row and column.
+    const int32_t extent_h = dilation_h * (kernel_h - 1) + 1, extent_w = dilation_w * (kernel_w - 1) + 1;
+    pad_bottom = std::min(pad_bottom, std::max(0, extent_h - 1 - pad_top));
+    pad_right = std::min(pad_right, std::max(0, extent_w - 1 - pad_left));
+    pad_top = std::min(pad_top, extent_h - 1);
+    pad_left = std::min(pad_left, extent_w - 1);
+  }
   // The input is at least as large as the dilated kernel minus the padding, so the output is never empty.
   const int32_t min_h = std::max(1, dilation_h * (kernel_h - 1) + 1 - pad_top - pad_bottom);
   const int32_t min_w = std::max(1, dilation_w * (kernel_w - 1) + 1 - pad_left - pad_right);
-  conv.batch(static_cast<int32_t>(rng.uniform_int(1, limits.max_batch)))
-      .input_size(static_cast<int32_t>(rng.uniform_int(min_h, std::max(min_h, limits.max_spatial))),
-                  static_cast<int32_t>(rng.uniform_int(min_w, std::max(min_w, limits.max_spatial))))
+  const int32_t batch = static_cast<int32_t>(rng.uniform_int(1, limits.max_batch));
+  const int32_t height = static_cast<int32_t>(rng.uniform_int(min_h, std::max(min_h, limits.max_spatial)));
+  const int32_t width = static_cast<int32_t>(rng.uniform_int(min_w, std::max(min_w, limits.max_spatial)));
+  conv.batch(limits.single_output_position ? 1 : batch)
+      .input_size(limits.single_output_position ? min_h : height, limits.single_output_position ? min_w : width)
       .input_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
-      .output_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
+      .output_channels(static_cast<int32_t>(rng.uniform_int(std::min(limits.min_output_channels, limits.max_channels), limits.max_channels)))
       .kernel_size(kernel_h, kernel_w)
       .stride(static_cast<int32_t>(rng.uniform_int(1, limits.max_stride)),
               static_cast<int32_t>(rng.uniform_int(1, limits.max_stride)))
@@ -74,17 +84,18 @@ ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, co
   const double rms_x = std::sqrt(half_range * half_range / 3.0 + (mid - input.zero_point) * (mid - input.zero_point));
   const double acc_scale = std::sqrt(fan_in) * rms_x * (127.0 / std::sqrt(3.0));
 
-  // Per-channel multipliers M = sx*sw/su put one accumulator standard deviation at about a fifth of the
-  // intermediate range (jittered 4x either way), so samples cover the range and run past both ends.
+  // Per-channel multipliers M = sx*sw/su put one accumulator standard deviation at about a sixth of the
+  // intermediate range (jittered up to 2x either way), as a calibrated model would: samples cover the range and
+  // run past its ends only in the tails. (Targeted draws reach the edges on purpose.)
   const QuantParams& u = convention.intermediate.q;
   const double u_range = double(u.type.qmax()) - u.type.qmin();
   std::vector<float> weight_scales(k_count);
   std::vector<int32_t> bias(k_count);
   for (int32_t k = 0; k < k_count; ++k) {
-    const double multiplier = (u_range / 5.0) / acc_scale * LogUniform(rng, 0.25, 4.0);
+    const double multiplier = (u_range / 6.0) / acc_scale * LogUniform(rng, 0.7071, 1.4142);
     weight_scales[k] = static_cast<float>(multiplier * u.scale / input.scale);
     if (!(weight_scales[k] > 0.0f) || !std::isfinite(weight_scales[k])) weight_scales[k] = 1.0f;
-    const int64_t bias_span = static_cast<int64_t>(2.0 * acc_scale) + 1;
+    const int64_t bias_span = static_cast<int64_t>(0.5 * acc_scale) + 1;  // a calibrated bias is small
     bias[k] = static_cast<int32_t>(rng.uniform_int(-bias_span, bias_span));
   }
   conv.weight_scales(std::move(weight_scales)).bias(std::move(bias));

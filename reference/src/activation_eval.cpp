@@ -87,6 +87,62 @@ Interval interval_activation(const IntervalMath& m, const Activation& a, const I
   throw InputError("reference: unknown activation kind");
 }
 
+// The identities behind each split (x exact, A exact, D without cancellation):
+//   gelu_erf   x > 0: x Phi(x) = x - (x/2) erfc(x/sqrt 2)          (Phi(x) = 1 - erfc(x/sqrt 2)/2)
+//   gelu_tanh  x > 0: x sigmoid(2z) = x - x sigmoid(-2z)
+//   silu       x > 0: x sigmoid(x) = x - x sigmoid(-x)
+//   mish       x > 0: x tanh(s) = x - x * 2 sigmoid(-2s), s = softplus(x)   (1 - tanh s = 2 sigmoid(-2s))
+//   softplus   x > 0: x + log1p(e^-x);  x < 0: 0 + log1p(e^x)
+//   sigmoid    x > 0: 1 - sigmoid(-x)
+//   tanh       x > 0: 1 - 2 sigmoid(-2x);  x < 0: -1 + 2 sigmoid(2x)
+//   elu        x < 0: -alpha + alpha e^x
+//   and for the other sides A = 0, D = f(x) itself (already free of cancellation).
+std::optional<AsymptoticSplit> asymptotic_split(const IntervalMath& m, const Activation& a, double x) {
+  if (x == 0 || is_piecewise_rational(a.kind)) return std::nullopt;
+  const Interval xi = m.point_double(x);
+  const cpp_rational xr = exact_rational(x);
+  const Interval two = m.from_int(2);
+  switch (a.kind) {
+    case ActivationKind::gelu_erf:
+      if (x > 0) return AsymptoticSplit{xr, m.neg(m.mul_2si(m.mul(xi, m.erfc(m.div(xi, m.sqrt(two)))), -1))};
+      break;
+    case ActivationKind::gelu_tanh:
+      if (x > 0) {
+        const Interval c = m.sqrt(m.div(two, m.pi()));
+        const Interval k = m.from_rational(cpp_rational(44715, 1000000));
+        const Interval z = m.mul(c, m.add(xi, m.mul(k, m.mul(m.mul(xi, xi), xi))));
+        return AsymptoticSplit{xr, m.neg(m.mul(xi, sigmoid_iv(m, m.neg(m.mul_2si(z, 1)))))};
+      }
+      break;
+    case ActivationKind::silu:
+      if (x > 0) return AsymptoticSplit{xr, m.neg(m.mul(xi, sigmoid_iv(m, m.neg(xi))))};
+      break;
+    case ActivationKind::mish:
+      if (x > 0) {
+        const Interval s = softplus_iv(m, xi);
+        return AsymptoticSplit{xr, m.neg(m.mul_2si(m.mul(xi, sigmoid_iv(m, m.neg(m.mul_2si(s, 1)))), 1))};
+      }
+      break;
+    case ActivationKind::softplus:
+      if (x > 0) return AsymptoticSplit{xr, m.log1p(m.exp(m.neg(xi)))};
+      return AsymptoticSplit{cpp_rational(0), m.log1p(m.exp(xi))};
+    case ActivationKind::sigmoid:
+      if (x > 0) return AsymptoticSplit{cpp_rational(1), m.neg(sigmoid_iv(m, m.neg(xi)))};
+      break;
+    case ActivationKind::tanh:
+      if (x > 0) return AsymptoticSplit{cpp_rational(1), m.neg(m.mul_2si(sigmoid_iv(m, m.mul_2si(m.neg(xi), 1)), 1))};
+      return AsymptoticSplit{cpp_rational(-1), m.mul_2si(sigmoid_iv(m, m.mul_2si(xi, 1)), 1)};
+    case ActivationKind::elu:
+      if (x < 0) {
+        const cpp_rational alpha = exact_rational(a.alpha);
+        return AsymptoticSplit{cpp_rational(-alpha), m.mul(m.from_rational(alpha), m.exp(xi))};
+      }
+      break;
+    default: break;
+  }
+  return AsymptoticSplit{cpp_rational(0), interval_activation(m, a, xi)};  // A = 0, D = f
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Decimal text.
 std::string activation_decimal(const Activation& a, const cpp_rational& x, int digits) {
@@ -99,7 +155,6 @@ std::string activation_decimal(const Activation& a, const cpp_rational& x, int d
   const ExponentRangeGuard range;
   const long start = static_cast<long>(digits * 3.33) + 64;
   const long cap = std::max(8 * start, 65536L);
-  Big width_limit;
   for (long p = start; p <= cap; p *= 2) {
     const IntervalMath m(p);
     const Interval f = interval_activation(m, a, m.from_rational(x));

@@ -1,6 +1,7 @@
 #pragma once
 // The activation formulas of docs/activations.md, three ways: exact rationals (piecewise-rational kinds),
 // rigorous MPFR intervals (every kind), and the double-first filter (public: ActivationFilter).
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,16 @@ cpp_rational rational_activation(const Activation& a, const cpp_rational& x);
 
 // An interval enclosing f(x) for every x in the given interval, at the precision of `m` (any kind).
 Interval interval_activation(const IntervalMath& m, const Activation& a, const Interval& x);
+
+// f(x) = A + D(x) for x != 0: A an exact rational (the asymptote on x's side: x, 0, 1, -1 or -alpha) and D an
+// enclosure of the exponentially small remainder computed without cancellation (so with full relative
+// accuracy). Lets the table decide t = A/sy + D/sy when A/sy is itself a rounding tie and D lies below any
+// affordable precision (gelu_erf(106.75) = 106.75 - 10^-2476). nullopt when the kind has no such split.
+struct AsymptoticSplit {
+  cpp_rational a;
+  Interval d;
+};
+std::optional<AsymptoticSplit> asymptotic_split(const IntervalMath& m, const Activation& a, double x);
 
 // f(x) for an exact rational x as decimal text with `digits` significant digits (exact rationals for
 // piecewise-rational kinds; otherwise MPFR intervals, precision raised until the enclosure is narrower than

@@ -3,6 +3,7 @@
 // through the double-first filter and escalate to MPFR intervals when the filter's enclosure of t does not
 // decide y (docs/activations.md).
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "activation_eval.h"
@@ -75,6 +76,29 @@ struct OutputRule {
     return from_split(f, cmp < 0 ? -1 : (cmp > 0 ? 1 : 0));
   }
 
+  // t = T + D with T exact and D enclosed in [dlo, dhi] (the asymptotic split, T = A/sy). Decided when D has a
+  // known strict sign and |D| < gap, gap = |frac(T) - 1/2| (or 1/2 when T is itself a tie):
+  //   T a tie F + 1/2: t lies strictly inside (F, F + 1/2) for D < 0, (F + 1/2, F + 1) for D > 0;
+  //   otherwise:       t stays strictly on T's side of F + 1/2, inside (F - 1/2, F + 3/2): rounds as T does.
+  std::optional<Result> from_exact_plus_small(const IntervalMath& m, const cpp_rational& exact_t,
+                                              const Interval& d) const {
+    mpfr_srcptr lo = IntervalMath::raw(d.lo);
+    mpfr_srcptr hi = IntervalMath::raw(d.hi);
+    if (IntervalMath::has_nan(d) || mpfr_inf_p(lo) || mpfr_inf_p(hi)) return std::nullopt;
+    const int sign_lo = mpfr_sgn(lo), sign_hi = mpfr_sgn(hi);
+    if (sign_lo * sign_hi <= 0) return std::nullopt;  // D might be 0: no strict side
+    const cpp_int f = detail::floor_rational(exact_t);
+    const cpp_rational phi = exact_t - cpp_rational(f);
+    const cpp_rational half(1, 2);
+    const bool tie = phi == half;
+    const cpp_rational gap = tie ? half : (phi < half ? cpp_rational(half - phi) : cpp_rational(phi - half));
+    const Interval gap_iv = m.from_rational(gap);
+    mpfr_srcptr largest = mpfr_cmpabs(lo, hi) >= 0 ? lo : hi;
+    if (mpfr_cmpabs(largest, IntervalMath::raw(gap_iv.lo)) >= 0) return std::nullopt;  // need |D| < gap
+    const int cmp = tie ? (sign_lo > 0 ? 1 : -1) : (phi < half ? -1 : 1);
+    return from_split(detail::clamp_to_int64(f), cmp);
+  }
+
   Result from_rational(const cpp_rational& t) const {
     const cpp_int f = detail::floor_rational(t);
     return from_split(detail::clamp_to_int64(f), detail::half_compare(t, f));
@@ -132,20 +156,28 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
   const double su_d = in.scale;  // exact
   const double sy_d = out.scale;  // exact
 
+  // t = f/sy = n/d exactly; F = floor(t), r = n - F d in [0, d): the rounding compares 2r with d, and the tie
+  // distance is |2r - d| / 2d. Display doubles are plain conversions.
   auto fill_rational = [&](ActivationPoint& p, const cpp_rational& v, const cpp_rational& f) {
     const cpp_rational t = f / sy;
-    const OutputRule::Result r = rule.from_rational(t);
+    const cpp_int& n = numerator(t);
+    const cpp_int& d = denominator(t);
+    const cpp_int floor_t = detail::floor_rational(t);
+    const cpp_int twice_r = 2 * (n - floor_t * d);
+    const int cmp = twice_r < d ? -1 : (twice_r > d ? 1 : 0);
+    const OutputRule::Result r = rule.from_split(detail::clamp_to_int64(floor_t), cmp);
     p.y = r.y;
     p.saturated = r.saturated;
     p.v = detail::to_double(v);
     p.f = detail::to_double(f);
-    p.t = detail::to_double(t + cpp_rational(rule.zb));
-    p.tie_distance = detail::tie_distance_rational(t);
+    p.t = detail::to_double(t) + static_cast<double>(rule.zb);
+    const cpp_int dist = twice_r > d ? cpp_int(twice_r - d) : cpp_int(d - twice_r);
+    p.tie_distance = dist.convert_to<double>() / (2 * d).convert_to<double>();
   };
 
   for (int32_t u = in.type.qmin(); u <= in.type.qmax(); ++u) {
     ActivationPoint& p = points_[static_cast<size_t>(u - qmin_)];
-    const int64_t centered = int64_t{u} - in.zero_point;  // |centered| <= 2^16 + 2^16
+    const int64_t centered = int64_t{u} - in.zero_point;  // u, zu in the type: |centered| < 2^16
     if (is_piecewise_rational(act.kind)) {
       const cpp_rational v = cpp_rational(centered) * su;
       fill_rational(p, v, detail::rational_activation(act, v));
@@ -156,8 +188,8 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
       fill_rational(p, cpp_rational(0), f0);
       continue;
     }
-    // x = (u - zu) * su exactly: an integer of at most 17 bits times a 24-bit float32 significand is at most a
-    // 41-bit significand, and 2^-149 * 1 .. 2^17 * 2^128 lies well inside binary64's normal range.
+    // x = (u - zu) * su exactly: an integer below 2^16 times a 24-bit float32 significand has at most 40
+    // significant bits, and 2^-149 .. 2^16 * 2^128 lies well inside binary64's normal range.
     const double x = static_cast<double>(centered) * su_d;
     p.v = x;
 
@@ -219,6 +251,25 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
           break;
         }
         last_interval = "[" + detail::mpfr_decimal(t.lo, 25) + ", " + detail::mpfr_decimal(t.hi, 25) + "]";
+      }
+      // The enclosure of t straddles a tie it cannot resolve: try t = A/sy + D/sy with A exact (the asymptote)
+      // and D the exponentially small rest, which keeps its relative accuracy.
+      if (const auto split = detail::asymptotic_split(m, act, x)) {
+        const cpp_rational exact_t = split->a / sy;
+        const Interval d = m.div(split->d, m.point_double(sy_d));
+        if (const auto r = rule.from_exact_plus_small(m, exact_t, d)) {
+          max_mpfr_bits_ = std::max(max_mpfr_bits_, static_cast<int>(bits));
+          p.y = r->y;
+          p.saturated = r->saturated;
+          const Big dm = m.midpoint(d);
+          const double d_mid = mpfr_get_d(IntervalMath::raw(dm), MPFR_RNDN);
+          p.f = detail::to_double(split->a) + d_mid * sy_d;
+          p.t = detail::to_double(exact_t) + d_mid + static_cast<double>(rule.zb);
+          const double base = detail::tie_distance_rational(exact_t);
+          p.tie_distance = base == 0 ? std::fabs(d_mid) : base;
+          decided = true;
+          break;
+        }
       }
       if (bits >= options.mpfr_cap_bits) break;
     }

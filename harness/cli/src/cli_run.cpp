@@ -19,7 +19,8 @@ namespace {
 
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv;
+      zero_point_order, fused, mutant = "none", json, csv, mix;
+  bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
   int64_t max_abs_lsb = -1;
@@ -44,6 +45,8 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.fused.empty()) suite.fused = parse_fused_kind(a.fused, "--fused");
   suite.mutant = parse_mutant(a.mutant, "--mutant");
   suite.samples = a.samples;
+  if (!a.mix.empty()) suite.mix = parse_region_mix(a.mix, "--mix");
+  suite.exhaustive = a.exhaustive;
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.csv.empty()) CheckOutputPath(a.csv, "--csv");
   const std::vector<CaseSpec> specs = driver::BuildSuite(suite);
@@ -97,6 +100,11 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--json", a->json, "Write results JSON (fusediff-results/1)");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");
+  run->add_option("--mix", a->mix,
+                  "Regions conv draws aim at, relative weights: knee=W,saturation=W,quant_boundary=W,bulk=W "
+                  "(default knee=1,saturation=1,quant_boundary=2,bulk=1; bulk=1 alone is uniform)");
+  run->add_flag("--exhaustive", a->exhaustive,
+                "Add a thresholds case per convention: every requantization tie +-1 for each channel multiplier");
   return Command{run, [a](const CommandContext& ctx) { return DoRun(*a, ctx.args, ctx.out); }};
 }
 

@@ -9,6 +9,7 @@
 
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/generators/conv_generator.h"
+#include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
 
@@ -52,6 +53,28 @@ RegionSet Classify(const std::vector<double>& knees, const Convention& c, const 
     regions |= region_bit(Region::quant_boundary);
   }
   return regions;
+}
+
+// The thresholds source, in sample order: for each output channel of draw 0, for each tie between neighbouring
+// intermediate codes (and the two beyond the range's ends), the accumulators at and +-1 around it that the conv can
+// reach.
+struct ThresholdSample {
+  int32_t k;
+  int64_t acc;
+};
+std::vector<ThresholdSample> ThresholdSamples(const ConvCase& conv, const Convention& convention) {
+  std::vector<ThresholdSample> samples;
+  const QuantType& type = convention.intermediate.q.type;
+  for (int32_t k = 0; k < conv.output_channels(); ++k) {
+    const int64_t bound = conv.accumulator_bound(k);
+    for (int64_t u = int64_t{type.qmin()}; u <= int64_t{type.qmax()} + 1; ++u) {
+      for (int64_t acc :
+           generators::BoundaryAccumulators(convention, conv.input_quant().scale, conv.weight_scales()[k], u)) {
+        if (acc >= -bound && acc <= bound) samples.push_back({k, acc});
+      }
+    }
+  }
+  return samples;
 }
 
 std::string DescribeShape(const ConvCase& conv) {
@@ -116,6 +139,29 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       result.stats.add(WorstCase{i, int64_t{y_fused} - point.y, 0, u, point.y, y_fused,
                                  Classify(knees, convention, point, nullptr)});
     }
+  } else if (spec.source == SampleSource::thresholds) {
+    const ConvCase conv = generators::GenerateConvCase(options.seed, case_stream_id(spec), 0, convention);
+    std::vector<reference::Requantizer> requantizers;
+    for (int32_t k = 0; k < conv.output_channels(); ++k) {
+      requantizers.emplace_back(convention, conv.input_quant().scale, conv.weight_scales()[k]);
+    }
+    const std::vector<ThresholdSample> samples = ThresholdSamples(conv, convention);
+    for (uint64_t i = options.shard_index; i < samples.size(); i += options.shard_count) {
+      if (i % 4096 < options.shard_count) {
+        if (options.progress) options.progress(result.stats.overall.count());
+        if (options.stop && options.stop->load()) {
+          result.complete = false;
+          break;
+        }
+      }
+      const ThresholdSample& s = samples[i];
+      const reference::RequantTrace requant = requantizers[s.k](s.acc);
+      const reference::ActivationPoint& point = table.at(requant.u);
+      const int32_t y_fused = kernel->PostProcess(conv, s.k, static_cast<int32_t>(s.acc));
+      covered[requant.u - u_min] = true;
+      result.stats.add(WorstCase{i, int64_t{y_fused} - point.y, s.acc, requant.u, point.y, y_fused,
+                                 Classify(knees, convention, point, &requant)});
+    }
   } else {
     const uint64_t stream = case_stream_id(spec);
     uint64_t produced = 0;
@@ -132,8 +178,10 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
                                        total - produced);
         continue;
       }
-      const ConvCase conv = generators::GenerateConvCase(options.seed, stream, draw, convention);
-      const std::vector<int32_t> input = generators::GenerateConvInput(options.seed, stream, draw, conv);
+      const generators::TargetedDraw targeted =
+          generators::GenerateTargetedDraw(options.seed, stream, draw, convention, spec.mix);
+      const ConvCase& conv = targeted.conv;
+      const std::vector<int32_t>& input = targeted.input;
       const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);
       y_fused.assign(conv.output_elements(), 0);
       kernel->Run(conv, input, y_fused);
@@ -156,6 +204,9 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   }
 
   result.intermediate_codes_covered = static_cast<uint64_t>(std::count(covered.begin(), covered.end(), true));
+  const std::vector<int32_t> hard = generators::HardCodes(convention);
+  result.hard_codes_total = hard.size();
+  for (int32_t u : hard) result.hard_codes_covered += covered[u - u_min] ? 1 : 0;
   const std::string violation = check_tolerance(result.stats.overall, result.tolerance);
   result.verdict = violation.empty() ? Verdict::pass : Verdict::fail;
   result.reason = violation;
@@ -179,18 +230,64 @@ ReplayTrace Replay(const ReplayKey& key) {
   ReplayTrace trace;
   trace.key = key;
   trace.convention = describe(convention);
-  if (spec.source == SampleSource::sweep) {
+  if (key.explicit_conv) {
+    const ExplicitConv& e = *key.explicit_conv;
+    const ConvCase& conv = e.conv;
+    const ConvCase::OutputCoord coord = conv.output_coord(e.element);
+    trace.n = coord.n;
+    trace.oy = coord.oy;
+    trace.ox = coord.ox;
+    trace.k = coord.k;
+    trace.conv_shape = DescribeShape(conv);
+    trace.input_quant = format_quant_params(conv.input_quant());
+    trace.weight_scale = conv.weight_scales()[coord.k];
+    trace.bias = conv.bias()[coord.k];
+    trace.acc_reference = reference::Conv2DAccumulator(conv, e.input, coord.n, coord.oy, coord.ox, coord.k);
+    std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
+    kernel->Run(conv, e.input, y, acc, u);
+    trace.acc_fused = acc[e.element];
+    trace.u_fused = u[e.element];
+    trace.y_fused = y[e.element];
+    const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[coord.k]);
+    const reference::RequantTrace requant = requantizer(trace.acc_reference, /*with_decimal=*/true);
+    trace.requant_exact = requant.exact_value;
+    trace.u = requant.u;
+    trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
+  } else if (spec.source == SampleSource::sweep) {
     if (key.sample >= convention.intermediate.q.type.code_count()) {
       throw InputError("replay.sample: " + std::to_string(key.sample) + " is past the sweep's " +
                        std::to_string(convention.intermediate.q.type.code_count()) + " codes");
     }
     trace.u = convention.intermediate.q.type.qmin() + static_cast<int32_t>(key.sample);
     trace.y_fused = kernel->ApplyTable(trace.u);
+  } else if (spec.source == SampleSource::thresholds) {
+    const ConvCase conv = generators::GenerateConvCase(key.seed, case_stream_id(spec), 0, convention);
+    const std::vector<ThresholdSample> samples = ThresholdSamples(conv, convention);
+    if (key.sample >= samples.size()) {
+      throw InputError("replay.sample: " + std::to_string(key.sample) + " is past the case's " +
+                       std::to_string(samples.size()) + " threshold samples");
+    }
+    const ThresholdSample& s = samples[key.sample];
+    trace.k = s.k;
+    trace.conv_shape = DescribeShape(conv);
+    trace.input_quant = format_quant_params(conv.input_quant());
+    trace.weight_scale = conv.weight_scales()[s.k];
+    trace.acc_reference = s.acc;
+    trace.acc_fused = static_cast<int32_t>(s.acc);
+    trace.u_fused = kernel->Requantize(conv, s.k, trace.acc_fused);
+    trace.y_fused = kernel->PostProcess(conv, s.k, trace.acc_fused);
+    const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[s.k]);
+    const reference::RequantTrace requant = requantizer(s.acc, /*with_decimal=*/true);
+    trace.requant_exact = requant.exact_value;
+    trace.u = requant.u;
+    trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
   } else {
     const uint64_t stream = case_stream_id(spec);
     const generators::SampleLocation location = generators::LocateSample(key.seed, stream, key.sample);
-    const ConvCase conv = generators::GenerateConvCase(key.seed, stream, location.draw, convention);
-    const std::vector<int32_t> input = generators::GenerateConvInput(key.seed, stream, location.draw, conv);
+    const generators::TargetedDraw targeted =
+        generators::GenerateTargetedDraw(key.seed, stream, location.draw, convention, spec.mix);
+    const ConvCase& conv = targeted.conv;
+    const std::vector<int32_t>& input = targeted.input;
     const ConvCase::OutputCoord coord = conv.output_coord(location.element);
     trace.draw = location.draw;
     trace.n = coord.n;
@@ -215,7 +312,7 @@ ReplayTrace Replay(const ReplayKey& key) {
     trace.regions = Classify(knee_points(convention.activation), convention, point, &requant);
   }
   const reference::ActivationPoint& point = table.at(trace.u);
-  if (spec.source == SampleSource::sweep) {
+  if (spec.source == SampleSource::sweep && !key.explicit_conv) {
     trace.regions = Classify(knee_points(convention.activation), convention, point, nullptr);
   }
   trace.v = point.v;

@@ -9,32 +9,6 @@
 namespace fusediff::driver {
 
 namespace {
-struct Domain {
-  double input_lo, input_hi;    // real values the intermediate must represent
-  double output_lo, output_hi;  // range of f over that input
-};
-
-// Input domains cover each activation's knees and its approach to saturation; output ranges are the image
-// of the domain (rounded outward).
-Domain DefaultDomain(ActivationKind kind) {
-  switch (kind) {
-    case ActivationKind::relu: return {-8, 8, 0, 8};
-    case ActivationKind::relu6: return {-8, 8, 0, 6};
-    case ActivationKind::leaky_relu: return {-8, 8, -0.08, 8};
-    case ActivationKind::hard_sigmoid: return {-6, 6, 0, 1};
-    case ActivationKind::hard_swish: return {-6, 6, -0.375, 6};
-    case ActivationKind::gelu_erf:
-    case ActivationKind::gelu_tanh: return {-6, 6, -0.17, 6};
-    case ActivationKind::sigmoid: return {-8, 8, 0, 1};
-    case ActivationKind::tanh: return {-4, 4, -1, 1};
-    case ActivationKind::silu: return {-8, 8, -0.28, 8};
-    case ActivationKind::elu: return {-6, 6, -1, 6};
-    case ActivationKind::softplus: return {-8, 8, 0, 8};
-    case ActivationKind::mish: return {-6, 6, -0.31, 6};
-  }
-  return {-8, 8, -8, 8};
-}
-
 QuantParams QuantizeRange(double lo, double hi, const QuantType& type) {
   QuantParams q;
   q.type = type;
@@ -62,12 +36,12 @@ QuantParams ResolveQuant(const std::string& text, const std::string& field, cons
 }  // namespace
 
 QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type) {
-  const Domain d = DefaultDomain(kind);
+  const ActivationDomain d = default_domain(kind);
   return QuantizeRange(d.input_lo, d.input_hi, type);
 }
 
 QuantParams DefaultOutput(ActivationKind kind, const QuantType& type) {
-  const Domain d = DefaultDomain(kind);
+  const ActivationDomain d = default_domain(kind);
   return QuantizeRange(d.output_lo, d.output_hi, type);
 }
 
@@ -118,7 +92,7 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
       // 8-bit tables write non-negative activations to uint8 (as deployed graphs do), the rest to int8.
       QuantType output_type = variant.intermediate.bits() == 16 ? QuantType{ScalarType::int16, false}
                                                                 : QuantType{ScalarType::int8, false};
-      if (variant.intermediate.bits() == 8 && DefaultDomain(kind).output_lo >= 0) {
+      if (variant.intermediate.bits() == 8 && default_domain(kind).output_lo >= 0) {
         output_type = QuantType{ScalarType::uint8, false};
       }
       c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
@@ -126,8 +100,11 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
       c.output.rounding = options.output_rounding.value_or(RoundingMode::half_away_from_zero);
       c.output.zero_point_order = options.zero_point_order.value_or(ZeroPointOrder::after_rounding);
       validate(c);
-      for (SampleSource source : {SampleSource::conv, SampleSource::sweep}) {
+      std::vector<SampleSource> sources = {SampleSource::conv, SampleSource::sweep};
+      if (options.exhaustive) sources.push_back(SampleSource::thresholds);
+      for (SampleSource source : sources) {
         CaseSpec spec;
+        spec.mix = options.mix;
         spec.source = source;
         spec.convention = c;
         spec.fused = variant.fused;

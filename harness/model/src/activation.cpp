@@ -57,6 +57,25 @@ bool is_piecewise_rational(ActivationKind k) {
   }
 }
 
+ActivationDomain default_domain(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::relu: return {-8, 8, 0, 8};
+    case ActivationKind::relu6: return {-8, 8, 0, 6};
+    case ActivationKind::leaky_relu: return {-8, 8, -0.08, 8};
+    case ActivationKind::hard_sigmoid: return {-6, 6, 0, 1};
+    case ActivationKind::hard_swish: return {-6, 6, -0.375, 6};
+    case ActivationKind::gelu_erf:
+    case ActivationKind::gelu_tanh: return {-6, 6, -0.17, 6};
+    case ActivationKind::sigmoid: return {-8, 8, 0, 1};
+    case ActivationKind::tanh: return {-4, 4, -1, 1};
+    case ActivationKind::silu: return {-8, 8, -0.28, 8};
+    case ActivationKind::elu: return {-6, 6, -1, 6};
+    case ActivationKind::softplus: return {-8, 8, 0, 8};
+    case ActivationKind::mish: return {-6, 6, -0.31, 6};
+  }
+  return {-8, 8, -8, 8};
+}
+
 std::vector<double> knee_points(const Activation& a) {
   switch (a.kind) {
     case ActivationKind::relu:

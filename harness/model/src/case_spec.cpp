@@ -10,7 +10,14 @@ namespace fusediff {
 
 std::string_view to_string(FusedKind k) { return k == FusedKind::lut ? "lut" : "lut_interp"; }
 
-std::string_view to_string(SampleSource s) { return s == SampleSource::conv ? "conv" : "sweep"; }
+std::string_view to_string(SampleSource s) {
+  switch (s) {
+    case SampleSource::conv: return "conv";
+    case SampleSource::sweep: return "sweep";
+    case SampleSource::thresholds: return "thresholds";
+  }
+  return "?";
+}
 
 FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
   if (text == "lut") return FusedKind::lut;
@@ -21,7 +28,9 @@ FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {
   if (text == "conv") return SampleSource::conv;
   if (text == "sweep") return SampleSource::sweep;
-  throw InputError(std::string(field) + ": unknown sample source '" + std::string(text) + "' (expected conv or sweep)");
+  if (text == "thresholds") return SampleSource::thresholds;
+  throw InputError(std::string(field) + ": unknown sample source '" + std::string(text) +
+                   "' (expected conv, sweep or thresholds)");
 }
 
 namespace {
@@ -39,9 +48,44 @@ std::string CanonicalFields(const CaseSpec& s) {
   out += ";y_round=" + std::string(to_string(c.output.rounding));
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
   out += ";fused=" + std::string(to_string(s.fused));
+  if (s.source == SampleSource::conv) out += ";mix=" + format_region_mix(s.mix);
   return out;
 }
 }  // namespace
+
+std::string format_region_mix(const RegionMix& m) {
+  return "knee:" + format_float32(float(m.knee)) + "/saturation:" + format_float32(float(m.saturation)) +
+         "/quant_boundary:" + format_float32(float(m.quant_boundary)) + "/bulk:" + format_float32(float(m.bulk));
+}
+
+RegionMix parse_region_mix(std::string_view text, std::string_view field) {
+  RegionMix mix{0, 0, 0, 0};
+  bool any = false;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = text.find_first_of(",/", begin);
+    const std::string_view item = text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
+    const size_t eq = item.find_first_of("=:");
+    if (eq == std::string_view::npos) {
+      throw InputError(std::string(field) + ": '" + std::string(item) + "' (expected REGION=WEIGHT, e.g. knee=1)");
+    }
+    const std::string_view name = item.substr(0, eq);
+    const std::string item_field = std::string(field) + "." + std::string(name);
+    const float weight = parse_float32(item.substr(eq + 1), item_field);
+    if (weight < 0) throw InputError(item_field + ": weight must be >= 0");
+    if (name == "knee") mix.knee = weight;
+    else if (name == "saturation") mix.saturation = weight;
+    else if (name == "quant_boundary") mix.quant_boundary = weight;
+    else if (name == "bulk") mix.bulk = weight;
+    else throw InputError(std::string(field) + ": unknown region '" + std::string(name) +
+                          "' (expected knee, saturation, quant_boundary or bulk)");
+    any = any || weight > 0;
+    if (end == std::string_view::npos) break;
+    begin = end + 1;
+  }
+  if (!any) throw InputError(std::string(field) + ": at least one weight must be > 0");
+  return mix;
+}
 
 std::string canonical_key(const CaseSpec& spec) { return CanonicalFields(spec); }
 
@@ -59,17 +103,64 @@ uint64_t effective_samples(const CaseSpec& spec) {
   return spec.source == SampleSource::sweep ? spec.convention.intermediate.q.type.code_count() : spec.samples;
 }
 
+namespace {
+template <typename T>
+std::string JoinCodes(const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) out += (out.empty() ? "" : ":") + std::to_string(v);
+  return out;
+}
+
+std::vector<int64_t> SplitIntegers(const std::string& text, const std::string& field) {
+  std::vector<int64_t> values;
+  if (text.empty()) return values;
+  size_t begin = 0;
+  for (;;) {
+    const size_t colon = text.find(':', begin);
+    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                               field + "[" + std::to_string(values.size()) + "]"));
+    if (colon == std::string::npos) break;
+    begin = colon + 1;
+  }
+  return values;
+}
+
+std::string EncodeExplicit(const ExplicitConv& e) {
+  const ConvCase& c = e.conv;
+  std::string out = ";shape=" + JoinCodes(std::vector<int32_t>{
+      c.batch(), c.input_height(), c.input_width(), c.input_channels(), c.output_channels(), c.kernel_height(),
+      c.kernel_width(), c.stride_height(), c.stride_width(), c.dilation_height(), c.dilation_width(), c.padding_top(),
+      c.padding_left(), c.padding_bottom(), c.padding_right()});
+  out += ";xq=" + format_quant_params(c.input_quant());
+  std::string scales;
+  for (float s : c.weight_scales()) scales += (scales.empty() ? "" : ":") + format_float32(s);
+  out += ";ws=" + scales;
+  out += ";w=" + JoinCodes(std::vector<int32_t>(c.weights().begin(), c.weights().end()));
+  out += ";b=" + JoinCodes(c.bias());
+  out += ";x=" + JoinCodes(e.input);
+  out += ";element=" + std::to_string(e.element);
+  return out;
+}
+}  // namespace
+
 std::string format_replay(const ReplayKey& key) {
+  if (key.explicit_conv) {
+    return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv);
+  }
   return "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
          ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" + std::string(to_string(key.spec.mutant));
 }
 
 ReplayKey parse_replay(std::string_view text) {
-  constexpr std::string_view kPrefix = "fusediff-replay/1;";
-  if (!text.starts_with(kPrefix)) {
-    throw InputError("replay: '" + std::string(text.substr(0, 40)) + "' does not start with " + std::string(kPrefix));
+  constexpr std::string_view kPrefixV1 = "fusediff-replay/1;";
+  constexpr std::string_view kPrefixV2 = "fusediff-replay/2;";
+  const bool v2 = text.starts_with(kPrefixV2);
+  if (!v2 && !text.starts_with(kPrefixV1)) {
+    throw InputError("replay: '" + std::string(text.substr(0, 40)) + "' does not start with " + std::string(kPrefixV1) +
+                     " or " + std::string(kPrefixV2));
   }
-  text.remove_prefix(kPrefix.size());
+  text.remove_prefix(kPrefixV1.size());
   std::map<std::string, std::string, std::less<>> fields;
   while (!text.empty()) {
     size_t end = text.find(';');
@@ -88,8 +179,10 @@ ReplayKey parse_replay(std::string_view text) {
     return value;
   };
   ReplayKey key;
-  key.seed = static_cast<uint64_t>(parse_int(take("seed"), "replay.seed"));
-  key.sample = static_cast<uint64_t>(parse_int(take("sample"), "replay.sample"));
+  if (!v2) {
+    key.seed = static_cast<uint64_t>(parse_int(take("seed"), "replay.seed"));
+    key.sample = static_cast<uint64_t>(parse_int(take("sample"), "replay.sample"));
+  }
   CaseSpec& s = key.spec;
   s.name = take("name");
   s.source = parse_sample_source(take("source"), "replay.source");
@@ -103,7 +196,49 @@ ReplayKey parse_replay(std::string_view text) {
   c.output.rounding = parse_rounding_mode(take("y_round"), "replay.y_round");
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
   s.fused = parse_fused_kind(take("fused"), "replay.fused");
+  if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
   s.mutant = parse_mutant(take("mutant"), "replay.mutant");
+  if (v2) {
+    ExplicitConv e;
+    const std::vector<int64_t> shape = SplitIntegers(take("shape"), "replay.shape");
+    if (shape.size() != 15) throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
+    auto dim = [&shape](size_t i) { return static_cast<int32_t>(shape[i]); };
+    e.conv.batch(dim(0)).input_size(dim(1), dim(2)).input_channels(dim(3)).output_channels(dim(4))
+        .kernel_size(dim(5), dim(6)).stride(dim(7), dim(8)).dilation(dim(9), dim(10))
+        .padding(dim(11), dim(12), dim(13), dim(14));
+    e.conv.input_quant(parse_quant_params(take("xq"), "replay.xq", QuantParams{}));
+    std::vector<float> scales;
+    const std::string ws = take("ws");
+    for (size_t begin = 0; begin <= ws.size();) {
+      const size_t colon = ws.find(':', begin);
+      scales.push_back(parse_float32(std::string_view(ws).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                                     "replay.ws[" + std::to_string(scales.size()) + "]"));
+      if (colon == std::string::npos) break;
+      begin = colon + 1;
+    }
+    e.conv.weight_scales(scales);
+    std::vector<int8_t> weights;
+    for (int64_t w : SplitIntegers(take("w"), "replay.w")) {
+      if (w < -128 || w > 127) throw InputError("replay.w: " + std::to_string(w) + " is outside int8");
+      weights.push_back(static_cast<int8_t>(w));
+    }
+    e.conv.weights(std::move(weights));
+    std::vector<int32_t> bias;
+    for (int64_t b : SplitIntegers(take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
+    e.conv.bias(std::move(bias));
+    for (int64_t x : SplitIntegers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
+    e.element = static_cast<uint64_t>(parse_int(take("element"), "replay.element"));
+    e.conv.validate();
+    if (e.input.size() != e.conv.input_elements()) {
+      throw InputError("replay.x: " + std::to_string(e.input.size()) + " codes, the conv needs " +
+                       std::to_string(e.conv.input_elements()));
+    }
+    for (int32_t x : e.input) {
+      if (!e.conv.input_quant().type.contains(x)) throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
+    }
+    if (e.element >= e.conv.output_elements()) throw InputError("replay.element: past the conv's outputs");
+    key.explicit_conv = std::move(e);
+  }
   if (!fields.empty()) throw InputError("replay: unknown field '" + fields.begin()->first + "'");
   validate(c);
   s.samples = key.sample + 1;

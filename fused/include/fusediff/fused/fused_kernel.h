@@ -34,6 +34,9 @@ class FusedKernel {
 
   // acc -> u for output channel k of `conv`, the declared variant's fused implementation (for replay).
   int32_t Requantize(const ConvCase& conv, int32_t k, int32_t acc) const;
+  // acc -> y for output channel k: everything after the convolution (requantization, then the table), as Run
+  // does it for one element.
+  int32_t PostProcess(const ConvCase& conv, int32_t k, int32_t acc) const;
 
  private:
   struct Impl;

@@ -18,6 +18,10 @@ struct ConvShapeLimits {
   int32_t max_kernel = 3;
   int32_t max_stride = 2;
   int32_t max_dilation = 2;
+  // One output position (batch 1, 1x1 output): every sample of a draw is a channel's pivot. Targeted searches
+  // use it so that each compared sample is an aimed one.
+  bool single_output_position = false;
+  int32_t min_output_channels = 1;
 };
 
 // The shape of draw d only (cheap: no tensors), so sample indices can be mapped to draws without building

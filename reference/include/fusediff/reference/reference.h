@@ -5,9 +5,11 @@
 //   v   = (u - zu) * su                                      exact rational
 //   y   = sat_y(round(f(v) / sy) + zy)   (or round(zy + f(v)/sy) when the zero point goes before rounding)
 // Piecewise-rational activations are evaluated in exact rationals (boost cpp_rational); transcendental ones
-// with a double-first filter whose margin dominates libm's documented error, escalating to MPFR
-// (boost mpfr_float) at increasing precision; a decision still open at the precision cap is settled by exact
-// reasoning (e.g. sigmoid(0) = 1/2) or throws UndecidableError.
+// with a double-first filter whose margin dominates libm's documented error, escalating to rigorous MPFR
+// interval arithmetic (directed rounding, held in Boost's mpfr backend) at increasing precision; a decision
+// still open at the precision cap throws UndecidableError (v = 0 is settled exactly, e.g. sigmoid(0) = 1/2).
+// The formulas, the filter's margin argument and the escalation rule: docs/activations.md.
+// Errors are exceptions: InputError for bad arguments, UndecidableError as above. No I/O.
 // Nothing here calls fused/: every rule is implemented from its mathematical definition.
 #include <cstdint>
 #include <memory>
@@ -21,7 +23,8 @@
 namespace fusediff::reference {
 
 // acc[output_index(n, oy, ox, k)] for every output element, in int64 (exact; no overflow possible for a
-// validated case). Plain loops over n, oy, ox, k, ky, kx, c.
+// validated case). Plain loops over n, oy, ox, k, ky, kx, c. `input` holds N*H*W*C codes (NHWC). Throws
+// InputError when conv.validate() does, the input has the wrong size or a code is outside the input type.
 std::vector<int64_t> Conv2DAccumulators(const ConvCase& conv, std::span<const int32_t> input);
 
 // The accumulator of one output element (same definition).
@@ -30,7 +33,7 @@ int64_t Conv2DAccumulator(const ConvCase& conv, std::span<const int32_t> input, 
 
 struct RequantTrace {
   int32_t u = 0;               // intermediate code: zero point added, saturated to the intermediate type
-  int64_t u_unsaturated = 0;   // zero point added, before saturation
+  int64_t u_unsaturated = 0;   // zero point added, before saturation (R clamped to +-2^62 first)
   bool saturated = false;      // u != u_unsaturated
   // Distance, in units of the last rounding step, between the exact value that step rounds and the nearest
   // rounding tie (k + 1/2): 0 = exactly on a tie, 0.5 = farthest from any tie.
@@ -84,12 +87,10 @@ struct ActivationPoint {
   double v = 0;                // (u - zu) * su, rounded to double for display
   double f = 0;                // f(v), rounded to double for display
   double t = 0;                // the value the output rounding rounds: f/sy (+ zy when before rounding), double
-  double tie_distance = 0.5;   // |t - nearest (k + 1/2)|, decided exactly to within the filter's margin
+  double tie_distance = 0.5;   // |t - nearest (k + 1/2)|: exact (rational kinds), else from t_d or MPFR's midpoint
   bool saturated = false;      // the rounded code was clamped to the output type
 };
 
-// y_ref for every intermediate code of a convention, computed once (the cache). Only the activation,
-// intermediate and output fields of the convention matter; requant is ignored.
 // Knobs of the table's decision procedure (defaults are the production settings; tests vary them).
 struct ActivationTableOptions {
   bool use_double_filter = true;  // false: every transcendental code goes straight to MPFR (cross-check)
@@ -97,13 +98,17 @@ struct ActivationTableOptions {
   int mpfr_cap_bits = 8192;       // precision doubles up to this cap; still open there -> UndecidableError
 };
 
+// y_ref for every intermediate code of a convention, computed once (the cache). Only the activation,
+// intermediate and output fields of the convention matter; requant is ignored. Throws InputError for bad
+// quantization parameters or alpha, UndecidableError for a code no enclosure up to the cap decides.
 class ActivationTable {
  public:
   explicit ActivationTable(const Convention& convention);
   ActivationTable(const Convention& convention, const ActivationTableOptions& options);
   const ActivationPoint& at(int32_t u) const;  // u in [qmin, qmax] of the intermediate type
   size_t size() const { return points_.size(); }
-  // How many codes the double filter could not decide and MPFR (or exact rationals) had to.
+  // How many codes the double filter could not decide and MPFR had to (docs/activations.md). Codes decided
+  // exactly (piecewise-rational kinds, v == 0) never pass through the filter and are not counted.
   uint64_t escalations() const { return escalations_; }
   // The highest MPFR precision (bits) any escalation needed; 0 when none escalated.
   int max_mpfr_bits() const { return max_mpfr_bits_; }

@@ -21,6 +21,8 @@ struct SuiteOptions {
   std::optional<FusedKind> fused;
   uint64_t samples = 20000;  // per conv case
   Mutant mutant = Mutant::none;
+  RegionMix mix;             // what conv draws aim at (bulk only = uniform)
+  bool exhaustive = false;   // add a thresholds case per convention (the sweep is always there)
 };
 
 // Every activation x {int8 intermediate with lut, int16 intermediate with lut_interp} x {conv, sweep}, reshaped

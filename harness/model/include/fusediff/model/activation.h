@@ -47,6 +47,14 @@ Activation make_activation(ActivationKind k);
 // transcendental functions (MPFR).
 bool is_piecewise_rational(ActivationKind k);
 
+// The real input domain that covers an activation's knees and its approach to saturation, and the image of f on
+// it (rounded outward). Default quantizations and generators scale to these.
+struct ActivationDomain {
+  double input_lo, input_hi;
+  double output_lo, output_hi;
+};
+ActivationDomain default_domain(ActivationKind k);
+
 // Characteristic points ("knees") where fused approximations break: kinks, local minima, maximum-curvature
 // points. Used to classify samples into the `knee` region and (later) to aim generators.
 std::vector<double> knee_points(const Activation& a);

@@ -2,11 +2,14 @@
 // What one case of a suite is: a convention, the fused path that claims to implement it, an optional
 // injected bug (mutant), and where its samples come from.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/region_mix.h"
 
 namespace fusediff {
 
@@ -36,9 +39,13 @@ enum class Mutant {
 };
 
 // Where a case's samples come from.
-//   conv:  random Conv2D cases; sample i is output element (i mod outputs) of input draw (i div outputs).
-//   sweep: every intermediate code once; sample i is code qmin + i (no convolution).
-enum class SampleSource { conv, sweep };
+//   conv:       random Conv2D draws, each channel's first output aimed by the region mix; draws are consumed in
+//               order, every output element of a draw is a sample.
+//   sweep:      every intermediate code once; sample i is code qmin + i (no convolution).
+//   thresholds: for each output channel of conv draw 0, every requantization threshold of the intermediate
+//               range (the accumulators at and +-1 around each tie between neighbouring codes), straight into
+//               the post-processing (no convolution).
+enum class SampleSource { conv, sweep, thresholds };
 
 std::string_view to_string(FusedKind k);
 std::string_view to_string(Mutant m);       // kebab-case: "use-output-scale"; "none"
@@ -54,7 +61,13 @@ struct CaseSpec {
   FusedKind fused = FusedKind::lut;
   Mutant mutant = Mutant::none;
   uint64_t samples = 0;  // conv: requested sample count; sweep: ignored (every code once)
+  RegionMix mix;         // conv: what the draws aim at
 };
+
+// "knee:1/saturation:1/quant_boundary:2/bulk:1"; parse also takes "knee=1,saturation=1,...", and missing
+// regions weigh 0. Throws InputError naming `field`.
+std::string format_region_mix(const RegionMix& mix);
+RegionMix parse_region_mix(std::string_view text, std::string_view field);
 
 // Canonical text of what determines a case's samples (source + convention + fused kind; not the name, the
 // mutant or the sample count), e.g. "conv;gelu_erf;alpha=0;double_rounding;u=int8:0.0625:0:half_away_from_zero;
@@ -66,12 +79,21 @@ uint64_t case_stream_id(const CaseSpec& spec);
 // Number of samples a case actually runs: `samples` for conv, the intermediate code count for sweep.
 uint64_t effective_samples(const CaseSpec& spec);
 
-// A replay string names one sample bit for bit: "fusediff-replay/1;seed=S;sample=I;name=N;" + canonical
-// fields + ";mutant=M". parse_replay throws InputError naming the bad field.
+// A replay string names one sample bit for bit.
+//   v1 (generated samples): "fusediff-replay/1;seed=S;sample=I;name=N;" + canonical fields + ";mutant=M"
+//   v2 (an explicit case, e.g. a shrunk counterexample): "fusediff-replay/2;name=N;" + canonical fields +
+//      ";mutant=M;shape=N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR;xq=TYPE:SCALE:ZP;ws=S0:S1..;w=..;b=..;x=..;element=E"
+// parse_replay throws InputError naming the bad field.
+struct ExplicitConv {
+  ConvCase conv;
+  std::vector<int32_t> input;
+  uint64_t element = 0;  // output index of the sample
+};
 struct ReplayKey {
   uint64_t seed = 0;
   uint64_t sample = 0;
   CaseSpec spec;
+  std::optional<ExplicitConv> explicit_conv;  // v2
 };
 std::string format_replay(const ReplayKey& key);
 ReplayKey parse_replay(std::string_view text);

@@ -28,6 +28,8 @@ struct CaseResult {
   CaseStats stats;
   std::vector<WorstCaseReport> worst;
   uint64_t intermediate_codes_covered = 0;  // distinct reference u codes seen
+  uint64_t hard_codes_total = 0;            // the convention's hard codes (knees, saturation edges, output ties)
+  uint64_t hard_codes_covered = 0;          // of those, how many a sample landed on
   uint64_t reference_escalations = 0;       // codes the double filter handed to exact arithmetic / MPFR
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds

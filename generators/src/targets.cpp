@@ -1,0 +1,356 @@
+#include "fusediff/generators/targets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "fusediff/generators/counter_rng.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/model/mutants.h"
+
+namespace fusediff::generators {
+
+namespace {
+double Sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+double Softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
+}  // namespace
+
+double ApproximateActivation(const Activation& a, double x) {
+  switch (a.kind) {
+    case ActivationKind::relu: return std::max(x, 0.0);
+    case ActivationKind::relu6: return std::clamp(x, 0.0, 6.0);
+    case ActivationKind::leaky_relu: return x >= 0 ? x : double(a.alpha) * x;
+    case ActivationKind::hard_sigmoid: return std::clamp(x + 3.0, 0.0, 6.0) / 6.0;
+    case ActivationKind::hard_swish: return x * std::clamp(x + 3.0, 0.0, 6.0) / 6.0;
+    case ActivationKind::gelu_erf: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    case ActivationKind::gelu_tanh: return x * Sigmoid(2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x));
+    case ActivationKind::sigmoid: return Sigmoid(x);
+    case ActivationKind::tanh: return std::tanh(x);
+    case ActivationKind::silu: return x * Sigmoid(x);
+    case ActivationKind::elu: return x >= 0 ? x : double(a.alpha) * std::expm1(x);
+    case ActivationKind::softplus: return Softplus(x);
+    case ActivationKind::mish: return x * std::tanh(Softplus(x));
+  }
+  return x;
+}
+
+namespace {
+
+void AddCode(std::vector<int32_t>& codes, const QuantType& type, int64_t u) {
+  if (type.contains(u)) codes.push_back(static_cast<int32_t>(u));
+}
+
+void SortUnique(std::vector<int32_t>& codes) {
+  std::sort(codes.begin(), codes.end());
+  codes.erase(std::unique(codes.begin(), codes.end()), codes.end());
+}
+
+// The output value the output rounding rounds, for code u, in double.
+double OutputPreRounding(const Convention& c, int32_t u) {
+  const double v = double(c.intermediate.q.scale) * (u - c.intermediate.q.zero_point);
+  const double t = ApproximateActivation(c.activation, v) / double(c.output.q.scale);
+  return c.output.zero_point_order == ZeroPointOrder::before_rounding ? t + c.output.q.zero_point : t;
+}
+
+int64_t OutputCode(const Convention& c, int32_t u) {
+  const double t = OutputPreRounding(c, u);
+  const double code = std::round(t) + (c.output.zero_point_order == ZeroPointOrder::after_rounding ? c.output.q.zero_point : 0);
+  return static_cast<int64_t>(std::clamp(code, -1e9, 1e9));
+}
+
+// Per-convention code lists are reused by every draw of a case: computing them walks every code (65,536 for
+// int16), so they are memoised by the convention's canonical text.
+struct CodeLists {
+  std::vector<int32_t> knee, knee_centres, saturation, ties, hard;
+};
+// Returned by value: a cached entry may be evicted by another thread.
+CodeLists ListsFor(const Convention& c) {
+  static std::mutex mutex;
+  static std::map<std::string, CodeLists> cache;
+  CaseSpec key_spec;
+  key_spec.convention = c;
+  key_spec.convention.requant = RequantVariant::exact;  // code lists do not depend on requantization
+  key_spec.convention.intermediate.rounding = RoundingMode::half_away_from_zero;
+  const std::string key = canonical_key(key_spec);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() > 256) cache.clear();
+  CodeLists lists;
+  const QuantType& type = c.intermediate.q.type;
+  for (double p : knee_points(c.activation)) {
+    const double centre = std::round(c.intermediate.q.zero_point + p / double(c.intermediate.q.scale));
+    if (!std::isfinite(centre) || std::abs(centre) > 1e6) continue;
+    for (int d = -2; d <= 2; ++d) AddCode(lists.knee, type, static_cast<int64_t>(centre) + d);
+    AddCode(lists.knee_centres, type, static_cast<int64_t>(centre));
+  }
+  SortUnique(lists.knee);
+  for (int d = 0; d < 3; ++d) {
+    AddCode(lists.saturation, type, type.qmin() + d);
+    AddCode(lists.saturation, type, type.qmax() - d);
+  }
+  const int32_t y_min = c.output.q.type.qmin(), y_max = c.output.q.type.qmax();
+  std::vector<std::pair<double, int32_t>> tie_distance;
+  tie_distance.reserve(type.code_count());
+  bool previous_saturated = false;
+  for (int32_t u = type.qmin(); u <= type.qmax(); ++u) {
+    const int64_t y = OutputCode(c, u);
+    const bool saturated = y <= y_min || y >= y_max;
+    if (u > type.qmin() && saturated != previous_saturated) {
+      for (int d = -2; d <= 1; ++d) AddCode(lists.saturation, type, int64_t{u} + d);
+    }
+    previous_saturated = saturated;
+    const double t = OutputPreRounding(c, u);
+    if (std::isfinite(t) && !saturated) tie_distance.emplace_back(std::abs(t - std::floor(t) - 0.5), u);
+  }
+  SortUnique(lists.saturation);
+  const size_t keep = std::min<size_t>(64, tie_distance.size());
+  std::partial_sort(tie_distance.begin(), tie_distance.begin() + keep, tie_distance.end());
+  for (size_t i = 0; i < keep; ++i) lists.ties.push_back(tie_distance[i].second);
+  lists.hard = lists.knee;
+  lists.hard.insert(lists.hard.end(), lists.saturation.begin(), lists.saturation.end());
+  lists.hard.insert(lists.hard.end(), lists.ties.begin(), lists.ties.begin() + std::min<size_t>(16, lists.ties.size()));
+  SortUnique(lists.hard);
+  return cache.emplace(key, std::move(lists)).first->second;
+}
+
+double RealMultiplier(const Convention& c, float sx, float sw) {
+  return double(sx) * double(sw) / double(c.intermediate.q.scale);
+}
+
+int64_t ClampAccumulator(double acc) {
+  constexpr double kLimit = 2147483000.0;
+  return static_cast<int64_t>(std::clamp(acc, -kLimit, kLimit));
+}
+
+template <typename T>
+const T& Pick(CounterRng& rng, const std::vector<T>& items) {
+  return items[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(items.size()) - 1))];
+}
+
+Region PickRegion(CounterRng& rng, const RegionMix& mix) {
+  const double total = mix.knee + mix.saturation + mix.quant_boundary + mix.bulk;
+  double r = rng.uniform01() * total;
+  if ((r -= mix.knee) < 0) return Region::knee;
+  if ((r -= mix.saturation) < 0) return Region::saturation;
+  if ((r -= mix.quant_boundary) < 0) return Region::quant_boundary;
+  return Region::bulk;
+}
+
+// sum (x - zx) * w over the receptive field of output (0, 0, 0, k): the accumulator without its bias.
+int64_t PivotPartialSum(const ConvCase& conv, const std::vector<int32_t>& input, int32_t k) {
+  int64_t sum = 0;
+  const int32_t zx = conv.input_quant().zero_point;
+  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+    const int32_t iy = ky * conv.dilation_height() - conv.padding_top();
+    for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+      const int32_t ix = kx * conv.dilation_width() - conv.padding_left();
+      if (iy < 0 || iy >= conv.input_height() || ix < 0 || ix >= conv.input_width()) continue;
+      for (int32_t c = 0; c < conv.input_channels(); ++c) {
+        sum += int64_t{input[conv.input_index(0, iy, ix, c)] - zx} * conv.weights()[conv.weight_index(k, ky, kx, c)];
+      }
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::vector<int32_t> KneeCodes(const Convention& c) { return ListsFor(c).knee; }
+std::vector<int32_t> SaturationCodes(const Convention& c) { return ListsFor(c).saturation; }
+std::vector<int32_t> OutputTieCodes(const Convention& c, size_t count) {
+  const std::vector<int32_t> ties = ListsFor(c).ties;
+  return std::vector<int32_t>(ties.begin(), ties.begin() + std::min(count, ties.size()));
+}
+std::vector<int32_t> HardCodes(const Convention& c) { return ListsFor(c).hard; }
+
+int64_t AccumulatorForCode(const Convention& c, float sx, float sw, int32_t u, double position) {
+  // position 0 is the tie below code u, 1 the tie above; 0.5 the centre of its interval.
+  return ClampAccumulator(std::round((u - c.intermediate.q.zero_point - 0.5 + position) / RealMultiplier(c, sx, sw)));
+}
+
+std::vector<int64_t> TieAccumulators(const Convention& c, float sx, float sw, int32_t u) {
+  const double m = RealMultiplier(c, sx, sw);
+  std::vector<int64_t> accs;
+  for (double side : {-0.5, 0.5}) {
+    const double tie = (u - c.intermediate.q.zero_point + side) / m;
+    const double below = std::floor(tie);
+    for (double d : {-1.0, 0.0, 1.0, 2.0}) accs.push_back(ClampAccumulator(below + d));
+  }
+  return accs;
+}
+
+std::vector<int64_t> BoundaryAccumulators(const Convention& c, float sx, float sw, int64_t u) {
+  const double tie = (double(u) - c.intermediate.q.zero_point - 0.5) / RealMultiplier(c, sx, sw);
+  const double below = std::floor(tie);
+  return {ClampAccumulator(below - 1), ClampAccumulator(below), ClampAccumulator(below + 1), ClampAccumulator(below + 2)};
+}
+
+TargetedDraw GenerateTargetedDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Convention& convention,
+                                  const RegionMix& mix, const ConvShapeLimits& limits) {
+  TargetedDraw out{GenerateConvCase(seed, case_stream, draw, convention, limits), {}, {}};
+  out.input = GenerateConvInput(seed, case_stream, draw, out.conv);
+  CounterRng rng(seed, case_stream, draw, StreamPurpose::targets);
+  const CodeLists lists = ListsFor(convention);
+  const QuantType& type = convention.intermediate.q.type;
+  std::vector<int32_t> bias = out.conv.bias();
+  const float sx = out.conv.input_quant().scale;
+  for (int32_t k = 0; k < out.conv.output_channels(); ++k) {
+    const float sw = out.conv.weight_scales()[k];
+    // Stratified: channel 0 of every draw stays unaimed (bulk), so a targeted stream never starves the plain
+    // samples that find easy bugs; the other channels follow the mix.
+    const Region region = k == 0 ? Region::bulk : PickRegion(rng, mix);
+    out.aimed.push_back(region);
+    int64_t target = 0;
+    switch (region) {
+      case Region::bulk:
+        continue;  // the generated bias stays
+      case Region::knee: {
+        // Mostly the code nearest a knee itself, otherwise one of its neighbours.
+        int32_t u = lists.knee.empty() ? int32_t(rng.uniform_int(type.qmin(), type.qmax())) : Pick(rng, lists.knee);
+        if (!lists.knee_centres.empty() && rng.chance(3, 4)) u = Pick(rng, lists.knee_centres);
+        target = AccumulatorForCode(convention, sx, sw, u, rng.uniform01());
+        break;
+      }
+      case Region::saturation: {
+        const int64_t pick = rng.uniform_int(0, 4);
+        switch (pick < 2 ? 0 : pick < 4 ? 1 : 2) {
+          case 0:  // just inside / outside either end of the intermediate range
+            target = Pick(rng, TieAccumulators(convention, sx, sw, rng.chance(1, 2) ? type.qmin() : type.qmax()));
+            break;
+          case 1: {  // well beyond the range (where a wrapping bug shows)
+            const double beyond = (rng.chance(1, 2) ? 1.0 : -1.0) * (1.0 + rng.uniform01()) * 0.5 * type.code_count();
+            target = ClampAccumulator(beyond / RealMultiplier(convention, sx, sw));
+            break;
+          }
+          default:  // where the output saturates, and the flat ends
+            target = AccumulatorForCode(convention, sx, sw, Pick(rng, lists.saturation), rng.uniform01());
+        }
+        break;
+      }
+      case Region::quant_boundary: {
+        if (rng.chance(1, 2) && !lists.ties.empty()) {
+          target = AccumulatorForCode(convention, sx, sw, lists.ties[rng.uniform_int(0, std::min<int64_t>(15, lists.ties.size() - 1))],
+                                        rng.uniform01());
+        } else {
+          const int32_t u = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
+          target = Pick(rng, TieAccumulators(convention, sx, sw, u));
+        }
+        break;
+      }
+    }
+    const int64_t new_bias = target - PivotPartialSum(out.conv, out.input, k);
+    if (new_bias < std::numeric_limits<int32_t>::min() || new_bias > std::numeric_limits<int32_t>::max()) continue;
+    const int32_t previous = bias[k];
+    bias[k] = static_cast<int32_t>(new_bias);
+    out.conv.bias(bias);
+    if (out.conv.accumulator_bound(k) > std::numeric_limits<int32_t>::max()) {  // keep the case valid
+      bias[k] = previous;
+      out.conv.bias(bias);
+    }
+  }
+  return out;
+}
+
+namespace {
+constexpr ActivationKind kPiecewiseRational[] = {ActivationKind::relu, ActivationKind::relu6, ActivationKind::leaky_relu,
+                                                 ActivationKind::hard_sigmoid, ActivationKind::hard_swish};
+
+float Jitter(CounterRng& rng, double value) {
+  return static_cast<float>(value * std::exp((rng.uniform01() - 0.5) * std::log(4.0)));  // x [1/2, 2]
+}
+}  // namespace
+
+CaseSpec GenerateMutantCase(Mutant mutant, bool targeted, uint64_t seed, uint64_t case_stream, uint32_t index) {
+  CounterRng rng(seed, case_stream, index, StreamPurpose::convention);
+  const bool tie_mutant = mutant == Mutant::zero_point_before_rounding || mutant == Mutant::output_half_even_for_half_away;
+  // Convention-space aim: exact output ties need a piecewise-rational activation and a dyadic su/sy.
+  // Only the tie-only mutants need it; elsewhere such conventions would narrow the space for nothing.
+  const bool make_ties = targeted && tie_mutant;
+  CaseSpec spec;
+  spec.source = SampleSource::conv;
+  spec.mutant = mutant;
+  spec.fused = mutant == Mutant::interp_truncate ? FusedKind::lut_interp : FusedKind::lut;
+  Convention& c = spec.convention;
+
+  if (mutant == Mutant::gelu_tanh_for_erf) {
+    c.activation = make_activation(ActivationKind::gelu_erf);
+  } else if (make_ties) {
+    c.activation = make_activation(kPiecewiseRational[rng.uniform_int(0, 4)]);
+  } else {
+    c.activation = make_activation(kAllActivations[rng.uniform_int(0, std::size(kAllActivations) - 1)]);
+  }
+
+  constexpr RequantVariant kVariants[] = {RequantVariant::exact, RequantVariant::double_rounding,
+                                          RequantVariant::single_rounding, RequantVariant::f32_half_even};
+  if (mutant == Mutant::requant_double_for_single) {
+    c.requant = RequantVariant::single_rounding;
+  } else if (mutant == Mutant::requant_truncate) {
+    c.requant = rng.chance(1, 2) ? RequantVariant::double_rounding : RequantVariant::single_rounding;
+  } else {
+    c.requant = kVariants[rng.uniform_int(0, 3)];
+  }
+  constexpr RoundingMode kModes[] = {RoundingMode::half_away_from_zero, RoundingMode::half_to_even, RoundingMode::half_up};
+  c.intermediate.rounding = fixed_rounding(c.requant).value_or(kModes[rng.uniform_int(0, 2)]);
+
+  const ActivationDomain domain = default_domain(c.activation.kind);
+  if (spec.fused == FusedKind::lut_interp) {
+    c.intermediate.q = QuantParams{QuantType{ScalarType::int16, false},
+                                   Jitter(rng, std::max(std::abs(domain.input_lo), std::abs(domain.input_hi)) / 32768.0), 0};
+    c.output.q = QuantParams{QuantType{ScalarType::int16, false},
+                             Jitter(rng, std::max(std::abs(domain.output_lo), std::abs(domain.output_hi)) / 32768.0), 0};
+  } else {
+    const QuantType u_type = rng.chance(1, 2) ? QuantType{ScalarType::uint8, false}
+                                              : QuantType{ScalarType::int8, rng.chance(1, 4)};
+    const QuantType y_type = rng.chance(1, 2) ? QuantType{ScalarType::uint8, false} : QuantType{ScalarType::int8, false};
+    c.intermediate.q.type = u_type;
+    c.output.q.type = y_type;
+    if (make_ties) {
+      // su = 2^-a, sy = su * 2^b: f(v)/sy = (u - zu) * 2^-b * (piecewise-rational f) hits k + 1/2 exactly.
+      c.intermediate.q.scale = std::ldexp(1.0f, -static_cast<int>(rng.uniform_int(3, 5)));
+      c.output.q.scale = std::ldexp(c.intermediate.q.scale, static_cast<int>(rng.uniform_int(-1, 1)));
+    } else {
+      c.intermediate.q.scale = Jitter(rng, (domain.input_hi - domain.input_lo) / 255.0);
+      c.output.q.scale = Jitter(rng, (domain.output_hi - domain.output_lo) / 255.0);
+    }
+    const double centre_u = u_type.qmin() - domain.input_lo / c.intermediate.q.scale;
+    c.intermediate.q.zero_point = static_cast<int32_t>(std::clamp<double>(
+        std::round(centre_u) + rng.uniform_int(-16, 16), u_type.qmin(), u_type.qmax()));
+    const double centre_y = y_type.qmin() - domain.output_lo / c.output.q.scale;
+    c.output.q.zero_point = static_cast<int32_t>(std::clamp<double>(
+        std::round(centre_y) + rng.uniform_int(-16, 16), y_type.qmin(), y_type.qmax()));
+  }
+  c.output.rounding = kModes[rng.uniform_int(0, 2)];
+  c.output.zero_point_order = rng.chance(1, 2) ? ZeroPointOrder::after_rounding : ZeroPointOrder::before_rounding;
+
+  // Stay inside the mutant's non-equivalent space.
+  switch (mutant) {
+    case Mutant::ignore_intermediate_zero_point:
+      if (c.intermediate.q.zero_point == 0) c.intermediate.q.zero_point = 1;
+      break;
+    case Mutant::zero_point_before_rounding:
+      c.output.zero_point_order = ZeroPointOrder::after_rounding;
+      if (c.output.rounding == RoundingMode::half_up) c.output.rounding = RoundingMode::half_to_even;
+      if (c.output.q.zero_point == 0) c.output.q.zero_point = c.output.q.type.qmin() < 0 ? -1 : 1;
+      if (c.output.rounding == RoundingMode::half_to_even && c.output.q.zero_point % 2 == 0) {
+        c.output.q.zero_point += c.output.q.zero_point < c.output.q.type.qmax() ? 1 : -1;
+      }
+      break;
+    case Mutant::output_half_even_for_half_away:
+      c.output.rounding = RoundingMode::half_away_from_zero;
+      break;
+    case Mutant::use_output_scale:
+      if (c.intermediate.q.scale == c.output.q.scale) c.output.q.scale *= 2;
+      break;
+    default:
+      break;
+  }
+  validate(c);
+  spec.name = std::string("mutant.") + std::string(to_string(mutant)) + "." + std::to_string(index);
+  return spec;
+}
+
+}  // namespace fusediff::generators

@@ -1,0 +1,273 @@
+#include "fusediff/driver/mutant_search.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "fusediff/fused/fused_kernel.h"
+#include "fusediff/generators/conv_generator.h"
+#include "fusediff/generators/targets.h"
+#include "fusediff/model/tolerance.h"
+#include "fusediff/reference/reference.h"
+
+namespace fusediff::driver {
+
+namespace {
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char ch : text) {
+    hash ^= ch;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+// Reference tables by convention, shared by the draws of one search.
+class TableCache {
+ public:
+  const reference::ActivationTable& get(const Convention& c) {
+    CaseSpec key;
+    key.convention = c;
+    key.convention.requant = RequantVariant::exact;
+    key.convention.intermediate.rounding = RoundingMode::half_away_from_zero;
+    const std::string k = canonical_key(key);
+    auto it = tables_.find(k);
+    if (it == tables_.end()) {
+      if (tables_.size() > 64) tables_.clear();
+      it = tables_.emplace(k, std::make_unique<reference::ActivationTable>(c)).first;
+    }
+    return *it->second;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<reference::ActivationTable>> tables_;
+};
+
+// y_reference for every output of a conv draw.
+std::vector<int32_t> ReferenceOutputs(const Convention& c, const ConvCase& conv, const std::vector<int32_t>& input,
+                                      const reference::ActivationTable& table) {
+  const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);
+  std::vector<reference::Requantizer> requantizers;
+  for (int32_t k = 0; k < conv.output_channels(); ++k) {
+    requantizers.emplace_back(c, conv.input_quant().scale, conv.weight_scales()[k]);
+  }
+  std::vector<int32_t> y(acc.size());
+  for (size_t j = 0; j < acc.size(); ++j) {
+    y[j] = table.at(requantizers[j % conv.output_channels()](acc[j]).u).y;
+  }
+  return y;
+}
+
+uint64_t Median(std::vector<uint64_t> values) {
+  std::sort(values.begin(), values.end());
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+}  // namespace
+
+std::pair<int32_t, int32_t> EvaluateExplicit(const CaseSpec& spec, const ExplicitConv& sample) {
+  std::string why;
+  auto kernel = fused::FusedKernel::Create(spec.convention, spec.fused, spec.mutant, &why);
+  if (!kernel) throw std::runtime_error("EvaluateExplicit: unsupported case: " + why);
+  const reference::ActivationTable table(spec.convention);
+  std::vector<int32_t> y_fused(sample.conv.output_elements());
+  kernel->Run(sample.conv, sample.input, y_fused);
+  const std::vector<int32_t> y_ref = ReferenceOutputs(spec.convention, sample.conv, sample.input, table);
+  return {y_ref[sample.element], y_fused[sample.element]};
+}
+
+SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t budget, const RegionMix& mix) {
+  const uint64_t space_stream = Fnv1a(std::string("mutant-search;") + std::string(to_string(mutant)) +
+                                      (targeted ? ";targeted" : ";uniform"));
+  TableCache tables;
+  SearchRun run;
+  // 8-bit tables are cheap: a new convention every draw. int16 reference tables (65,536 codes) are shared by 16.
+  CaseSpec spec;
+  std::unique_ptr<fused::FusedKernel> kernel;
+  for (uint32_t draw = 0; run.samples < budget; ++draw) {
+    const uint32_t per_convention = mutant == Mutant::interp_truncate ? 16 : 1;
+    if (draw % per_convention == 0) {
+      spec = generators::GenerateMutantCase(mutant, targeted, seed, space_stream, draw / per_convention);
+      std::string why;
+      kernel = fused::FusedKernel::Create(spec.convention, spec.fused, spec.mutant, &why);
+      if (!kernel) throw std::logic_error("GenerateMutantCase made an unsupported case: " + why);
+    }
+    const uint64_t stream = case_stream_id(spec);
+    ExplicitConv sample;
+    if (targeted) {
+      generators::ConvShapeLimits aimed_shapes;
+      aimed_shapes.single_output_position = true;  // every sample of the draw is a pivot: K-1 aimed, 1 bulk
+      aimed_shapes.min_output_channels = 4;
+      generators::TargetedDraw aimed =
+          generators::GenerateTargetedDraw(seed, stream, draw, spec.convention, mix, aimed_shapes);
+      sample.conv = std::move(aimed.conv);
+      sample.input = std::move(aimed.input);
+    } else {
+      sample.conv = generators::GenerateConvCase(seed, stream, draw, spec.convention);
+      sample.input = generators::GenerateConvInput(seed, stream, draw, sample.conv);
+    }
+    const int64_t tolerance = default_tolerance(spec.fused, spec.convention.activation.kind).max_abs_lsb;
+    std::vector<int32_t> y_fused(sample.conv.output_elements());
+    kernel->Run(sample.conv, sample.input, y_fused);
+    const std::vector<int32_t> y_ref =
+        ReferenceOutputs(spec.convention, sample.conv, sample.input, tables.get(spec.convention));
+    for (size_t j = 0; j < y_ref.size() && run.samples < budget; ++j) {
+      ++run.samples;
+      if (std::abs(int64_t{y_fused[j]} - y_ref[j]) > tolerance) {
+        run.detected = true;
+        sample.element = j;
+        run.counterexample = Counterexample{spec, std::move(sample), y_ref[j], y_fused[j], tolerance};
+        return run;
+      }
+    }
+  }
+  return run;
+}
+
+namespace {
+
+bool StillFails(const Counterexample& c) {
+  const auto [y_ref, y_fused] = EvaluateExplicit(c.spec, c.sample);
+  return std::abs(int64_t{y_fused} - y_ref) > c.tolerance;
+}
+
+// The failing output alone: its receptive field becomes the whole input (padding taps become zx codes, dilation
+// collapses), one output channel, stride 1. The accumulator is the same sum over the same (x, w) pairs.
+Counterexample ReceptiveField(const Counterexample& c) {
+  const ConvCase& conv = c.sample.conv;
+  const ConvCase::OutputCoord at = conv.output_coord(c.sample.element);
+  Counterexample out = c;
+  ConvCase& small = out.sample.conv;
+  small = ConvCase()
+              .batch(1)
+              .input_size(conv.kernel_height(), conv.kernel_width())
+              .input_channels(conv.input_channels())
+              .output_channels(1)
+              .kernel_size(conv.kernel_height(), conv.kernel_width())
+              .input_quant(conv.input_quant())
+              .weight_scales({conv.weight_scales()[at.k]})
+              .bias({conv.bias()[at.k]});
+  std::vector<int8_t> weights;
+  std::vector<int32_t> input;
+  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+    const int32_t iy = at.oy * conv.stride_height() - conv.padding_top() + ky * conv.dilation_height();
+    for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+      const int32_t ix = at.ox * conv.stride_width() - conv.padding_left() + kx * conv.dilation_width();
+      const bool inside = iy >= 0 && iy < conv.input_height() && ix >= 0 && ix < conv.input_width();
+      for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+        input.push_back(inside ? c.sample.input[conv.input_index(at.n, iy, ix, ci)] : conv.input_quant().zero_point);
+        weights.push_back(conv.weights()[conv.weight_index(at.k, ky, kx, ci)]);
+      }
+    }
+  }
+  small.weights(std::move(weights));
+  out.sample.input = std::move(input);
+  out.sample.element = 0;
+  return out;
+}
+
+// Drops input channel `drop_c`, kernel row `drop_ky` or kernel column `drop_kx` (-1: keep all), moving the
+// dropped taps' contribution into the bias. Returns nullopt when the bias would leave int32.
+std::optional<Counterexample> Drop(const Counterexample& c, int32_t drop_c, int32_t drop_ky, int32_t drop_kx) {
+  const ConvCase& conv = c.sample.conv;  // single output, input == receptive field
+  const int32_t zx = conv.input_quant().zero_point;
+  int64_t moved = 0;
+  std::vector<int8_t> weights;
+  std::vector<int32_t> input;
+  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+    for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+      for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+        const int32_t x = c.sample.input[conv.input_index(0, ky, kx, ci)];
+        const int8_t w = conv.weights()[conv.weight_index(0, ky, kx, ci)];
+        if (ci == drop_c || ky == drop_ky || kx == drop_kx) {
+          moved += int64_t{x - zx} * w;
+        } else {
+          input.push_back(x);
+          weights.push_back(w);
+        }
+      }
+    }
+  }
+  const int64_t bias = int64_t{conv.bias()[0]} + moved;
+  if (bias < INT32_MIN || bias > INT32_MAX) return std::nullopt;
+  Counterexample out = c;
+  const int32_t kh = conv.kernel_height() - (drop_ky >= 0 ? 1 : 0);
+  const int32_t kw = conv.kernel_width() - (drop_kx >= 0 ? 1 : 0);
+  const int32_t channels = conv.input_channels() - (drop_c >= 0 ? 1 : 0);
+  out.sample.conv = ConvCase()
+                        .input_size(kh, kw)
+                        .input_channels(channels)
+                        .kernel_size(kh, kw)
+                        .input_quant(conv.input_quant())
+                        .weight_scales(conv.weight_scales())
+                        .weights(std::move(weights))
+                        .bias({static_cast<int32_t>(bias)});
+  out.sample.input = std::move(input);
+  if (out.sample.conv.accumulator_bound(0) > INT32_MAX) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+Counterexample Shrink(const Counterexample& failing) {
+  Counterexample best = failing;
+  const Counterexample field = ReceptiveField(failing);
+  if (StillFails(field)) best = field;
+  else return best;  // a failure that is not local to one output (none in the catalog): keep the original
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    const ConvCase& conv = best.sample.conv;
+    std::vector<std::optional<Counterexample>> candidates;
+    if (conv.input_channels() > 1) candidates.push_back(Drop(best, conv.input_channels() - 1, -1, -1));
+    if (conv.kernel_height() > 1) candidates.push_back(Drop(best, -1, conv.kernel_height() - 1, -1));
+    if (conv.kernel_width() > 1) candidates.push_back(Drop(best, -1, -1, conv.kernel_width() - 1));
+    for (const auto& candidate : candidates) {
+      if (candidate && StillFails(*candidate)) {
+        best = *candidate;
+        progress = true;
+        break;
+      }
+    }
+  }
+  const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);
+  best.y_reference = y_ref;
+  best.y_fused = y_fused;
+  return best;
+}
+
+MutantReport EvaluateMutant(Mutant mutant, const MutantSearchOptions& options) {
+  MutantReport report;
+  report.mutant = mutant;
+  report.seeds = options.seeds;
+  report.budget = options.budget;
+  std::vector<uint64_t> targeted, uniform;
+  for (uint32_t i = 0; i < options.seeds; ++i) {
+    const uint64_t seed = options.first_seed + i;
+    SearchRun aimed = SearchMutant(mutant, true, seed, options.budget, options.mix);
+    targeted.push_back(aimed.samples);
+    report.missed_targeted += aimed.detected ? 0 : 1;
+    if (aimed.detected && !report.shrunk) {
+      report.detected = true;
+      report.shrunk = Shrink(*aimed.counterexample);
+      ReplayKey key;
+      key.spec = report.shrunk->spec;
+      key.explicit_conv = report.shrunk->sample;
+      report.replay = format_replay(key);
+    }
+    const SearchRun plain = SearchMutant(mutant, false, seed, options.budget, RegionMix{});
+    uniform.push_back(plain.samples);
+    report.missed_uniform += plain.detected ? 0 : 1;
+  }
+  report.median_targeted = Median(targeted);
+  report.median_uniform = Median(uniform);
+  report.ratio_is_lower_bound = report.median_uniform >= options.budget;
+  report.ratio = report.median_targeted == 0 ? 0 : double(report.median_uniform) / double(report.median_targeted);
+  return report;
+}
+
+}  // namespace fusediff::driver
