@@ -5,7 +5,8 @@
 #   3. publish the sign-off report (HTML + Markdown) and JUnit XML,
 #   4. promote tonight's results to baseline when nothing regressed.
 # Environment: FUSEDIFF (binary, default "fusediff"), STATE (folder holding baseline.json, default ./nightly),
-# PUBLISH (report folder, default $STATE/publish), RUN_ARGS (extra `run` options, e.g. "--samples 200000").
+# PUBLISH (report folder, default $STATE/publish), RUN_ARGS (extra `run` options, e.g. "--samples 200000"),
+# RULES (optional compare rules JSON, docs/reports.md).
 set -euo pipefail
 fusediff=${FUSEDIFF:-fusediff}
 state=${STATE:-./nightly}
