@@ -150,13 +150,16 @@ CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
   const Field ranges = f["error_ranges"];
   for (size_t i = 0; i < ranges.array_size(); ++i) {
     const Field entry = ranges.at(i);
-    if (entry.array_size() != 3) entry.fail("[code, min error, max error]");
-    const int32_t code = entry.at(0).i32();
-    const int64_t lo = entry.at(1).i64(), hi = entry.at(2).i64();
-    if (!type.contains(code) || !codes.covered(code)) entry.fail("a covered intermediate code");
+    if (entry.array_size() != 4) entry.fail("[first code, last code, min error, max error]");
+    const int32_t first = entry.at(0).i32(), last = entry.at(1).i32();
+    const int64_t lo = entry.at(2).i64(), hi = entry.at(3).i64();
+    if (first > last || !type.contains(first) || !type.contains(last)) entry.fail("first <= last, both codes of the type");
     if (lo > hi || (lo == 0 && hi == 0)) entry.fail("min <= max and a range other than [0, 0]");
-    if (codes.nonzero().count(code)) entry.fail("one entry per code");
-    codes.set_range(code, CodeErrors::Range{lo, hi});
+    for (int32_t code = first; code <= last; ++code) {
+      if (!codes.covered(code)) entry.fail(fmt::format("covered codes only (code {} is not covered)", code));
+      if (codes.nonzero().count(code)) entry.fail(fmt::format("one range per code (code {} repeats)", code));
+      codes.set_range(code, CodeErrors::Range{lo, hi});
+    }
   }
   return codes;
 }

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <iterator>
 #include <string>
 
 #include "fusediff/reports/reports.h"
@@ -60,7 +61,7 @@ ordered_json RegionsToJson(RegionSet regions) {
 }
 
 // Coverage as a bitmap (16 hex digits per 64 codes, word i bit j = code qmin + 64 i + j) and the error range of
-// every code whose range is not [0, 0]: compact even for 65,536 codes.
+// every code whose range is not [0, 0], run-length encoded: compact even for 65,536 codes.
 ordered_json PerCodeToJson(const CodeErrors& codes) {
   ordered_json j;
   j["qmin"] = codes.qmin();
@@ -69,8 +70,18 @@ ordered_json PerCodeToJson(const CodeErrors& codes) {
   bitmap.reserve(codes.covered_words().size() * 16);
   for (uint64_t word : codes.covered_words()) bitmap += fmt::format("{:016x}", word);
   j["covered_bitmap"] = std::move(bitmap);
+  // Runs of consecutive codes with the same range, [first code, last code, min e, max e]: tables err in runs.
   ordered_json ranges = ordered_json::array();
-  for (const auto& [code, range] : codes.nonzero()) ranges.push_back(ordered_json::array({code, range.min, range.max}));
+  const auto& nonzero = codes.nonzero();
+  for (auto it = nonzero.begin(); it != nonzero.end();) {
+    auto last = it;
+    for (auto next = std::next(it); next != nonzero.end() && next->first == last->first + 1 && next->second == it->second;
+         ++next) {
+      last = next;
+    }
+    ranges.push_back(ordered_json::array({it->first, last->first, it->second.min, it->second.max}));
+    it = std::next(last);
+  }
   j["error_ranges"] = std::move(ranges);
   return j;
 }
