@@ -11,6 +11,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev         # JSON, command line
   librandom123-dev                        # counter-based RNG (Philox)
   python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
+  libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
+  chromium                                # headless rendering test of the HTML sign-off report
 )
 
 missing=()

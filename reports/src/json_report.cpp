@@ -1,3 +1,6 @@
+#include <fmt/format.h>
+
+#include <iterator>
 #include <string>
 
 #include "fusediff/model/mutants.h"
@@ -58,10 +61,37 @@ ordered_json RegionsToJson(RegionSet regions) {
   return list;
 }
 
-ordered_json CaseToJson(const CaseResult& c) {
+// Coverage as a bitmap (16 hex digits per 64 codes, word i bit j = code qmin + 64 i + j) and the error range of
+// every code whose range is not [0, 0], run-length encoded: compact even for 65,536 codes.
+ordered_json PerCodeToJson(const CodeErrors& codes) {
+  ordered_json j;
+  j["qmin"] = codes.qmin();
+  j["code_count"] = codes.code_count();
+  std::string bitmap;
+  bitmap.reserve(codes.covered_words().size() * 16);
+  for (uint64_t word : codes.covered_words()) bitmap += fmt::format("{:016x}", word);
+  j["covered_bitmap"] = std::move(bitmap);
+  // Runs of consecutive codes with the same range, [first code, last code, min e, max e]: tables err in runs.
+  ordered_json ranges = ordered_json::array();
+  const auto& nonzero = codes.nonzero();
+  for (auto it = nonzero.begin(); it != nonzero.end();) {
+    auto last = it;
+    for (auto next = std::next(it); next != nonzero.end() && next->first == last->first + 1 && next->second == it->second;
+         ++next) {
+      last = next;
+    }
+    ranges.push_back(ordered_json::array({it->first, last->first, it->second.min, it->second.max}));
+    it = std::next(last);
+  }
+  j["error_ranges"] = std::move(ranges);
+  return j;
+}
+
+ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   ordered_json j;
   j["name"] = c.spec.name;
   j["source"] = std::string(to_string(c.spec.source));
+  j["mix"] = format_region_mix(c.spec.mix);
   ordered_json activation;
   activation["kind"] = std::string(to_string(c.spec.convention.activation.kind));
   activation["params"] = ordered_json::object();
@@ -73,6 +103,9 @@ ordered_json CaseToJson(const CaseResult& c) {
   j["fused"] = std::string(to_string(c.spec.fused));
   j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
   j["samples"] = c.stats.overall.count();
+  j["requested_samples"] = c.spec.samples;
+  j["sample_set"] = CaseSampleSetId(seed, c.spec);
+  j["complete"] = c.complete;
   j["error_lsb"] = StatsToJson(c.stats.overall);
   ordered_json regions = ordered_json::object();
   for (Region r : kAllRegions) regions[std::string(to_string(r))] = StatsToJson(c.stats.by_region[static_cast<size_t>(r)]);
@@ -81,7 +114,11 @@ ordered_json CaseToJson(const CaseResult& c) {
   coverage["intermediate_codes"] = c.intermediate_codes_covered;
   coverage["intermediate_code_count"] = c.spec.convention.intermediate.q.type.code_count();
   coverage["reference_escalations"] = c.reference_escalations;
+  coverage["hard_codes"] = c.hard_codes;
+  coverage["hard_codes_covered"] = c.hard_codes_covered;
   j["coverage"] = std::move(coverage);
+  j["per_code"] = PerCodeToJson(c.per_code);
+  j["worst_capacity"] = c.stats.worst.capacity();
   ordered_json worst = ordered_json::array();
   for (const WorstCaseReport& w : c.worst) {
     ordered_json item;
@@ -116,10 +153,15 @@ ordered_json ToJson(const RunResult& run) {
   j["platform"] = {{"compiler", run.provenance.compiler}, {"libc", run.provenance.libc}, {"isa", run.provenance.isa}};
   j["command_line"] = run.provenance.command_line;
   j["created"] = run.provenance.created;
+  if (!run.provenance.gate_descriptor.empty() || !run.provenance.table_sha256.empty()) {
+    j["gate"] = {{"descriptor", run.provenance.gate_descriptor}, {"table_sha256", run.provenance.table_sha256}};
+  }
   j["seed"] = run.seed;
+  j["sample_set"] = SampleSetId(run);
+  j["shard"] = {{"index", run.shard_index}, {"count", run.shard_count}};
   j["complete"] = run.complete;
   ordered_json cases = ordered_json::array();
-  for (const CaseResult& c : run.cases) cases.push_back(CaseToJson(c));
+  for (const CaseResult& c : run.cases) cases.push_back(CaseToJson(c, run.seed));
   j["cases"] = std::move(cases);
   return j;
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,10 @@ struct Outcome {
 };
 
 Outcome RunCli(std::vector<std::string> args) {
+  // A surrounding test runner's sharding variables must not shard the project's own runs.
+  for (const char* v : {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "TEST_TOTAL_SHARDS", "TEST_SHARD_INDEX", "TEST_SHARD_STATUS_FILE"}) {
+    ::unsetenv(v);
+  }
   args.insert(args.begin(), "fusediff");
   std::ostringstream out, err;
   const int code = Main(args, out, err);

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
+#include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <ostream>
@@ -12,14 +14,43 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
+#include "progress.h"
+#include "sharding.h"
 
 namespace fusediff::cli {
 
 namespace {
 
+// Set by SIGINT; the driver checks it between batches. Lock-free atomic store only: async-signal-safe.
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+extern "C" void OnInterrupt(int) { g_stop_requested.store(true); }
+
+// Installs the SIGINT handler for the duration of a run. SA_RESETHAND: a second Ctrl-C kills at once.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    g_stop_requested.store(false);
+    struct sigaction action {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    installed_ = ::sigaction(SIGINT, &action, &previous_) == 0;
+  }
+  ~InterruptScope() {
+    if (installed_) ::sigaction(SIGINT, &previous_, nullptr);
+  }
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+  bool installed_ = false;
+};
+
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv, mix;
+      zero_point_order, fused, mutant = "none", json, csv, junit, shard, mix;
   bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -28,7 +59,7 @@ struct RunArgs {
   bool timing = false;
 };
 
-int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out) {
+int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   driver::SuiteOptions suite;
   if (!a.activation.empty()) suite.activation = parse_activation_kind(a.activation, "--activation");
   if (!a.alpha.empty()) suite.alpha = parse_float32(a.alpha, "--alpha");
@@ -49,30 +80,57 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   suite.exhaustive = a.exhaustive;
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.csv.empty()) CheckOutputPath(a.csv, "--csv");
+  if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
+  const Shard shard = ResolveShard(a.shard);
   const std::vector<CaseSpec> specs = driver::BuildSuite(suite);
 
   driver::RunOptions options;
   options.seed = a.seed;
   options.worst_count = a.worst;
+  options.shard_index = shard.index;
+  options.shard_count = shard.count;
   if (a.max_abs_lsb >= 0) options.max_abs_lsb = a.max_abs_lsb;
+
+  uint64_t expected_samples = 0;
+  for (const CaseSpec& spec : specs) expected_samples += (effective_samples(spec) + shard.count - 1) / shard.count;
+  ProgressBar progress(expected_samples);
+  uint64_t samples_before_case = 0;
+  options.progress = [&](uint64_t done_in_case) { progress.update(samples_before_case + done_in_case); };
+  InterruptScope interrupt_scope;
+  options.stop = &g_stop_requested;
 
   const auto start = std::chrono::steady_clock::now();
   RunResult run;
   run.provenance = driver::CurrentProvenance(JoinCommandLine(args));
   run.seed = a.seed;
+  run.shard_index = shard.index;
+  run.shard_count = shard.count;
   driver::ReferenceCache cache;
-  uint64_t samples = 0;
-  for (const CaseSpec& spec : specs) {
-    run.cases.push_back(driver::RunCase(spec, options, cache));
-    samples += run.cases.back().stats.overall.count();
-  }
   run.complete = true;
+  for (const CaseSpec& spec : specs) {
+    if (g_stop_requested.load()) {
+      run.complete = false;  // cases not started are left out of a partial result
+      break;
+    }
+    run.cases.push_back(driver::RunCase(spec, options, cache));
+    samples_before_case += run.cases.back().stats.overall.count();
+    if (!run.cases.back().complete) run.complete = false;
+  }
+  const bool interrupted = g_stop_requested.load();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress.update(samples_before_case);
 
   out << reports::RenderTable(run, a.timing);
-  out << fmt::format("{} samples in {:.2f} s ({:.0f} samples/s)\n", samples, seconds, samples / std::max(seconds, 1e-9));
+  out << fmt::format("{} samples in {:.2f} s ({:.0f} samples/s){}\n", samples_before_case, seconds,
+                     samples_before_case / std::max(seconds, 1e-9),
+                     shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
   if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(run).dump(2) + "\n");
   if (!a.csv.empty()) reports::WriteFileAtomically(a.csv, reports::ToCsv(run));
+  if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, reports::ToJUnit(run));
+  if (interrupted) {
+    err << "fusediff: interrupted: partial results written (\"complete\": false)\n";
+    return kExitInterrupted;
+  }
   return run.any_failure() ? kExitFail : kExitPass;
 }
 
@@ -99,13 +157,17 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--worst", a->worst, "Worst samples kept per case")->check(CLI::Range(0, 1000));
   run->add_option("--json", a->json, "Write results JSON (fusediff-results/1)");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
+  run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
+  run->add_option("--shard", a->shard,
+                  "Run deterministic partition I of N (I/N, 0-based); default: TEST_SHARD_INDEX/TEST_TOTAL_SHARDS or "
+                  "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");
   run->add_option("--mix", a->mix,
                   "Regions conv draws aim at, relative weights: knee=W,saturation=W,quant_boundary=W,bulk=W "
                   "(default knee=1,saturation=1,quant_boundary=2,bulk=1; bulk=1 alone is uniform)");
   run->add_flag("--exhaustive", a->exhaustive,
                 "Add a thresholds case per convention: every requantization tie +-1 for each channel multiplier");
-  return Command{run, [a](const CommandContext& ctx) { return DoRun(*a, ctx.args, ctx.out); }};
+  return Command{run, [a](const CommandContext& ctx) { return DoRun(*a, ctx.args, ctx.out, ctx.err); }};
 }
 
 }  // namespace fusediff::cli

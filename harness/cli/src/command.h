@@ -25,6 +25,9 @@ struct Command {
 Command AddRunCommand(CLI::App& app);
 Command AddReplayCommand(CLI::App& app);
 Command AddMutantsCommand(CLI::App& app);
+Command AddReportCommand(CLI::App& app);
+Command AddCompareCommand(CLI::App& app);
+Command AddMergeCommand(CLI::App& app);
 
 // The command line as one shell-quoted string (for provenance).
 std::string JoinCommandLine(const std::vector<std::string>& args);

@@ -119,7 +119,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.reference_escalations = table.escalations();
   const std::vector<double> knees = knee_points(convention.activation);
   const int32_t u_min = convention.intermediate.q.type.qmin();
-  std::vector<bool> covered(convention.intermediate.q.type.code_count(), false);
+  result.per_code = CodeErrors(u_min, convention.intermediate.q.type.code_count());
   const uint64_t total = effective_samples(spec);
 
   if (spec.source == SampleSource::sweep) {
@@ -135,9 +135,9 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       const int32_t u = u_min + static_cast<int32_t>(i);
       const reference::ActivationPoint& point = table.at(u);
       const int32_t y_fused = kernel->ApplyTable(u);
-      covered[i] = true;
-      result.stats.add(WorstCase{i, int64_t{y_fused} - point.y, 0, u, point.y, y_fused,
-                                 Classify(knees, convention, point, nullptr)});
+      const int64_t error = int64_t{y_fused} - point.y;
+      result.per_code.add(u, error);
+      result.stats.add(WorstCase{i, error, 0, u, point.y, y_fused, Classify(knees, convention, point, nullptr)});
     }
   } else if (spec.source == SampleSource::thresholds) {
     const ConvCase conv = generators::GenerateConvCase(options.seed, case_stream_id(spec), 0, convention);
@@ -158,9 +158,9 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       const reference::RequantTrace requant = requantizers[s.k](s.acc);
       const reference::ActivationPoint& point = table.at(requant.u);
       const int32_t y_fused = kernel->PostProcess(conv, s.k, static_cast<int32_t>(s.acc));
-      covered[requant.u - u_min] = true;
-      result.stats.add(WorstCase{i, int64_t{y_fused} - point.y, s.acc, requant.u, point.y, y_fused,
-                                 Classify(knees, convention, point, &requant)});
+      const int64_t error = int64_t{y_fused} - point.y;
+      result.per_code.add(requant.u, error);
+      result.stats.add(WorstCase{i, error, s.acc, requant.u, point.y, y_fused, Classify(knees, convention, point, &requant)});
     }
   } else {
     const uint64_t stream = case_stream_id(spec);
@@ -195,24 +195,18 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
         const int32_t k = static_cast<int32_t>(j % conv.output_channels());  // NHWK: k is the fastest index
         const reference::RequantTrace requant = requantizers[k](acc[j]);
         const reference::ActivationPoint& point = table.at(requant.u);
-        covered[requant.u - u_min] = true;
-        result.stats.add(WorstCase{produced + j, int64_t{y_fused[j]} - point.y, acc[j], requant.u, point.y, y_fused[j],
+        const int64_t error = int64_t{y_fused[j]} - point.y;
+        result.per_code.add(requant.u, error);
+        result.stats.add(WorstCase{produced + j, error, acc[j], requant.u, point.y, y_fused[j],
                                    Classify(knees, convention, point, &requant)});
       }
       produced += take;
     }
   }
 
-  result.intermediate_codes_covered = static_cast<uint64_t>(std::count(covered.begin(), covered.end(), true));
-  const std::vector<int32_t> hard = generators::HardCodes(convention);
-  result.hard_codes_total = hard.size();
-  for (int32_t u : hard) result.hard_codes_covered += covered[u - u_min] ? 1 : 0;
-  const std::string violation = check_tolerance(result.stats.overall, result.tolerance);
-  result.verdict = violation.empty() ? Verdict::pass : Verdict::fail;
-  result.reason = violation;
-  for (const WorstCase& w : result.stats.worst.sorted()) {
-    result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{options.seed, w.sample, spec})});
-  }
+  result.hard_codes = generators::HardCodes(convention);
+  // Coverage, replay strings and verdict as a merge of shards recomputes them.
+  finish_case_result(result, options.seed);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -1,7 +1,10 @@
 #pragma once
 // Writers for run results. Every file is written to a temporary name beside the target and renamed, so a
 // reader never sees a half-written file.
+#include <algorithm>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +18,64 @@ inline constexpr const char* kResultsFormat = "fusediff-results/1";
 // `command_line` (no timings, keys in a fixed order).
 nlohmann::ordered_json ToJson(const RunResult& run);
 nlohmann::ordered_json StatsToJson(const ErrorStats& stats);
+
+// Reads results JSON back, strictly: every field the writer writes must be present with the right type; the
+// statistics are rebuilt from the histograms (stored derived values are not trusted). Throws InputError
+// "SOURCE: cases[3].error_lsb.histogram: expected ..." naming the file, the field and what was expected.
+RunResult FromJson(const nlohmann::json& j, const std::string& source);
+RunResult ReadResultsFile(const std::string& path);
+
+// Lower-case hex SHA-256 (OpenSSL EVP).
+std::string Sha256Hex(std::string_view bytes);
+// Sample-set identity: SHA-256 of what fixes the samples of a case (seed, canonical key, mutant, requested
+// sample count) or of a run (seed and every case's identity, in order). Shards of one run share it; a changed
+// seed, suite or sample count changes it.
+std::string CaseSampleSetId(uint64_t seed, const CaseSpec& spec);
+std::string SampleSetId(const RunResult& run);
+
+// Folds shards of one run into the whole run. Each input must carry the same seed, sample set, tool version
+// and shard count, and together the shard indices 0..N-1 exactly once; an unsharded input merges only with
+// itself being alone. Throws InputError naming `names[i]` otherwise.
+RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::string>& names);
+
+// JUnit XML: one <testcase classname="fusediff" name=CASE> per case; <failure> with the worst error and its
+// replay line; <skipped> for unsupported cases.
+std::string ToJUnit(const RunResult& run);
+
+// Sign-off report: one self-contained HTML page (inline SVG, no scripts, no external assets) and the same
+// tables as Markdown.
+std::string ToHtml(const RunResult& run);
+std::string ToMarkdown(const RunResult& run);
+
+// 95% upper bound on the failure rate of a case with n independent samples and no failure ("rule of three").
+inline double FailureRateUpperBound95(uint64_t n) { return n == 0 ? 1.0 : std::min(1.0, 3.0 / static_cast<double>(n)); }
+
+// Nightly regression: BASELINE vs CURRENT, matched by case name.
+struct CompareRules {
+  int64_t max_abs_growth_lsb = 0;         // flag when max |e| grows by more than this
+  double exact_fraction_drop = 0.001;     // flag when the exact fraction drops by more than this (absolute)
+  double abs_bias_growth_lsb = 0.01;      // flag when |bias| grows by more than this
+  bool missing_case_is_regression = true;
+  bool convention_change_is_regression = true;
+  bool resampled_is_regression = false;   // a case whose sample set changed is reported, not flagged
+};
+CompareRules ReadCompareRules(const std::string& path);  // JSON object with the fields above, all optional
+
+struct CaseComparison {
+  std::string name;
+  const CaseResult* baseline = nullptr;  // null: the case is new
+  const CaseResult* current = nullptr;   // null: the case disappeared
+  std::vector<std::string> findings;     // what changed beyond the thresholds ("max |e| 1 -> 3")
+  std::vector<std::string> notes;        // what changed but is not a regression (resampled, new case)
+  bool regression = false;
+};
+struct Comparison {
+  bool sample_set_changed = false;
+  std::vector<CaseComparison> cases;  // baseline order, then new cases in current order
+  bool any_regression() const;
+};
+Comparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules);
+std::string RenderComparison(const Comparison& comparison, const RunResult& baseline, const RunResult& current);
 
 // One CSV row per case: name, verdict, samples, exact fraction, bias, std, percentiles, max |e|, convention.
 std::string ToCsv(const RunResult& run);

@@ -11,6 +11,7 @@ inline constexpr int kExitPass = 0;        // every case passes (unsupported cas
 inline constexpr int kExitFail = 1;        // some case fails its tolerance
 inline constexpr int kExitBadInput = 2;    // usage or input error: one line naming the value and why
 inline constexpr int kExitInternal = 3;    // an internal error (a bug) or an undecidable exact decision
+inline constexpr int kExitInterrupted = 130;  // `run` stopped by SIGINT: partial results written, "complete": false
 
 // args[0] is the program name. Writes reports to `out`, diagnostics to `err`.
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/code_errors.h"
 #include "fusediff/model/error_stats.h"
 #include "fusediff/model/tolerance.h"
 
@@ -27,9 +28,10 @@ struct CaseResult {
   std::string reason;            // why fail / unsupported; empty on pass
   CaseStats stats;
   std::vector<WorstCaseReport> worst;
-  uint64_t intermediate_codes_covered = 0;  // distinct reference u codes seen
-  uint64_t hard_codes_total = 0;            // the convention's hard codes (knees, saturation edges, output ties)
-  uint64_t hard_codes_covered = 0;          // of those, how many a sample landed on
+  uint64_t intermediate_codes_covered = 0;  // distinct reference u codes seen (== per_code.covered_count())
+  CodeErrors per_code;                      // coverage and min/max error per intermediate code
+  std::vector<int32_t> hard_codes;          // the convention's hard codes (knees, saturation edges, output ties)
+  uint64_t hard_codes_covered = 0;          // of those, how many a sample landed on (from per_code)
   uint64_t reference_escalations = 0;       // codes the double filter handed to exact arithmetic / MPFR
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
@@ -46,16 +48,29 @@ struct Provenance {
   std::string isa;
   std::string command_line;
   std::string created;  // ISO 8601 UTC
+  // Gate runs only (empty otherwise): what the table under test claims to be, and the SHA-256 of its file.
+  std::string gate_descriptor;
+  std::string table_sha256;
 };
 
 struct RunResult {
   Provenance provenance;
   uint64_t seed = 0;
   bool complete = true;
+  uint32_t shard_index = 0;  // the deterministic partition this run holds (0/1: all of it)
+  uint32_t shard_count = 1;
   std::vector<CaseResult> cases;
 
   bool any_failure() const;
 };
+
+// Folds `part` (another shard of the same case) into `into`: statistics, worst samples and per-code errors add
+// exactly; coverage, worst replay strings and the verdict are recomputed (check_tolerance). Throws InputError
+// when the two are not the same case under the same tolerance.
+void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed);
+// Recomputes what follows from the statistics: coverage count, worst replay strings and the verdict
+// (unsupported stays unsupported).
+void finish_case_result(CaseResult& result, uint64_t seed);
 
 }  // namespace fusediff
 

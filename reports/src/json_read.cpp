@@ -1,0 +1,312 @@
+// The strict inverse of ToJson: a results file read back into a RunResult, with errors that name the file, the
+// field and what was expected.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "fusediff/model/errors.h"
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::reports {
+
+using nlohmann::json;
+
+namespace {
+
+// A JSON value together with where it sits ("cases[2].error_lsb"), so every complaint can say so.
+class Field {
+ public:
+  Field(const json& value, std::string path, const std::string& source) : value_(value), path_(std::move(path)), source_(source) {}
+
+  [[noreturn]] void fail(const std::string& expected) const {
+    throw InputError(fmt::format("{}: {}: expected {}", source_, path_.empty() ? "(top level)" : path_, expected));
+  }
+  Field operator[](const char* key) const {
+    if (!value_.is_object()) fail("an object");
+    auto it = value_.find(key);
+    const std::string path = path_.empty() ? key : path_ + "." + key;
+    if (it == value_.end()) throw InputError(fmt::format("{}: {}: missing (expected by {})", source_, path, kResultsFormat));
+    return Field(*it, path, source_);
+  }
+  bool has(const char* key) const { return value_.is_object() && value_.contains(key); }
+  Field at(size_t i) const { return Field(value_[i], fmt::format("{}[{}]", path_, i), source_); }
+  size_t array_size() const {
+    if (!value_.is_array()) fail("an array");
+    return value_.size();
+  }
+  const json& raw() const { return value_; }
+  Field child(const json& value, const std::string& key) const { return Field(value, path_ + "." + key, source_); }
+  const std::string& path() const { return path_; }
+
+  std::string str() const {
+    if (!value_.is_string()) fail("a string");
+    return value_.get<std::string>();
+  }
+  bool boolean() const {
+    if (!value_.is_boolean()) fail("true or false");
+    return value_.get<bool>();
+  }
+  uint64_t u64() const {
+    if (!value_.is_number_unsigned() && !(value_.is_number_integer() && value_.get<int64_t>() >= 0)) {
+      fail("a non-negative integer");
+    }
+    return value_.get<uint64_t>();
+  }
+  int64_t i64() const {
+    if (!value_.is_number_integer()) fail("an integer");
+    if (value_.is_number_unsigned() && value_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail("an integer");
+    return value_.get<int64_t>();
+  }
+  int32_t i32() const {
+    const int64_t v = i64();
+    if (v < INT32_MIN || v > INT32_MAX) fail("a 32-bit integer");
+    return static_cast<int32_t>(v);
+  }
+  double number() const {
+    if (!value_.is_number()) fail("a number");
+    return value_.get<double>();
+  }
+  float float32() const {
+    const double d = number();
+    const float f = static_cast<float>(d);
+    if (static_cast<double>(f) != d) fail("a float32 value (written exactly by fusediff)");
+    return f;
+  }
+
+ private:
+  const json& value_;
+  std::string path_;
+  const std::string& source_;
+};
+
+// Enum parsers throw InputError naming their field; prefix the file.
+template <typename F>
+auto Parse(const Field& f, F parse) {
+  const std::string text = f.str();
+  try {
+    return parse(text, f.path());
+  } catch (const InputError& e) {
+    f.fail(std::string("a valid value (") + e.what() + ")");
+  }
+}
+
+ErrorStats ReadStats(const Field& f) {
+  ErrorStats stats;
+  const Field histogram = f["histogram"];
+  if (!histogram.raw().is_object()) histogram.fail("an object mapping signed error -> count");
+  for (auto it = histogram.raw().begin(); it != histogram.raw().end(); ++it) {
+    int64_t error = 0;
+    try {
+      size_t used = 0;
+      error = std::stoll(it.key(), &used);
+      if (used != it.key().size()) throw std::invalid_argument("trailing characters");
+    } catch (const std::exception&) {
+      histogram.fail("integer keys (signed errors), got '" + it.key() + "'");
+    }
+    stats.add(error, histogram.child(it.value(), it.key()).u64());
+  }
+  if (f["count"].u64() != stats.count()) f["count"].fail(fmt::format("the histogram's total {}", stats.count()));
+  return stats;
+}
+
+QuantParams ReadQuant(const Field& f) {
+  QuantParams q;
+  q.type.scalar = Parse(f["type"], parse_scalar_type);
+  q.type.narrow = f["narrow"].boolean();
+  q.scale = f["scale"].float32();
+  q.zero_point = f["zero_point"].i32();
+  return q;
+}
+
+CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
+  const int32_t qmin = f["qmin"].i32();
+  const uint64_t count = f["code_count"].u64();
+  if (count == 0) return CodeErrors();  // unsupported case: nothing ran
+  if (qmin != type.qmin() || count != type.code_count()) {
+    f.fail(fmt::format("qmin {} and code_count {} of the intermediate type", type.qmin(), type.code_count()));
+  }
+  CodeErrors codes(qmin, static_cast<uint32_t>(count));
+  const Field bitmap_field = f["covered_bitmap"];
+  const std::string bitmap = bitmap_field.str();
+  if (bitmap.size() != (count + 63) / 64 * 16) bitmap_field.fail(fmt::format("{} hex digits", (count + 63) / 64 * 16));
+  for (size_t word = 0; word * 16 < bitmap.size(); ++word) {
+    uint64_t bits = 0;
+    for (size_t d = 0; d < 16; ++d) {
+      const char ch = bitmap[word * 16 + d];
+      const int digit = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (digit < 0) bitmap_field.fail("lower-case hex digits");
+      bits = bits << 4 | static_cast<uint64_t>(digit);
+    }
+    for (uint32_t bit = 0; bit < 64; ++bit) {
+      if (!((bits >> bit) & 1)) continue;
+      if (word * 64 + bit >= count) bitmap_field.fail("no bits past code_count");
+      codes.mark_covered(qmin + static_cast<int32_t>(word * 64 + bit));
+    }
+  }
+  const Field ranges = f["error_ranges"];
+  for (size_t i = 0; i < ranges.array_size(); ++i) {
+    const Field entry = ranges.at(i);
+    if (entry.array_size() != 4) entry.fail("[first code, last code, min error, max error]");
+    const int32_t first = entry.at(0).i32(), last = entry.at(1).i32();
+    const int64_t lo = entry.at(2).i64(), hi = entry.at(3).i64();
+    if (first > last || !type.contains(first) || !type.contains(last)) entry.fail("first <= last, both codes of the type");
+    if (lo > hi || (lo == 0 && hi == 0)) entry.fail("min <= max and a range other than [0, 0]");
+    for (int32_t code = first; code <= last; ++code) {
+      if (!codes.covered(code)) entry.fail(fmt::format("covered codes only (code {} is not covered)", code));
+      if (codes.nonzero().count(code)) entry.fail(fmt::format("one range per code (code {} repeats)", code));
+      codes.set_range(code, CodeErrors::Range{lo, hi});
+    }
+  }
+  return codes;
+}
+
+Verdict ParseVerdict(const Field& f) {
+  const std::string v = f.str();
+  if (v == "pass") return Verdict::pass;
+  if (v == "fail") return Verdict::fail;
+  if (v == "unsupported") return Verdict::unsupported;
+  f.fail("pass, fail or unsupported");
+}
+
+CaseResult ReadCase(const Field& f) {
+  CaseResult c;
+  c.spec.name = f["name"].str();
+  c.spec.source = Parse(f["source"], parse_sample_source);
+  c.spec.mix = Parse(f["mix"], parse_region_mix);
+  const Field activation = f["activation"];
+  c.spec.convention.activation.kind = Parse(activation["kind"], parse_activation_kind);
+  if (takes_alpha(c.spec.convention.activation.kind)) {
+    c.spec.convention.activation.alpha = activation["params"]["alpha"].float32();
+  }
+  const Field convention = f["convention"];
+  c.spec.convention.requant = Parse(convention["requant"], parse_requant_variant);
+  c.spec.convention.intermediate.q = ReadQuant(convention["intermediate"]);
+  c.spec.convention.intermediate.rounding = Parse(convention["intermediate"]["rounding"], parse_rounding_mode);
+  c.spec.convention.output.q = ReadQuant(convention["output"]);
+  c.spec.convention.output.rounding = Parse(convention["output"]["rounding"], parse_rounding_mode);
+  c.spec.convention.output.zero_point_order = Parse(convention["output"]["zero_point_order"], parse_zero_point_order);
+  c.spec.fused = Parse(f["fused"], parse_fused_kind);
+  c.spec.mutant = f["mutant"].raw().is_null() ? Mutant::none : Parse(f["mutant"], parse_mutant);
+  c.spec.samples = f["requested_samples"].u64();
+  c.complete = f["complete"].boolean();
+
+  const uint64_t capacity = f["worst_capacity"].u64();
+  if (capacity > 100000) f["worst_capacity"].fail("at most 100000");
+  c.stats.worst = WorstCases(capacity);
+  c.stats.overall = ReadStats(f["error_lsb"]);
+  if (f["samples"].u64() != c.stats.overall.count()) f["samples"].fail("error_lsb.count");
+  const Field regions = f["regions"];
+  for (Region r : kAllRegions) {
+    c.stats.by_region[static_cast<size_t>(r)] = ReadStats(regions[std::string(to_string(r)).c_str()]);
+  }
+  const Field coverage = f["coverage"];
+  c.reference_escalations = coverage["reference_escalations"].u64();
+  c.per_code = ReadPerCode(f["per_code"], c.spec.convention.intermediate.q.type);
+  c.intermediate_codes_covered = coverage["intermediate_codes"].u64();
+  const Field hard = coverage["hard_codes"];
+  for (size_t i = 0; i < hard.array_size(); ++i) c.hard_codes.push_back(hard.at(i).i32());
+  c.hard_codes_covered = coverage["hard_codes_covered"].u64();
+  if (c.intermediate_codes_covered != c.per_code.covered_count()) {
+    coverage["intermediate_codes"].fail(fmt::format("the per_code bitmap's {} covered codes", c.per_code.covered_count()));
+  }
+  const Field worst = f["worst"];
+  for (size_t i = 0; i < worst.array_size(); ++i) {
+    const Field w = worst.at(i);
+    WorstCaseReport report;
+    report.replay = w["replay"].str();
+    report.sample.sample = w["sample"].u64();
+    report.sample.acc = w["acc"].i64();
+    report.sample.u = w["u"].i32();
+    report.sample.y_ref = w["y_ref"].i32();
+    report.sample.y_fused = w["y_fused"].i32();
+    report.sample.error = w["error"].i64();
+    const Field region_list = w["regions"];
+    for (size_t k = 0; k < region_list.array_size(); ++k) {
+      const std::string name = region_list.at(k).str();
+      bool known = false;
+      for (Region r : kAllRegions) {
+        if (name == to_string(r)) {
+          known = true;
+          if (r != Region::bulk) report.sample.regions |= region_bit(r);
+        }
+      }
+      if (!known) region_list.at(k).fail("knee, saturation, quant_boundary or bulk");
+    }
+    c.stats.worst.offer(report.sample);
+    c.worst.push_back(std::move(report));
+  }
+  const Field tolerance = f["tolerance"];
+  c.tolerance.max_abs_lsb = tolerance["max_abs_lsb"].i64();
+  if (tolerance.has("min_exact_fraction")) c.tolerance.min_exact_fraction = tolerance["min_exact_fraction"].number();
+  if (tolerance.has("max_abs_mean_lsb")) c.tolerance.max_abs_mean_lsb = tolerance["max_abs_mean_lsb"].number();
+  c.verdict = ParseVerdict(f["verdict"]);
+  if (f.has("reason")) c.reason = f["reason"].str();
+  return c;
+}
+
+}  // namespace
+
+RunResult FromJson(const json& j, const std::string& source) {
+  const Field top(j, "", source);
+  if (!j.is_object()) top.fail("a JSON object (fusediff results)");
+  if (top["format"].str() != kResultsFormat) top["format"].fail(std::string("\"") + kResultsFormat + "\"");
+  RunResult run;
+  run.provenance.tool_name = top["tool"]["name"].str();
+  run.provenance.tool_version = top["tool"]["version"].str();
+  run.provenance.git_commit = top["tool"]["git_commit"].str();
+  run.provenance.compiler = top["platform"]["compiler"].str();
+  run.provenance.libc = top["platform"]["libc"].str();
+  run.provenance.isa = top["platform"]["isa"].str();
+  run.provenance.command_line = top["command_line"].str();
+  run.provenance.created = top["created"].str();
+  if (top.has("gate")) {
+    run.provenance.gate_descriptor = top["gate"]["descriptor"].str();
+    run.provenance.table_sha256 = top["gate"]["table_sha256"].str();
+  }
+  run.seed = top["seed"].u64();
+  run.complete = top["complete"].boolean();
+  const uint64_t shard_count = top["shard"]["count"].u64();
+  const uint64_t shard_index = top["shard"]["index"].u64();
+  if (shard_count == 0 || shard_count > UINT32_MAX || shard_index >= shard_count) {
+    top["shard"].fail("index I and count N with 0 <= I < N");
+  }
+  run.shard_index = static_cast<uint32_t>(shard_index);
+  run.shard_count = static_cast<uint32_t>(shard_count);
+  const Field cases = top["cases"];
+  for (size_t i = 0; i < cases.array_size(); ++i) {
+    CaseResult c = ReadCase(cases.at(i));
+    c.shard_index = run.shard_index;
+    c.shard_count = run.shard_count;
+    if (cases.at(i)["sample_set"].str() != CaseSampleSetId(run.seed, c.spec)) {
+      cases.at(i)["sample_set"].fail("the identity of this case's seed, definition and sample count (file edited?)");
+    }
+    for (const CaseResult& earlier : run.cases) {
+      if (earlier.spec.name == c.spec.name) cases.at(i)["name"].fail("a name no other case has");
+    }
+    run.cases.push_back(std::move(c));
+  }
+  if (top["sample_set"].str() != SampleSetId(run)) {
+    top["sample_set"].fail("the identity of the run's seed and cases (file edited?)");
+  }
+  return run;
+}
+
+RunResult ReadResultsFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON (byte {}): expected fusediff results ({})", path, e.byte, kResultsFormat));
+  }
+  return FromJson(j, path);
+}
+
+}  // namespace fusediff::reports

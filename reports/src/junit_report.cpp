@@ -1,0 +1,79 @@
+// JUnit XML in the shape Jenkins, GitLab and GitHub test-report consumers read: <testsuites><testsuite> with one
+// <testcase> per case.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::reports {
+
+namespace {
+// XML attribute/text escaping; control characters other than tab/newline are not allowed in XML 1.0.
+std::string Xml(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\n': out += "&#10;"; break;
+      case '\t': out += "&#9;"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) out += '?';
+        else out += ch;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string ToJUnit(const RunResult& run) {
+  size_t failures = 0, skipped = 0;
+  for (const CaseResult& c : run.cases) {
+    failures += c.verdict == Verdict::fail;
+    skipped += c.verdict == Verdict::unsupported;
+  }
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += fmt::format("<testsuites name=\"fusediff\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n",
+                     run.cases.size(), failures, skipped);
+  out += fmt::format("  <testsuite name=\"fusediff\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" timestamp=\"{}\">\n",
+                     run.cases.size(), failures, skipped, Xml(run.provenance.created));
+  out += fmt::format("    <properties>\n      <property name=\"seed\" value=\"{}\"/>\n"
+                     "      <property name=\"sample_set\" value=\"{}\"/>\n      <property name=\"shard\" value=\"{}/{}\"/>\n"
+                     "      <property name=\"complete\" value=\"{}\"/>\n      <property name=\"tool\" value=\"{} {}\"/>\n"
+                     "    </properties>\n",
+                     run.seed, SampleSetId(run), run.shard_index, run.shard_count, run.complete ? "true" : "false",
+                     Xml(run.provenance.tool_version), Xml(run.provenance.git_commit));
+  for (const CaseResult& c : run.cases) {
+    out += fmt::format("    <testcase classname=\"fusediff\" name=\"{}\" time=\"{:.3f}\"", Xml(c.spec.name), c.seconds);
+    const ErrorStats& s = c.stats.overall;
+    if (c.verdict == Verdict::pass) {
+      out += "/>\n";
+      continue;
+    }
+    out += ">\n";
+    if (c.verdict == Verdict::unsupported) {
+      out += fmt::format("      <skipped message=\"{}\"/>\n", Xml("unsupported: " + c.reason));
+    } else {
+      std::string message = fmt::format("{}; max |e| = {} LSB (tolerance {})", c.reason, s.max_abs(), c.tolerance.max_abs_lsb);
+      std::string body = describe(c.spec.convention) + "\n";
+      if (!c.worst.empty()) {
+        const WorstCaseReport& w = c.worst.front();
+        message += fmt::format("; worst e={:+d} at sample {}; replay: fusediff replay '{}'", w.sample.error, w.sample.sample, w.replay);
+      }
+      for (const WorstCaseReport& w : c.worst) {
+        body += fmt::format("e={:+d} sample {} u={} y_ref={} y_fused={}\n  fusediff replay '{}'\n", w.sample.error,
+                            w.sample.sample, w.sample.u, w.sample.y_ref, w.sample.y_fused, w.replay);
+      }
+      out += fmt::format("      <failure message=\"{}\" type=\"tolerance\">{}</failure>\n", Xml(message), Xml(body));
+    }
+    out += "    </testcase>\n";
+  }
+  out += "  </testsuite>\n</testsuites>\n";
+  return out;
+}
+
+}  // namespace fusediff::reports

@@ -1,0 +1,69 @@
+// Shards of one run folded back into the whole run: histograms and counts add exactly; coverage, worst replay
+// lines and verdicts are recomputed from the merged statistics.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "fusediff/model/errors.h"
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::reports {
+
+RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::string>& names) {
+  if (parts.empty()) throw InputError("merge: expected at least one results file");
+  const RunResult& first = parts.front();
+  const std::string first_set = SampleSetId(first);
+  std::vector<bool> seen(first.shard_count, false);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const RunResult& p = parts[i];
+    auto refuse = [&](const std::string& what, const std::string& mine, const std::string& theirs) {
+      throw InputError(fmt::format("{}: {}: expected {} (as in {}), got {}; only shards of one run merge", names[i],
+                                   what, theirs, names[0], mine));
+    };
+    if (p.seed != first.seed) refuse("seed", std::to_string(p.seed), std::to_string(first.seed));
+    if (p.provenance.tool_version != first.provenance.tool_version || p.provenance.git_commit != first.provenance.git_commit) {
+      refuse("tool", p.provenance.tool_version + " " + p.provenance.git_commit,
+             first.provenance.tool_version + " " + first.provenance.git_commit);
+    }
+    if (p.shard_count != first.shard_count) {
+      refuse("shard.count", std::to_string(p.shard_count), std::to_string(first.shard_count));
+    }
+    const std::string set = SampleSetId(p);
+    if (set != first_set) refuse("sample_set", set.substr(0, 16) + "...", first_set.substr(0, 16) + "...");
+    if (seen[p.shard_index]) {
+      throw InputError(fmt::format("{}: shard.index: shard {}/{} appears twice", names[i], p.shard_index, p.shard_count));
+    }
+    seen[p.shard_index] = true;
+  }
+  for (uint32_t s = 0; s < first.shard_count; ++s) {
+    if (!seen[s]) {
+      throw InputError(fmt::format("merge: shard {}/{} is missing: expected every shard 0..{} once", s, first.shard_count,
+                                   first.shard_count - 1));
+    }
+  }
+
+  RunResult merged = first;
+  merged.shard_index = 0;
+  merged.shard_count = 1;
+  merged.complete = true;
+  for (CaseResult& c : merged.cases) {
+    c.shard_index = 0;
+    c.shard_count = 1;
+    finish_case_result(c, merged.seed);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    merged.complete = merged.complete && parts[i].complete;
+    if (i == 0) continue;
+    for (size_t k = 0; k < merged.cases.size(); ++k) {
+      try {
+        merge_case_result(merged.cases[k], parts[i].cases[k], merged.seed);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: cases[{}]: {}", names[i], k, e.what()));
+      }
+    }
+  }
+  return merged;
+}
+
+}  // namespace fusediff::reports

@@ -1,0 +1,403 @@
+// The sign-off report: one self-contained HTML page (inline SVG with explicit sizes, no script, no external
+// asset) and the same tables in Markdown for pull-request comments.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::reports {
+
+namespace {
+
+std::string Html(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+// Markdown table cells: pipes and newlines would break the row; backticks would break code spans.
+std::string MdCell(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '|') out += "\\|";
+    else if (ch == '\n') out += ' ';
+    else out += ch;
+  }
+  return out;
+}
+std::string MdCode(std::string_view s) {
+  std::string inner = MdCell(s);
+  std::replace(inner.begin(), inner.end(), '`', '\'');
+  return "`" + inner + "`";
+}
+
+uint64_t TotalSamples(const RunResult& run) {
+  uint64_t n = 0;
+  for (const CaseResult& c : run.cases) n += c.stats.overall.count();
+  return n;
+}
+
+// What a case's evidence proves: exhaustive when every intermediate code was compared and the fused path is a
+// pure function of the code (sweep); otherwise sampled, with the rule-of-three bound when nothing failed.
+struct Evidence {
+  std::string kind;            // "exhaustive" / "sampled"
+  uint64_t failing = 0;        // samples with |e| above the tolerance
+  std::string failure_bound;   // "< 1.5e-04 (95%)" or "" when some sample failed
+  std::string hard_cases;      // per-region counts
+};
+
+Evidence EvidenceOf(const CaseResult& c) {
+  Evidence e;
+  const ErrorStats& s = c.stats.overall;
+  const uint32_t codes = c.spec.convention.intermediate.q.type.code_count();
+  const bool exhaustive = c.spec.source == SampleSource::sweep && c.complete && c.intermediate_codes_covered == codes;
+  e.kind = exhaustive ? fmt::format("exhaustive: every one of the {} intermediate codes", codes)
+                      : fmt::format("sampled: {} samples, {} of {} intermediate codes", s.count(), c.intermediate_codes_covered, codes);
+  for (const auto& [error, n] : s.histogram()) {
+    if (std::abs(error) > c.tolerance.max_abs_lsb) e.failing += n;
+  }
+  if (e.failing == 0 && s.count() > 0) {
+    e.failure_bound = exhaustive ? "0 (proven over every code)"
+                                 : fmt::format("< {:.3g} (95% upper bound, 3/n)", FailureRateUpperBound95(s.count()));
+  }
+  for (Region r : kAllRegions) {
+    e.hard_cases += fmt::format("{}{} {}", e.hard_cases.empty() ? "" : ", ", to_string(r),
+                                c.stats.by_region[static_cast<size_t>(r)].count());
+  }
+  return e;
+}
+
+std::string Percent(double f) { return fmt::format("{:.4f}", 100 * f); }
+
+struct StatsRow {
+  std::string cells[11];
+};
+StatsRow StatsCells(const std::string& label, const ErrorStats& s) {
+  return StatsRow{{label, std::to_string(s.count()), Percent(s.exact_fraction()), fmt::format("{:+.5f}", s.mean()),
+                   fmt::format("{:.5f}", s.stddev()), std::to_string(s.p50()), std::to_string(s.p90()),
+                   std::to_string(s.p99()), std::to_string(s.p999()), std::to_string(s.max_abs()),
+                   fmt::format("[{}, {}]", s.min(), s.max())}};
+}
+constexpr const char* kStatsHeader[11] = {"", "samples", "exact %", "bias", "std", "p50 |e|", "p90 |e|", "p99 |e|",
+                                          "p99.9 |e|", "max |e|", "min..max e"};
+
+std::vector<std::pair<std::string, std::string>> ConventionRows(const CaseResult& c) {
+  const Convention& v = c.spec.convention;
+  std::string activation(to_string(v.activation.kind));
+  if (takes_alpha(v.activation.kind)) activation += " (alpha " + format_float32(v.activation.alpha) + ")";
+  return {{"activation", activation},
+          {"source", std::string(to_string(c.spec.source))},
+          {"fused path", std::string(to_string(c.spec.fused))},
+          {"mutant", std::string(to_string(c.spec.mutant))},
+          {"requant variant", std::string(to_string(v.requant))},
+          {"intermediate", fmt::format("{} scale {} zero point {} rounding {}", to_string(v.intermediate.q.type),
+                                       format_float32(v.intermediate.q.scale), v.intermediate.q.zero_point,
+                                       to_string(v.intermediate.rounding))},
+          {"output", fmt::format("{} scale {} zero point {} rounding {} ({})", to_string(v.output.q.type),
+                                 format_float32(v.output.q.scale), v.output.q.zero_point, to_string(v.output.rounding),
+                                 to_string(v.output.zero_point_order))},
+          {"tolerance", fmt::format("max |e| <= {} LSB{}{}", c.tolerance.max_abs_lsb,
+                                    c.tolerance.min_exact_fraction ? fmt::format(", exact >= {}", *c.tolerance.min_exact_fraction) : "",
+                                    c.tolerance.max_abs_mean_lsb ? fmt::format(", |bias| <= {}", *c.tolerance.max_abs_mean_lsb) : "")}};
+}
+
+std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult& run) {
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"tool", run.provenance.tool_name + " " + run.provenance.tool_version},
+      {"git commit", run.provenance.git_commit},
+      {"date (UTC)", run.provenance.created},
+      {"seed", std::to_string(run.seed)},
+      {"samples", fmt::format("{} in {} cases", TotalSamples(run), run.cases.size())},
+      {"sample set", SampleSetId(run)},
+      {"shard", fmt::format("{}/{}", run.shard_index, run.shard_count)},
+      {"complete", run.complete ? "yes" : "NO (interrupted: partial result)"},
+      {"command line", run.provenance.command_line},
+      {"platform", run.provenance.compiler + "; " + run.provenance.libc + "; " + run.provenance.isa}};
+  if (!run.provenance.gate_descriptor.empty()) rows.push_back({"gate descriptor", run.provenance.gate_descriptor});
+  if (!run.provenance.table_sha256.empty()) rows.push_back({"table SHA-256", run.provenance.table_sha256});
+  return rows;
+}
+
+// ---- SVG plots: fixed sizes, explicit viewBox, so they render the same everywhere. ----------------------------
+
+constexpr int kPlotWidth = 640, kPlotHeight = 240, kLeft = 56, kRight = 16, kTop = 16, kBottom = 36;
+
+std::string SvgOpen(const std::string& label) {
+  return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"{0}\" height=\"{1}\" "
+                     "viewBox=\"0 0 {0} {1}\" role=\"img\" aria-label=\"{2}\">"
+                     "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#fff\"/>",
+                     kPlotWidth, kPlotHeight, Html(label));
+}
+
+std::string Text(double x, double y, const std::string& s, const char* anchor = "middle") {
+  return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>", x, y, anchor, Html(s));
+}
+
+std::string Axes(const std::string& x_label, const std::string& y_label) {
+  const int x0 = kLeft, y0 = kPlotHeight - kBottom;
+  return fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#333\"/>"
+                     "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\" stroke=\"#333\"/>",
+                     x0, y0, kPlotWidth - kRight, kTop) +
+         Text((kLeft + kPlotWidth - kRight) / 2.0, kPlotHeight - 6, x_label) +
+         fmt::format("<text x=\"12\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">{}</text>",
+                     (kTop + y0) / 2.0, (kTop + y0) / 2.0, Html(y_label));
+}
+
+// Signed-error histogram, log10(count) bars.
+std::string HistogramSvg(const ErrorStats& s) {
+  std::string svg = SvgOpen("signed error histogram");
+  const int64_t lo = std::min<int64_t>(s.min(), -1), hi = std::max<int64_t>(s.max(), 1);
+  const double span = static_cast<double>(hi - lo + 1);
+  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
+  uint64_t peak = 1;
+  for (const auto& [e, n] : s.histogram()) peak = std::max(peak, n);
+  const double log_peak = std::log10(static_cast<double>(peak)) + 1;  // +1: a count of 1 still gets a bar
+  const double bar_w = plot_w / span;
+  for (const auto& [e, n] : s.histogram()) {
+    const double h = plot_h * (std::log10(static_cast<double>(n)) + 1) / log_peak;
+    const double x = kLeft + (static_cast<double>(e - lo)) * bar_w;
+    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>e={}: {} samples</title></rect>",
+                       x, kTop + plot_h - h, std::max(bar_w * 0.9, 1.0), h, e == 0 ? "#2a7" : "#c44", e, n);
+  }
+  svg += Axes("signed error e = y_fused - y_ref (LSB)", "count (log)");
+  for (int64_t tick : {lo, int64_t{0}, hi}) svg += Text(kLeft + (tick - lo + 0.5) * bar_w, kPlotHeight - kBottom + 14, std::to_string(tick));
+  for (uint64_t p = 1; p <= peak; p *= 10) {
+    const double y = kTop + plot_h - plot_h * (std::log10(static_cast<double>(p)) + 1) / log_peak;
+    svg += Text(kLeft - 4, y + 4, fmt::format("{}", p), "end");
+    if (p > UINT64_MAX / 10) break;
+  }
+  return svg + "</svg>";
+}
+
+// Error against intermediate code: a min..max band per covered code, knees and saturation edges marked.
+std::string CodeErrorSvg(const CaseResult& c) {
+  std::string svg = SvgOpen("error against intermediate code");
+  const CodeErrors& codes = c.per_code;
+  const QuantType& type = c.spec.convention.intermediate.q.type;
+  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
+  int64_t e_lo = -1, e_hi = 1;
+  for (const auto& [code, r] : codes.nonzero()) {
+    e_lo = std::min(e_lo, r.min);
+    e_hi = std::max(e_hi, r.max);
+  }
+  const double qmin = type.qmin(), qmax = type.qmax();
+  auto x_of = [&](double code) { return kLeft + (code - qmin) / std::max(qmax - qmin, 1.0) * plot_w; };
+  auto y_of = [&](double e) { return kTop + (e_hi - e) / static_cast<double>(e_hi - e_lo) * plot_h; };
+  // Zero line and the uncovered codes (grey ticks) first, so the errors draw on top.
+  svg += fmt::format("<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{}\" y2=\"{:.2f}\" stroke=\"#2a7\"/>", kLeft, y_of(0),
+                     kPlotWidth - kRight, y_of(0));
+  // Pixel columns: several codes share one at 65,536 codes; keep each column's extreme range.
+  const int columns = static_cast<int>(plot_w);
+  std::vector<int64_t> col_lo(columns, 0), col_hi(columns, 0);
+  std::vector<bool> col_used(columns, false);
+  for (const auto& [code, r] : codes.nonzero()) {
+    const int col = std::clamp(static_cast<int>(x_of(code) - kLeft), 0, columns - 1);
+    col_lo[col] = col_used[col] ? std::min(col_lo[col], r.min) : std::min<int64_t>(r.min, 0);
+    col_hi[col] = col_used[col] ? std::max(col_hi[col], r.max) : std::max<int64_t>(r.max, 0);
+    col_used[col] = true;
+  }
+  for (int col = 0; col < columns; ++col) {
+    if (!col_used[col]) continue;
+    const double y1 = y_of(static_cast<double>(col_hi[col])), y2 = y_of(static_cast<double>(col_lo[col]));
+    svg += fmt::format("<rect x=\"{}\" y=\"{:.2f}\" width=\"1\" height=\"{:.2f}\" fill=\"#c44\"/>", kLeft + col, y1,
+                       std::max(y2 - y1, 1.0));
+  }
+  // Knees (dashed blue) at code zu + p / su; intermediate saturation edges (orange) at qmin and qmax.
+  const QuantParams& q = c.spec.convention.intermediate.q;
+  for (double p : knee_points(c.spec.convention.activation)) {
+    const double code = q.zero_point + p / q.scale;
+    if (code < qmin || code > qmax) continue;
+    svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#36c\" stroke-dasharray=\"4 3\"><title>knee v={3:.4g}</title></line>",
+                       x_of(code), kTop, kPlotHeight - kBottom, p);
+  }
+  for (double edge : {qmin, qmax}) {
+    svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#e80\" stroke-width=\"2\"><title>intermediate saturation edge u={3}</title></line>",
+                       x_of(edge), kTop, kPlotHeight - kBottom, edge);
+  }
+  svg += Axes("intermediate code u (blue dashed: knees; orange: saturation edges)", "error (LSB)");
+  svg += Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start");
+  svg += Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end");
+  svg += Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end");
+  svg += Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end");
+  svg += Text(kLeft - 4, y_of(0) + 4, "0", "end");
+  return svg + "</svg>";
+}
+
+// Per-region bars: share of inexact samples, labelled with the sample count and max |e|.
+std::string RegionSvg(const CaseResult& c) {
+  std::string svg = SvgOpen("per-region inexact share");
+  const double plot_w = kPlotWidth - kLeft - kRight - 300, row_h = (kPlotHeight - kTop - kBottom) / 4.0;
+  for (size_t i = 0; i < kAllRegions.size(); ++i) {
+    const ErrorStats& s = c.stats.by_region[i];
+    const double inexact = 1 - s.exact_fraction();
+    const double y = kTop + i * row_h;
+    svg += Text(kLeft + 44, y + row_h * 0.6, std::string(to_string(kAllRegions[i])), "end");
+    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#eee\"/>", kLeft + 50, y + 4,
+                       plot_w, row_h - 8);
+    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#c44\"/>", kLeft + 50, y + 4,
+                       std::max(plot_w * inexact, s.count() ? 1.0 : 0.0), row_h - 8);
+    svg += Text(kLeft + 56 + plot_w, y + row_h * 0.6,
+                fmt::format("{:.3f}% inexact, n={}, max |e|={}", 100 * inexact, s.count(), s.max_abs()), "start");
+  }
+  svg += Text((kLeft + kPlotWidth) / 2.0, kPlotHeight - 8, "share of samples with e != 0, per region (docs/regions.md)");
+  return svg + "</svg>";
+}
+
+std::string HtmlTable(const std::vector<std::pair<std::string, std::string>>& rows) {
+  std::string out = "<table class=\"kv\">";
+  for (const auto& [k, v] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>", Html(k), Html(v));
+  return out + "</table>\n";
+}
+
+std::string HtmlStatsTable(const CaseResult& c) {
+  std::string out = "<table><tr>";
+  for (const char* h : kStatsHeader) out += fmt::format("<th>{}</th>", Html(h));
+  out += "</tr>";
+  auto row = [&](const StatsRow& r) {
+    out += "<tr>";
+    for (const std::string& cell : r.cells) out += fmt::format("<td>{}</td>", Html(cell));
+    out += "</tr>";
+  };
+  row(StatsCells("all", c.stats.overall));
+  for (Region r : kAllRegions) row(StatsCells(std::string(to_string(r)), c.stats.by_region[static_cast<size_t>(r)]));
+  return out + "</table>\n";
+}
+
+std::string Anchor(const std::string& name) {
+  std::string out = "case-";
+  for (char ch : name) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+  return out;
+}
+
+}  // namespace
+
+std::string ToHtml(const RunResult& run) {
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<title>fusediff sign-off report</title><style>"
+      "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
+      "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
+      "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
+      ".pass{color:#185}.fail{color:#b22;font-weight:bold}.unsupported{color:#777}"
+      "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
+      "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
+      "</style></head><body>\n<h1>fusediff sign-off report</h1>\n";
+  size_t passed = 0, failed = 0, unsupported = 0;
+  for (const CaseResult& c : run.cases) {
+    passed += c.verdict == Verdict::pass;
+    failed += c.verdict == Verdict::fail;
+    unsupported += c.verdict == Verdict::unsupported;
+  }
+  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed, {} unsupported{}</p>\n", failed ? "fail" : "pass",
+                     run.cases.size(), passed, failed, unsupported, run.complete ? "" : " — INCOMPLETE (interrupted)");
+  out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
+
+  out += "<h2>Summary</h2>\n<table><tr><th>case</th><th>verdict</th><th>evidence</th><th>samples</th><th>exact %</th>"
+         "<th>bias</th><th>std</th><th>p99 |e|</th><th>max |e|</th><th>tolerance</th></tr>";
+  for (const CaseResult& c : run.cases) {
+    const ErrorStats& s = c.stats.overall;
+    const Evidence e = EvidenceOf(c);
+    out += fmt::format("<tr><td style=\"text-align:left\"><a href=\"#{}\">{}</a></td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>"
+                       "<td>{}</td><td>{:+.5f}</td><td>{:.5f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                       Anchor(c.spec.name), Html(c.spec.name), to_string(c.verdict), to_string(c.verdict),
+                       e.kind.substr(0, e.kind.find(':')), s.count(), Percent(s.exact_fraction()), s.mean(), s.stddev(), s.p99(),
+                       s.max_abs(), c.tolerance.max_abs_lsb);
+  }
+  out += "</table>\n";
+
+  for (const CaseResult& c : run.cases) {
+    out += fmt::format("<section id=\"{}\"><h2>{} — <span class=\"{}\">{}</span></h2>\n", Anchor(c.spec.name),
+                       Html(c.spec.name), to_string(c.verdict), to_string(c.verdict));
+    if (!c.reason.empty()) out += fmt::format("<p>{}</p>\n", Html(c.reason));
+    if (!c.complete) out += "<p class=\"fail\">This case was interrupted: its statistics cover part of its samples.</p>\n";
+    out += "<h3>Convention</h3>\n" + HtmlTable(ConventionRows(c));
+    if (c.verdict == Verdict::unsupported) {
+      out += "</section>\n";
+      continue;
+    }
+    const Evidence e = EvidenceOf(c);
+    out += "<h3>What the evidence covers</h3>\n" +
+           HtmlTable({{"evidence", e.kind},
+                      {"intermediate codes covered", fmt::format("{} of {}", c.intermediate_codes_covered,
+                                                                 c.spec.convention.intermediate.q.type.code_count())},
+                      {"hard cases (samples per region)", e.hard_cases},
+                      {"samples above tolerance", std::to_string(e.failing)},
+                      {"failure rate", e.failure_bound.empty() ? "observed failures (see worst cases)" : e.failure_bound},
+                      {"reference escalations to exact arithmetic", std::to_string(c.reference_escalations)}});
+    out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
+    out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
+    if (!c.worst.empty()) {
+      out += "<h3>Worst cases</h3>\n<table><tr><th>e</th><th>sample</th><th>acc</th><th>u</th><th>y_ref</th>"
+             "<th>y_fused</th><th style=\"text-align:left\">replay</th></tr>";
+      for (const WorstCaseReport& w : c.worst) {
+        out += fmt::format("<tr><td>{:+d}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                           "<td style=\"text-align:left\"><code>fusediff replay '{}'</code></td></tr>",
+                           w.sample.error, w.sample.sample, w.sample.acc, w.sample.u, w.sample.y_ref, w.sample.y_fused,
+                           Html(w.replay));
+      }
+      out += "</table>\n";
+    }
+    out += "</section>\n";
+  }
+  out += "<p>Reviewed and signed: ______________________ date: __________</p>\n</body></html>\n";
+  return out;
+}
+
+std::string ToMarkdown(const RunResult& run) {
+  std::string out = "# fusediff sign-off report\n\n## Provenance\n\n| | |\n|---|---|\n";
+  for (const auto& [k, v] : ProvenanceRows(run)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
+  out += "\n## Summary\n\n| case | verdict | evidence | samples | exact % | bias | std | p50 | p90 | p99 | p99.9 | max abs e | tol |\n"
+         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const CaseResult& c : run.cases) {
+    const StatsRow r = StatsCells(c.spec.name, c.stats.overall);
+    const Evidence e = EvidenceOf(c);
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", MdCell(c.spec.name),
+                       c.verdict == Verdict::fail ? "**fail**" : std::string(to_string(c.verdict)),
+                       e.kind.substr(0, e.kind.find(':')), r.cells[1], r.cells[2], r.cells[3], r.cells[4], r.cells[5],
+                       r.cells[6], r.cells[7], r.cells[8], r.cells[9], c.tolerance.max_abs_lsb);
+  }
+  for (const CaseResult& c : run.cases) {
+    out += fmt::format("\n## {} — {}\n\n", MdCell(c.spec.name), to_string(c.verdict));
+    if (!c.reason.empty()) out += MdCell(c.reason) + "\n\n";
+    if (!c.complete) out += "**Interrupted: partial statistics.**\n\n";
+    out += "| convention | |\n|---|---|\n";
+    for (const auto& [k, v] : ConventionRows(c)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
+    if (c.verdict == Verdict::unsupported) continue;
+    const Evidence e = EvidenceOf(c);
+    out += fmt::format("\nEvidence: {}; hard cases: {}; samples above tolerance: {}; failure rate: {}.\n\n", e.kind,
+                       e.hard_cases, e.failing, e.failure_bound.empty() ? "failures observed" : e.failure_bound);
+    out += "|";
+    for (const char* h : kStatsHeader) out += fmt::format(" {} |", h);
+    out += "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+    auto row = [&](const StatsRow& r) {
+      out += "|";
+      for (const std::string& cell : r.cells) out += " " + MdCell(cell) + " |";
+      out += "\n";
+    };
+    row(StatsCells("all", c.stats.overall));
+    for (Region r : kAllRegions) row(StatsCells(std::string(to_string(r)), c.stats.by_region[static_cast<size_t>(r)]));
+    if (!c.worst.empty()) {
+      out += "\n| e | sample | u | y_ref | y_fused | replay |\n|--:|--:|--:|--:|--:|---|\n";
+      for (const WorstCaseReport& w : c.worst) {
+        out += fmt::format("| {:+d} | {} | {} | {} | {} | {} |\n", w.sample.error, w.sample.sample, w.sample.u,
+                           w.sample.y_ref, w.sample.y_fused, MdCode("fusediff replay '" + w.replay + "'"));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace fusediff::reports
