@@ -4,10 +4,18 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/table.h"
 
 namespace fusediff {
 
-std::string_view to_string(FusedKind k) { return k == FusedKind::lut ? "lut" : "lut_interp"; }
+std::string_view to_string(FusedKind k) {
+  switch (k) {
+    case FusedKind::lut: return "lut";
+    case FusedKind::lut_interp: return "lut_interp";
+    case FusedKind::pwl: return "pwl";
+  }
+  return "?";
+}
 
 std::string_view to_string(Mutant m) {
   switch (m) {
@@ -22,7 +30,9 @@ std::string_view to_string(SampleSource s) { return s == SampleSource::conv ? "c
 FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
   if (text == "lut") return FusedKind::lut;
   if (text == "lut_interp") return FusedKind::lut_interp;
-  throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) + "' (expected lut or lut_interp)");
+  if (text == "pwl") return FusedKind::pwl;
+  throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) +
+                   "' (expected lut, lut_interp or pwl)");
 }
 
 Mutant parse_mutant(std::string_view text, std::string_view field) {
@@ -56,7 +66,10 @@ std::string CanonicalFields(const CaseSpec& s) {
 }
 }  // namespace
 
-std::string canonical_key(const CaseSpec& spec) { return CanonicalFields(spec); }
+std::string canonical_key(const CaseSpec& spec) {
+  if (!spec.table) return CanonicalFields(spec);  // unchanged for built-in tables: existing streams stay put
+  return CanonicalFields(spec) + ";table=" + table_fingerprint_hex(*spec.table);
+}
 
 uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
@@ -73,8 +86,12 @@ uint64_t effective_samples(const CaseSpec& spec) {
 }
 
 std::string format_replay(const ReplayKey& key) {
-  return "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
-         ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" + std::string(to_string(key.spec.mutant));
+  std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
+                     ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
+                     std::string(to_string(key.spec.mutant));
+  // The table itself cannot travel in a replay string: its fingerprint names it, and parse_replay says so.
+  if (key.spec.table) text += ";table=" + table_fingerprint_hex(*key.spec.table);
+  return text;
 }
 
 ReplayKey parse_replay(std::string_view text) {
@@ -117,6 +134,10 @@ ReplayKey parse_replay(std::string_view text) {
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
   s.fused = parse_fused_kind(take("fused"), "replay.fused");
   s.mutant = parse_mutant(take("mutant"), "replay.mutant");
+  if (auto it = fields.find("table"); it != fields.end()) {
+    throw InputError("replay.table: the sample used an external table (fingerprint " + it->second +
+                     "); replay it with `fusediff gate DESCRIPTOR.json`, which lists its codes");
+  }
   if (!fields.empty()) throw InputError("replay: unknown field '" + fields.begin()->first + "'");
   validate(c);
   s.samples = key.sample + 1;

@@ -46,8 +46,18 @@ struct Provenance {
   std::string created;  // ISO 8601 UTC
 };
 
+// What `fusediff gate` judged: the descriptor and the exact bytes of its table file.
+struct GateProvenance {
+  std::string descriptor_path;
+  std::string table_path;
+  std::string table_sha256;  // of the table file's bytes, lowercase hex
+  std::string table_kind;
+  std::string tolerance_source;  // "default", "FILE.json" or "--max-abs-lsb"
+};
+
 struct RunResult {
   Provenance provenance;
+  std::optional<GateProvenance> gate;  // set by `fusediff gate` only
   uint64_t seed = 0;
   bool complete = true;
   std::vector<CaseResult> cases;
