@@ -115,6 +115,14 @@ ordered_json ToJson(const RunResult& run) {
   j["platform"] = {{"compiler", run.provenance.compiler}, {"libc", run.provenance.libc}, {"isa", run.provenance.isa}};
   j["command_line"] = run.provenance.command_line;
   j["created"] = run.provenance.created;
+  if (run.gate) {
+    j["gate"] = {{"descriptor", run.gate->descriptor_path},
+                 {"table_file", run.gate->table_path},
+                 {"table_sha256", run.gate->table_sha256},
+                 {"table_kind", run.gate->table_kind},
+                 {"tolerance_source", run.gate->tolerance_source},
+                 {"verdict", run.any_failure() ? "reject" : "accept"}};
+  }
   j["seed"] = run.seed;
   j["complete"] = run.complete;
   ordered_json cases = ordered_json::array();

@@ -30,3 +30,12 @@ std::string RenderReplay(const ReplayTrace& trace);
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
 }  // namespace fusediff::reports
+
+namespace fusediff::reports {
+
+// `fusediff gate`'s report: the table and its SHA-256, the tolerance and where it came from, per case the
+// error distribution (histogram) and statistics, the worst codes, the codes that break the bound, the verdict
+// ACCEPT / REJECT. `listed_codes` caps how many offending codes are named.
+std::string RenderGate(const RunResult& run, size_t listed_codes = 32);
+
+}  // namespace fusediff::reports
