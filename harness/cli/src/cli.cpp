@@ -18,7 +18,8 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   const std::string version = "fusediff " + build.tool_version + " (" + build.git_commit + ")";
   app.set_version_flag("--version", version);
 
-  const std::vector<Command> commands = {AddRunCommand(app), AddReplayCommand(app)};
+  const std::vector<Command> commands = {AddRunCommand(app), AddReplayCommand(app), AddTableCommand(app),
+                                         AddGateCommand(app)};
 
   std::vector<std::string> storage(args);
   std::vector<char*> argv;

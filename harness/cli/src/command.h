@@ -24,6 +24,8 @@ struct Command {
 
 Command AddRunCommand(CLI::App& app);
 Command AddReplayCommand(CLI::App& app);
+Command AddTableCommand(CLI::App& app);  // `table generate`
+Command AddGateCommand(CLI::App& app);
 
 // The command line as one shell-quoted string (for provenance).
 std::string JoinCommandLine(const std::vector<std::string>& args);
