@@ -10,6 +10,8 @@ packages=(
   libfmt-dev libfccp-dev                  # fmt, Fast C++ CSV Parser
   nlohmann-json3-dev libcli11-dev         # JSON, command line
   librandom123-dev                        # counter-based RNG (Philox)
+  libssl-dev                              # SHA-256 of table files (libcrypto)
+  clang libclang-rt-14-dev                # libFuzzer target (clang -fsanitize=fuzzer)
   python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
   libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
   chromium                                # headless rendering test of the HTML sign-off report

@@ -93,6 +93,15 @@ int32_t RoundingDivideByPOT(int32_t x, int exponent) {
   return (x >> exponent) + (remainder > threshold ? 1 : 0);
 }
 
+// As RoundingDivideByPOT, one width up. exponent <= 62 keeps the mask 2^exponent - 1 representable.
+int64_t RoundingDivideByPOT64(int64_t x, int exponent) {
+  assert(exponent >= 0 && exponent <= 62);
+  const int64_t mask = (int64_t{1} << exponent) - 1;
+  const int64_t remainder = x & mask;
+  const int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+
 // x * 2^left_shift is formed in int64 (|x| * 2^31 < 2^62) and saturated to int32 where TFLite's int32 multiply
 // would overflow. Two roundings follow: SRDHM (ties toward +infinity) then RoundingDivideByPOT (ties away from
 // zero).

@@ -251,10 +251,12 @@ struct FusedKernel::Impl {
   Mutant mutant = Mutant::none;
   std::vector<int32_t> table_8bit;      // lut: one entry per intermediate code, index u - qmin
   std::array<int16_t, 513> table_interp{};  // lut_interp: TFLite knots
+  std::vector<PwlSegment> segments;         // pwl: from a table file
 
   int32_t Table(int32_t u) const {
     if (mutant == Mutant::lut_index_off_by_one) u = std::min(u + 1, convention.intermediate.q.type.qmax());
     if (kind == FusedKind::lut) return LUTLookupInt8(table_8bit, convention.intermediate.q.type.qmin(), u);
+    if (kind == FusedKind::pwl) return PwlLookup(segments, u, convention.output.q.type);
     // lut_interp: the int16 lookup; clamped to the output type (matters only for int16_narrow output).
     const int32_t y = mutant == Mutant::interp_truncate ? LUTLookupTruncating(static_cast<int16_t>(u), table_interp)
                                                         : LUTLookup(static_cast<int16_t>(u), table_interp);
@@ -297,6 +299,9 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
     table_output.rounding = RoundingMode::half_to_even;
   }
 
+  if (kind == FusedKind::pwl) {
+    return reject("fused kind pwl has no built-in table: give it a table file (fusediff gate DESCRIPTOR.json)");
+  }
   if (kind == FusedKind::lut) {
     if (uq.type.scalar != ScalarType::int8 && uq.type.scalar != ScalarType::uint8) {
       return reject("fused kind lut needs an 8-bit intermediate (int8 or uint8), got " + to_string(uq.type));
@@ -328,6 +333,59 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
       return reject("fused kind lut_interp needs output zero point 0, got " + Describe(yq));
     }
     impl->table_interp = LUTPopulateInt16(table_activation, table_input_scale, 0, yq.scale, 0);
+  }
+  if (unsupported_reason != nullptr) unsupported_reason->clear();
+  return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(impl)));
+}
+
+std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, FusedKind kind, Mutant mutant,
+                                                 std::string* unsupported_reason,
+                                                 std::shared_ptr<const TableData> table) {
+  if (!table) return Create(convention, kind, mutant, unsupported_reason);
+  validate(convention);
+  if (mutant != Mutant::none) throw InputError("mutant " + std::string(to_string(mutant)) + ": not applicable to a table file");
+  if (table->kind != kind) {
+    throw InputError("table kind " + std::string(to_string(table->kind)) + " does not match fused kind " +
+                     std::string(to_string(kind)));
+  }
+  if (const std::string mismatch = table_kind_mismatch(kind, convention); !mismatch.empty()) throw InputError(mismatch);
+  const QuantType& u_type = convention.intermediate.q.type;
+  auto impl = std::make_unique<Impl>();
+  impl->convention = convention;
+  impl->kind = kind;
+  switch (kind) {
+    case FusedKind::lut:
+      if (table->lut.size() != u_type.code_count()) {
+        throw InputError("lut table has " + std::to_string(table->lut.size()) + " entries, expected " +
+                         std::to_string(u_type.code_count()));
+      }
+      for (int32_t y : table->lut) {
+        if (!convention.output.q.type.contains(y)) throw InputError("lut entry " + std::to_string(y) + " outside the output type");
+      }
+      impl->table_8bit = table->lut;
+      break;
+    case FusedKind::lut_interp:
+      if (table->knots.size() != impl->table_interp.size()) {
+        throw InputError("lut_interp table has " + std::to_string(table->knots.size()) + " knots, expected 513");
+      }
+      for (size_t i = 0; i < table->knots.size(); ++i) {
+        if (table->knots[i] < INT16_MIN || table->knots[i] > INT16_MAX) throw InputError("lut_interp knot outside int16");
+        impl->table_interp[i] = static_cast<int16_t>(table->knots[i]);
+      }
+      break;
+    case FusedKind::pwl: {
+      int64_t next = u_type.qmin();
+      for (const PwlSegment& s : table->segments) {
+        if (s.u_lo != next || s.u_hi < s.u_lo || s.shift < 0 || s.shift > kPwlMaxShift) {
+          throw InputError("pwl segment [" + std::to_string(s.u_lo) + ", " + std::to_string(s.u_hi) +
+                           "] is not contiguous, sorted and well formed");
+        }
+        next = int64_t{s.u_hi} + 1;
+      }
+      if (next != int64_t{u_type.qmax()} + 1) throw InputError("pwl segments do not cover the intermediate range");
+      impl->segments = table->segments;
+      break;
+    }
   }
   if (unsupported_reason != nullptr) unsupported_reason->clear();
   return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(impl)));

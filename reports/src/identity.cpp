@@ -1,24 +1,13 @@
-#include <openssl/evp.h>
-
 #include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
 
 #include "fusediff/reports/reports.h"
+#include "fusediff/reports/sha256.h"
 
 namespace fusediff::reports {
 
-std::string Sha256Hex(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    throw std::runtime_error("SHA-256 failed (OpenSSL EVP_Digest)");
-  }
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 std::string CaseSampleSetId(uint64_t seed, const CaseSpec& spec) {
   // effective_samples: a sweep runs every code whatever was requested, so only what actually runs counts.

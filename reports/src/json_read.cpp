@@ -264,8 +264,9 @@ RunResult FromJson(const json& j, const std::string& source) {
   run.provenance.command_line = top["command_line"].str();
   run.provenance.created = top["created"].str();
   if (top.has("gate")) {
-    run.provenance.gate_descriptor = top["gate"]["descriptor"].str();
-    run.provenance.table_sha256 = top["gate"]["table_sha256"].str();
+    const Field gate = top["gate"];
+    run.gate = GateProvenance{gate["descriptor"].str(), gate["table_file"].str(), gate["table_sha256"].str(),
+                              gate["table_kind"].str(), gate["tolerance_source"].str()};
   }
   run.seed = top["seed"].u64();
   run.complete = top["complete"].boolean();

@@ -153,8 +153,13 @@ ordered_json ToJson(const RunResult& run) {
   j["platform"] = {{"compiler", run.provenance.compiler}, {"libc", run.provenance.libc}, {"isa", run.provenance.isa}};
   j["command_line"] = run.provenance.command_line;
   j["created"] = run.provenance.created;
-  if (!run.provenance.gate_descriptor.empty() || !run.provenance.table_sha256.empty()) {
-    j["gate"] = {{"descriptor", run.provenance.gate_descriptor}, {"table_sha256", run.provenance.table_sha256}};
+  if (run.gate) {
+    j["gate"] = {{"descriptor", run.gate->descriptor_path},
+                 {"table_file", run.gate->table_path},
+                 {"table_sha256", run.gate->table_sha256},
+                 {"table_kind", run.gate->table_kind},
+                 {"tolerance_source", run.gate->tolerance_source},
+                 {"verdict", run.any_failure() ? "reject" : "accept"}};
   }
   j["seed"] = run.seed;
   j["sample_set"] = SampleSetId(run);

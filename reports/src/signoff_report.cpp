@@ -126,8 +126,12 @@ std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult&
       {"complete", run.complete ? "yes" : "NO (interrupted: partial result)"},
       {"command line", run.provenance.command_line},
       {"platform", run.provenance.compiler + "; " + run.provenance.libc + "; " + run.provenance.isa}};
-  if (!run.provenance.gate_descriptor.empty()) rows.push_back({"gate descriptor", run.provenance.gate_descriptor});
-  if (!run.provenance.table_sha256.empty()) rows.push_back({"table SHA-256", run.provenance.table_sha256});
+  if (run.gate) {
+    rows.push_back({"gate descriptor", run.gate->descriptor_path});
+    rows.push_back({"table file", run.gate->table_path + " (" + run.gate->table_kind + ")"});
+    rows.push_back({"table SHA-256", run.gate->table_sha256});
+    rows.push_back({"tolerance", run.gate->tolerance_source});
+  }
   return rows;
 }
 

@@ -18,9 +18,9 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   const std::string version = "fusediff " + build.tool_version + " (" + build.git_commit + ")";
   app.set_version_flag("--version", version);
 
-  const std::vector<Command> commands = {AddRunCommand(app), AddReplayCommand(app), AddReportCommand(app),
-                                         AddCompareCommand(app), AddMergeCommand(app),
-                                         AddMutantsCommand(app)};
+  const std::vector<Command> commands = {AddRunCommand(app),     AddReplayCommand(app),  AddReportCommand(app),
+                                         AddCompareCommand(app), AddMergeCommand(app),   AddMutantsCommand(app),
+                                         AddTableCommand(app),   AddGateCommand(app)};
 
   std::vector<std::string> storage(args);
   std::vector<char*> argv;

@@ -28,6 +28,8 @@ Command AddMutantsCommand(CLI::App& app);
 Command AddReportCommand(CLI::App& app);
 Command AddCompareCommand(CLI::App& app);
 Command AddMergeCommand(CLI::App& app);
+Command AddTableCommand(CLI::App& app);  // `table generate`
+Command AddGateCommand(CLI::App& app);
 
 // The command line as one shell-quoted string (for provenance).
 std::string JoinCommandLine(const std::vector<std::string>& args);

@@ -104,11 +104,12 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   const Convention& convention = spec.convention;
   validate(convention);
   result.tolerance = default_tolerance(spec.fused, convention.activation.kind);
+  if (options.tolerance) result.tolerance = *options.tolerance;
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
 
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
-      fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported);
+      fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported, spec.table);
   if (!kernel) {
     result.verdict = Verdict::unsupported;
     result.reason = unsupported;

@@ -119,4 +119,25 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   return suite;
 }
 
+std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,
+                                     uint64_t conv_samples) {
+  validate(descriptor.convention);
+  const std::string stem = "gate." + std::string(to_string(descriptor.convention.activation.kind)) + "." +
+                           to_string(descriptor.convention.intermediate.q.type) + "." +
+                           std::string(to_string(descriptor.table_kind));
+  std::vector<CaseSpec> cases;
+  for (SampleSource source : {SampleSource::sweep, SampleSource::conv}) {
+    CaseSpec spec;
+    spec.name = stem + "." + std::string(to_string(source));
+    spec.source = source;
+    spec.convention = descriptor.convention;
+    spec.fused = descriptor.table_kind;
+    spec.samples = conv_samples;
+    spec.table = table;
+    if (source == SampleSource::conv && conv_samples == 0) continue;
+    cases.push_back(std::move(spec));
+  }
+  return cases;
+}
+
 }  // namespace fusediff::driver

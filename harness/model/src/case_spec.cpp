@@ -5,10 +5,18 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/table.h"
 
 namespace fusediff {
 
-std::string_view to_string(FusedKind k) { return k == FusedKind::lut ? "lut" : "lut_interp"; }
+std::string_view to_string(FusedKind k) {
+  switch (k) {
+    case FusedKind::lut: return "lut";
+    case FusedKind::lut_interp: return "lut_interp";
+    case FusedKind::pwl: return "pwl";
+  }
+  return "?";
+}
 
 std::string_view to_string(SampleSource s) {
   switch (s) {
@@ -22,7 +30,9 @@ std::string_view to_string(SampleSource s) {
 FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
   if (text == "lut") return FusedKind::lut;
   if (text == "lut_interp") return FusedKind::lut_interp;
-  throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) + "' (expected lut or lut_interp)");
+  if (text == "pwl") return FusedKind::pwl;
+  throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) +
+                   "' (expected lut, lut_interp or pwl)");
 }
 
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {
@@ -87,7 +97,11 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
   return mix;
 }
 
-std::string canonical_key(const CaseSpec& spec) { return CanonicalFields(spec); }
+std::string canonical_key(const CaseSpec& spec) {
+  if (!spec.table) return CanonicalFields(spec);  // unchanged for built-in tables: existing streams stay put
+  return CanonicalFields(spec) + ";table=" + table_fingerprint_hex(*spec.table);
+}
+
 
 uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
@@ -148,8 +162,12 @@ std::string format_replay(const ReplayKey& key) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
            ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv);
   }
-  return "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
-         ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" + std::string(to_string(key.spec.mutant));
+  std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
+                     ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
+                     std::string(to_string(key.spec.mutant));
+  // The table itself cannot travel in a replay string: its fingerprint names it, and parse_replay says so.
+  if (key.spec.table) text += ";table=" + table_fingerprint_hex(*key.spec.table);
+  return text;
 }
 
 ReplayKey parse_replay(std::string_view text) {
@@ -238,6 +256,10 @@ ReplayKey parse_replay(std::string_view text) {
     }
     if (e.element >= e.conv.output_elements()) throw InputError("replay.element: past the conv's outputs");
     key.explicit_conv = std::move(e);
+  }
+  if (auto it = fields.find("table"); it != fields.end()) {
+    throw InputError("replay.table: the sample used an external table (fingerprint " + it->second +
+                     "); replay it with `fusediff gate DESCRIPTOR.json`, which lists its codes");
   }
   if (!fields.empty()) throw InputError("replay: unknown field '" + fields.begin()->first + "'");
   validate(c);

@@ -37,6 +37,32 @@ Tolerance default_tolerance(FusedKind fused, ActivationKind activation) {
   return Tolerance{0, std::nullopt, std::nullopt};
 }
 
+namespace {
+// pwl bounds, in output LSBs, by intermediate width and segment count: the largest |e| against the exact reference
+// that `fusediff table generate --kind pwl` tables show over every intermediate code, maximised over every
+// activation at its default-suite quantization (scripts/measure_pwl_tolerance.sh; docs/tolerances.md).
+struct PwlRow {
+  int32_t bits;
+  size_t segments;
+  int64_t max_abs_lsb;
+};
+constexpr PwlRow kPwlRows[] = {
+    // measured max |e| (worst activation): 8-bit 8 -> 2 (sigmoid), 16/32/64 -> 1 (relu6: an integer offset cannot
+    // carry the fractional start of a linear piece); 16-bit 16 -> 90, 32 -> 22, 64 -> 6, 128 -> 2 (tanh each time)
+    {8, 8, 2},   {8, 16, 1},  {8, 32, 1},  {8, 64, 1},
+    {16, 16, 90}, {16, 32, 22}, {16, 64, 6}, {16, 128, 2},
+};
+}  // namespace
+
+std::optional<Tolerance> default_pwl_tolerance(int32_t intermediate_bits, size_t segments) {
+  const PwlRow* chosen = nullptr;
+  for (const PwlRow& row : kPwlRows) {  // rows ascend by segment count within a width
+    if (row.bits == intermediate_bits && row.segments <= segments) chosen = &row;
+  }
+  if (chosen == nullptr) return std::nullopt;
+  return Tolerance{chosen->max_abs_lsb, std::nullopt, std::nullopt};
+}
+
 std::string check_tolerance(const ErrorStats& stats, const Tolerance& tol) {
   char buffer[160];
   if (stats.max_abs() > tol.max_abs_lsb) {

@@ -18,6 +18,9 @@ int32_t SaturatingRoundingDoublingHighMul(int32_t a, int32_t b);
 
 // round(x / 2^exponent), ties away from zero; exponent in [0, 31]. Never overflows.
 int32_t RoundingDivideByPOT(int32_t x, int exponent);
+// The same rounding on an int64 (the product of a pwl segment's int32 slope and a code distance);
+// exponent in [0, 62]. Never overflows: the result magnitude never exceeds |x|.
+int64_t RoundingDivideByPOT64(int64_t x, int exponent);
 
 // TFLite default (double rounding): RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x * 2^left, m), right)
 // with left = max(shift, 0), right = max(-shift, 0). x * 2^left saturates to int32 (TFLite's plain multiply

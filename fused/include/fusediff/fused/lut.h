@@ -6,6 +6,7 @@
 
 #include "fusediff/model/activation.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/table.h"
 
 namespace fusediff::fused {
 
@@ -30,4 +31,22 @@ int16_t LUTLookup(int16_t value, const std::array<int16_t, 513>& lut);
 // The mutant interp-truncate: LUTLookup without the +64 rounding term.
 int16_t LUTLookupTruncating(int16_t value, const std::array<int16_t, 513>& lut);
 
+// Piecewise-linear lookup: the segment with u_lo <= u <= u_hi (segments sorted and contiguous, as the table
+// reader guarantees), y = sat(RoundingDivideByPOT64(slope * (u - u_lo), shift) + offset) to `output`.
+// |slope * (u - u_lo)| < 2^31 * 2^16: exact in int64. Throws std::out_of_range when no segment holds u.
+int32_t PwlLookup(const std::vector<PwlSegment>& segments, int32_t u, const QuantType& output);
+
+// A piecewise-linear table with `segment_count` segments for the convention's activation, as a toolchain would
+// fit one: segment boundaries placed greedily (each segment as long as a common error bound allows; the smallest
+// bound that needs at most `segment_count` segments, found by bisection; then the longest segments are halved
+// until there are exactly `segment_count`); per segment the slope through the clamped end points
+// f(v)/sy + zy, quantized to int32 with the largest shift <= 31, and the integer offset that centres the
+// segment's errors. Errors are measured against the double-precision direct table (LUTPopulateInt8 semantics
+// over every code). segment_count in [1, code count].
+struct PwlFit {
+  std::vector<PwlSegment> segments;
+  std::vector<int64_t> segment_max_abs_error;  // per segment, output LSBs against the double table
+  int64_t max_abs_error = 0;
+};
+PwlFit FitPwl(const Convention& convention, int32_t segment_count);
 }  // namespace fusediff::fused

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusediff/model/results.h"
+#include "fusediff/reports/sha256.h"
 
 namespace fusediff::reports {
 
@@ -25,8 +26,6 @@ nlohmann::ordered_json StatsToJson(const ErrorStats& stats);
 RunResult FromJson(const nlohmann::json& j, const std::string& source);
 RunResult ReadResultsFile(const std::string& path);
 
-// Lower-case hex SHA-256 (OpenSSL EVP).
-std::string Sha256Hex(std::string_view bytes);
 // Sample-set identity: SHA-256 of what fixes the samples of a case (seed, canonical key, mutant, requested
 // sample count) or of a run (seed and every case's identity, in order). Shards of one run share it; a changed
 // seed, suite or sample count changes it.
@@ -89,5 +88,14 @@ std::string RenderReplay(const ReplayTrace& trace);
 // Writes `contents` to `path` atomically (temp file + fsync + rename). Throws std::runtime_error with the
 // path and errno text on failure; the target is then untouched.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
+
+}  // namespace fusediff::reports
+
+namespace fusediff::reports {
+
+// `fusediff gate`'s report: the table and its SHA-256, the tolerance and where it came from, per case the
+// error distribution (histogram) and statistics, the worst codes, the codes that break the bound, the verdict
+// ACCEPT / REJECT. `listed_codes` caps how many offending codes are named.
+std::string RenderGate(const RunResult& run, size_t listed_codes = 32);
 
 }  // namespace fusediff::reports

@@ -10,13 +10,15 @@
 
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/results.h"
+#include "fusediff/model/tolerance.h"
 
 namespace fusediff::driver {
 
 struct RunOptions {
   uint64_t seed = 1;
   size_t worst_count = 10;
-  std::optional<int64_t> max_abs_lsb;  // overrides every case's default tolerance
+  std::optional<Tolerance> tolerance;  // replaces every case's default tolerance (fusediff gate)
+  std::optional<int64_t> max_abs_lsb;  // overrides every case's default tolerance bound (after `tolerance`)
   // Deterministic partition: shard `shard_index` of `shard_count` runs conv draws d with d % count == index and
   // sweep samples i with i % count == index. Merging all shards' statistics gives the unsharded ones exactly.
   uint32_t shard_index = 0;

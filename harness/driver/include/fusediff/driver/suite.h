@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/table.h"
 
 namespace fusediff::driver {
 
@@ -29,6 +32,14 @@ struct SuiteOptions {
 // by the options. Default quantization per activation covers its interesting input domain and output range
 // (docs/default-suite.md). Throws InputError on bad option values.
 std::vector<CaseSpec> BuildSuite(const SuiteOptions& options);
+
+// The cases `fusediff gate` runs on a table file: an exhaustive sweep over every intermediate code (the table
+// against the exact reference, code by code) and `conv_samples` targeted conv samples through the whole fused
+// op under the descriptor's requantization (random Conv2D cases aimed to cover the intermediate range and
+// saturate at both ends). Both carry the table. conv_transpose2d descriptors are exercised through Conv2D: the
+// table sits after requantization, which is the same for both ops.
+std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,
+                                     uint64_t conv_samples);
 
 // The default quantization of an activation's intermediate / output for a type: 8-bit types cover the domain
 // asymmetrically (scale = span/255, zero point placed accordingly); int16 is symmetric with zero point 0.

@@ -2,6 +2,7 @@
 // What one case of a suite is: a convention, the fused path that claims to implement it, an optional
 // injected bug (mutant), and where its samples come from.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,12 +14,16 @@
 
 namespace fusediff {
 
+struct TableData;  // model/table.h
+
 // The fused path under test.
 //   lut:        direct table over every code of an 8-bit intermediate (TFLite LUTPopulateInt8 semantics, built
 //               in double with the declared output rounding).
 //   lut_interp: 513-knot table, int16 intermediate -> int16 output, zero points 0 (TFLite LUTPopulateInt16 /
 //               LUTLookup, bit-exact).
-enum class FusedKind { lut, lut_interp };
+//   pwl:        piecewise-linear segments in fixed point over an 8- or 16-bit intermediate (only from a table
+//               file: model/table.h).
+enum class FusedKind { lut, lut_interp, pwl };
 
 // Bugs injected into the fused path on purpose, to show the harness catches them. Each is defined precisely,
 // with the case space where it differs from the correct path, in model/mutants.h.
@@ -62,6 +67,9 @@ struct CaseSpec {
   Mutant mutant = Mutant::none;
   uint64_t samples = 0;  // conv: requested sample count; sweep: ignored (every code once)
   RegionMix mix;         // conv: what the draws aim at
+  // An external table (from a table file, `fusediff gate`) the fused path uses instead of building its own.
+  // When set, canonical_key carries its fingerprint, so different tables get different sample streams.
+  std::shared_ptr<const TableData> table;
 };
 
 // "knee:1/saturation:1/quant_boundary:2/bulk:1"; parse also takes "knee=1,saturation=1,...", and missing
@@ -69,8 +77,8 @@ struct CaseSpec {
 std::string format_region_mix(const RegionMix& mix);
 RegionMix parse_region_mix(std::string_view text, std::string_view field);
 
-// Canonical text of what determines a case's samples (source + convention + fused kind; not the name, the
-// mutant or the sample count), e.g. "conv;gelu_erf;alpha=0;double_rounding;u=int8:0.0625:0:half_away_from_zero;
+// Canonical text of what determines a case's samples (source + convention + fused kind + mix, + ";table=FINGERPRINT"
+// when an external table is set; not the name, the mutant or the sample count), e.g. "conv;gelu_erf;alpha=0;double_rounding;u=int8:0.0625:0:half_away_from_zero;
 // y=int8:0.00390625:-128:half_away_from_zero:after_rounding;lut". Same text -> same samples.
 std::string canonical_key(const CaseSpec& spec);
 // 64-bit FNV-1a of canonical_key: the case's stream id c in the counter-based generator.

@@ -48,13 +48,20 @@ struct Provenance {
   std::string isa;
   std::string command_line;
   std::string created;  // ISO 8601 UTC
-  // Gate runs only (empty otherwise): what the table under test claims to be, and the SHA-256 of its file.
-  std::string gate_descriptor;
-  std::string table_sha256;
+};
+
+// What `fusediff gate` judged: the descriptor and the exact bytes of its table file.
+struct GateProvenance {
+  std::string descriptor_path;
+  std::string table_path;
+  std::string table_sha256;  // of the table file's bytes, lowercase hex
+  std::string table_kind;
+  std::string tolerance_source;  // "default", "FILE.json" or "--max-abs-lsb"
 };
 
 struct RunResult {
   Provenance provenance;
+  std::optional<GateProvenance> gate;  // set by `fusediff gate` only
   uint64_t seed = 0;
   bool complete = true;
   uint32_t shard_index = 0;  // the deterministic partition this run holds (0/1: all of it)

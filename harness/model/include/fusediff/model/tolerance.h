@@ -21,6 +21,12 @@ struct Tolerance {
 // docs/tolerances.md).
 Tolerance default_tolerance(FusedKind fused, ActivationKind activation);
 
+// Default tolerance of a piecewise-linear table with `segments` segments over an intermediate of
+// `intermediate_bits` (8 or 16) bits: the bound `fusediff table generate` meets for every activation at that
+// segment count (measurements in docs/tolerances.md). Counts between the measured ones take the bound of the
+// next smaller measured count; fewer segments than the smallest measured count get no default (nullopt).
+std::optional<Tolerance> default_pwl_tolerance(int32_t intermediate_bits, size_t segments);
+
 // Empty string when `stats` meets `tol`; otherwise why not (first violated bound).
 std::string check_tolerance(const ErrorStats& stats, const Tolerance& tol);
 

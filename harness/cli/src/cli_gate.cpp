@@ -1,0 +1,92 @@
+// `fusediff gate DESCRIPTOR.json`: accept (0) or reject (1) a table file before it merges; 2 for invalid input.
+#include <fmt/format.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "command.h"
+#include "fusediff/cli/cli.h"
+#include "fusediff/driver/driver.h"
+#include "fusediff/driver/suite.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/reports/reports.h"
+#include "fusediff/reports/sha256.h"
+#include "fusediff/tables/tables.h"
+
+namespace fusediff::cli {
+
+namespace {
+
+struct GateArgs {
+  std::string descriptor, tolerance, json;
+  int64_t max_abs_lsb = -1;
+  uint64_t samples = 20000;
+  uint64_t seed = 1;
+};
+
+int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream& out) {
+  if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+  const tables::LoadedFusedOp op = tables::LoadFusedOp(a.descriptor);
+  const Convention& c = op.descriptor.convention;
+  const FusedKind kind = op.descriptor.table_kind;
+  const size_t segments = op.table->segments.size();
+
+  std::optional<Tolerance> tolerance;
+  std::string source = "default";
+  if (!a.tolerance.empty()) {
+    const tables::ToleranceSpec spec = tables::ParseToleranceSpec(tables::ReadFileBytes(a.tolerance), a.tolerance);
+    tolerance = tables::FindTolerance(spec, c.activation.kind, kind, segments);
+    if (tolerance) source = a.tolerance;
+  }
+  if (!tolerance) {
+    if (kind == FusedKind::pwl) {
+      tolerance = default_pwl_tolerance(c.intermediate.q.type.bits(), segments);
+      if (!tolerance && a.max_abs_lsb < 0) {
+        throw InputError(a.descriptor + ": no default tolerance for a pwl table with " + std::to_string(segments) +
+                         " segments (give --tolerance or --max-abs-lsb)");
+      }
+      if (!tolerance) tolerance = Tolerance{};
+    } else {
+      tolerance = default_tolerance(kind, c.activation.kind);
+    }
+  }
+  if (a.max_abs_lsb >= 0) {
+    tolerance->max_abs_lsb = a.max_abs_lsb;
+    source = source == "default" ? "--max-abs-lsb" : source + " + --max-abs-lsb";
+  }
+
+  driver::RunOptions options;
+  options.seed = a.seed;
+  options.worst_count = 64;
+  options.tolerance = tolerance;
+  RunResult run;
+  run.provenance = driver::CurrentProvenance(JoinCommandLine(args));
+  run.seed = a.seed;
+  run.gate = GateProvenance{op.descriptor_path, op.table_path, reports::Sha256Hex(op.table_bytes),
+                            std::string(to_string(kind)), source};
+  driver::ReferenceCache cache;
+  for (const CaseSpec& spec : driver::BuildGateCases(op.descriptor, op.table, a.samples)) {
+    run.cases.push_back(driver::RunCase(spec, options, cache));
+  }
+  out << reports::RenderGate(run);
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(run).dump(2) + "\n");
+  return run.any_failure() ? kExitFail : kExitPass;
+}
+
+}  // namespace
+
+Command AddGateCommand(CLI::App& app) {
+  auto a = std::make_shared<GateArgs>();
+  CLI::App* gate = app.add_subcommand(
+      "gate", "Accept (exit 0) or reject (exit 1) a table file: exhaustive over every intermediate code plus conv cases");
+  gate->add_option("descriptor", a->descriptor, "Fused-op descriptor (fusediff-fused-op/1 JSON)")->required();
+  gate->add_option("--tolerance", a->tolerance, "Tolerance spec (fusediff-tolerance/1 JSON)");
+  gate->add_option("--max-abs-lsb", a->max_abs_lsb, "Override: max |e| in output LSBs")->check(CLI::NonNegativeNumber);
+  gate->add_option("--samples", a->samples, "Conv samples through the whole fused op (0: sweep only)");
+  gate->add_option("--seed", a->seed, "Seed of the conv cases");
+  gate->add_option("--json", a->json, "Write results JSON (fusediff-results/1, with gate provenance)");
+  return Command{gate, [a](const CommandContext& ctx) { return DoGate(*a, ctx.args, ctx.out); }};
+}
+
+}  // namespace fusediff::cli

@@ -1,0 +1,82 @@
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::reports {
+
+namespace {
+std::string Histogram(const ErrorStats& s) {
+  std::string out;
+  for (const auto& [error, count] : s.histogram()) {
+    out += fmt::format("{}{:+d}: {}", out.empty() ? "" : ", ", error, count);
+  }
+  return out.empty() ? "(no samples)" : out;
+}
+
+std::string ToleranceText(const Tolerance& t) {
+  std::string out = fmt::format("max |e| <= {} LSB", t.max_abs_lsb);
+  if (t.min_exact_fraction) out += fmt::format(", exact fraction >= {}", *t.min_exact_fraction);
+  if (t.max_abs_mean_lsb) out += fmt::format(", |bias| <= {} LSB", *t.max_abs_mean_lsb);
+  return out;
+}
+}  // namespace
+
+std::string RenderGate(const RunResult& run, size_t listed_codes) {
+  std::string out;
+  if (run.gate) {
+    out += fmt::format("descriptor  {}\n", run.gate->descriptor_path);
+    out += fmt::format("table       {} ({}, sha256 {})\n", run.gate->table_path, run.gate->table_kind,
+                       run.gate->table_sha256);
+  }
+  if (!run.cases.empty()) {
+    out += fmt::format("convention  {}\n", describe(run.cases.front().spec.convention));
+    out += fmt::format("tolerance   {} ({})\n", ToleranceText(run.cases.front().tolerance),
+                       run.gate ? run.gate->tolerance_source : "default");
+  }
+  for (const CaseResult& c : run.cases) {
+    const ErrorStats& s = c.stats.overall;
+    const bool sweep = c.spec.source == SampleSource::sweep;
+    out += fmt::format("\n{}: {} {} ({})\n", c.spec.name, s.count(), sweep ? "codes, every intermediate code once" : "conv samples",
+                       to_string(c.verdict));
+    if (c.verdict == Verdict::unsupported) {
+      out += fmt::format("  unsupported: {}\n", c.reason);
+      continue;
+    }
+    out += fmt::format("  error (LSB) histogram  {}\n", Histogram(s));
+    out += fmt::format("  exact {:.4f}%  bias {:+.5f}  std {:.5f}  p99 |e| {}  max |e| {}\n", 100.0 * s.exact_fraction(),
+                       s.mean(), s.stddev(), s.p99(), s.max_abs());
+    if (c.verdict == Verdict::fail) out += fmt::format("  REJECT: {}\n", c.reason);
+    const size_t shown = std::min<size_t>(c.worst.size(), 5);
+    if (shown > 0 && c.worst.front().sample.error != 0) {
+      out += "  worst:";
+      for (size_t i = 0; i < shown && c.worst[i].sample.error != 0; ++i) {
+        const WorstCase& w = c.worst[i].sample;
+        out += fmt::format(" u={} (y_ref {}, y_table {}, e {:+d})", w.u, w.y_ref, w.y_fused, w.error);
+      }
+      out += "\n";
+    }
+    if (sweep && s.max_abs() > c.tolerance.max_abs_lsb) {
+      // Every code breaking the bound: the sweep holds one sample per code, so the histogram counts them all.
+      uint64_t offending = 0;
+      for (const auto& [error, count] : s.histogram()) {
+        if (std::llabs(error) > c.tolerance.max_abs_lsb) offending += count;
+      }
+      std::string codes;
+      size_t listed = 0;
+      for (const WorstCaseReport& w : c.worst) {
+        if (std::llabs(w.sample.error) <= c.tolerance.max_abs_lsb || listed == listed_codes) break;
+        codes += fmt::format("{}{}", codes.empty() ? "" : ", ", w.sample.u);
+        ++listed;
+      }
+      out += fmt::format("  offending codes ({} with |e| > {}): {}{}\n", offending, c.tolerance.max_abs_lsb, codes,
+                         offending > listed ? fmt::format(" and {} more", offending - listed) : "");
+    }
+  }
+  out += fmt::format("\nverdict: {}\n", run.any_failure() ? "REJECT" : "ACCEPT");
+  return out;
+}
+
+}  // namespace fusediff::reports

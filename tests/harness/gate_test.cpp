@@ -1,0 +1,374 @@
+// `fusediff table generate` and `fusediff gate` end to end, in-process: accept what the generator builds, reject
+// mutated tables naming the offending codes, and give exit 2 with one clear line for every malformed input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fusediff/cli/cli.h"
+#include "fusediff/driver/suite.h"
+#include "fusediff/reports/sha256.h"
+
+namespace fusediff::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Outcome RunCli(std::vector<std::string> args) {
+  args.insert(args.begin(), "fusediff");
+  std::ostringstream out, err;
+  const int code = Main(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+fs::path TempDir(const std::string& tag) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "_" + info->name() + "_" + tag;
+  for (char& ch : name) {
+    if (ch == '/') ch = '_';
+  }
+  const fs::path dir = fs::temp_directory_path() / ("fusediff_gate_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+void Write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+// The three base tables every test mutates.
+struct Base {
+  const char* name;
+  std::vector<std::string> generate;
+};
+const Base kLut{"lut", {"--activation", "gelu_erf", "--intermediate", "int8:0.05:3", "--output", "int8:0.03:-100", "--kind", "lut"}};
+const Base kInterp{"interp", {"--activation", "tanh", "--intermediate", "int16:0.00012207031:0", "--output",
+                              "int16:0.000030517578:0", "--kind", "lut_interp"}};
+const Base kPwl{"pwl", {"--activation", "elu", "--intermediate", "int8:0.047058824:0", "--output", "int8:0.02745098:-91",
+                        "--kind", "pwl", "--segments", "16"}};
+
+// Generates `base` into `dir` as STEM.json / STEM.csv.
+fs::path Generate(const Base& base, const fs::path& dir, const std::string& stem = "t") {
+  std::vector<std::string> args = {"table", "generate"};
+  args.insert(args.end(), base.generate.begin(), base.generate.end());
+  args.insert(args.end(), {"--name", stem, "--out-dir", dir.string()});
+  const Outcome o = RunCli(args);
+  EXPECT_EQ(o.code, 0) << o.err;
+  return dir / (stem + ".json");
+}
+
+// Rows of a CSV (header first), and back.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+// ---- accept ------------------------------------------------------------------------------------------------
+
+TEST(Gate, GeneratedTablesPassForEveryActivationAndKind) {
+  // table generate -> gate accepts every shipped activation at its documented (default) tolerance, at the
+  // default-suite quantization of each width.
+  const fs::path dir = TempDir("all");
+  for (ActivationKind k : kAllActivations) {
+    struct Variant {
+      QuantType type;
+      const char* kind;
+    };
+    for (const Variant& v : {Variant{QuantType{ScalarType::int8, false}, "lut"}, Variant{QuantType{ScalarType::int8, false}, "pwl"},
+                             Variant{QuantType{ScalarType::int16, false}, "lut_interp"},
+                             Variant{QuantType{ScalarType::int16, false}, "pwl"}}) {
+      const QuantParams u = driver::DefaultIntermediate(k, v.type);
+      // As the default suite: uint8 output for the non-negative activations at 8 bits.
+      const bool non_negative = k == ActivationKind::relu || k == ActivationKind::relu6 ||
+                                k == ActivationKind::hard_sigmoid || k == ActivationKind::sigmoid ||
+                                k == ActivationKind::softplus;
+      const QuantType y_type = v.type.bits() == 8 && non_negative ? QuantType{ScalarType::uint8, false} : v.type;
+      const QuantParams y = driver::DefaultOutput(k, y_type);
+      const std::string stem = std::string(to_string(k)) + "_" + std::to_string(v.type.bits()) + "_" + v.kind;
+      const Outcome g = RunCli({"table", "generate", "--activation", std::string(to_string(k)), "--intermediate",
+                                format_quant_params(u), "--output", format_quant_params(y), "--kind", v.kind, "--name",
+                                stem, "--out-dir", dir.string()});
+      ASSERT_EQ(g.code, 0) << stem << ": " << g.err;
+      const Outcome o = RunCli({"gate", (dir / (stem + ".json")).string(), "--samples", "300"});
+      EXPECT_EQ(o.code, 0) << stem << "\n" << o.out << o.err;
+      EXPECT_NE(o.out.find("verdict: ACCEPT"), std::string::npos) << stem;
+    }
+  }
+}
+
+TEST(Gate, JsonCarriesTheTableSha256AndTheTableIsOnlyRead) {
+  const fs::path dir = TempDir("json");
+  const fs::path descriptor = Generate(kLut, dir);
+  const std::string before = Read(dir / "t.csv");
+  const auto mtime = fs::last_write_time(dir / "t.csv");
+  const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "500", "--json", (dir / "r.json").string()});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(Read(dir / "r.json"));
+  EXPECT_EQ(j["gate"]["table_sha256"], reports::Sha256Hex(before));
+  EXPECT_EQ(j["gate"]["verdict"], "accept");
+  EXPECT_EQ(j["cases"][0]["samples"], 256);
+  EXPECT_EQ(Read(dir / "t.csv"), before);
+  EXPECT_EQ(fs::last_write_time(dir / "t.csv"), mtime);
+  EXPECT_EQ(reports::Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// ---- reject: mutated tables -------------------------------------------------------------------------------
+
+struct Mutation {
+  const Base* base;
+  const char* name;
+  std::function<void(std::vector<std::string>&)> mutate;  // rows of the table file, header first
+  std::string expected;                                    // regex on stdout
+};
+
+class GateRejects : public ::testing::TestWithParam<Mutation> {};
+
+TEST_P(GateRejects, ExitsOneAndListsTheOffendingCodes) {
+  const Mutation& m = GetParam();
+  const fs::path dir = TempDir("m");
+  const fs::path descriptor = Generate(*m.base, dir);
+  std::vector<std::string> rows = Lines(Read(dir / "t.csv"));
+  m.mutate(rows);
+  Write(dir / "t.csv", Join(rows));
+  const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "500"});
+  EXPECT_EQ(o.code, 1) << o.out << o.err;
+  EXPECT_NE(o.out.find("verdict: REJECT"), std::string::npos) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(m.expected))) << "expected /" << m.expected << "/ in\n" << o.out;
+}
+
+// Row of code u in a lut file is line u - qmin + 1 (the generator writes codes in order).
+void AddToValue(std::vector<std::string>& rows, size_t row, int delta) {
+  const size_t comma = rows[row].find(',');
+  rows[row] = rows[row].substr(0, comma) + "," + std::to_string(std::stoi(rows[row].substr(comma + 1)) + delta);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, GateRejects,
+    ::testing::Values(
+        // u = 17 is row 17 + 128 + 1
+        Mutation{&kLut, "single_wrong_entry", [](auto& r) { AddToValue(r, 146, 1); },
+                 R"(offending codes \(1 with \|e\| > 0\): 17\n)"},
+        // every value read one code off (the table's index shifted by one, wrapping at the end)
+        Mutation{&kLut, "shifted_index",
+                 [](auto& r) {
+                   std::vector<std::string> values;
+                   for (size_t i = 1; i < r.size(); ++i) values.push_back(r[i].substr(r[i].find(',') + 1));
+                   for (size_t i = 1; i < r.size(); ++i) {
+                     r[i] = r[i].substr(0, r[i].find(',')) + "," + values[i % values.size()];
+                   }
+                 },
+                 R"(offending codes \([0-9]+ with \|e\| > 0\): -?[0-9]+, -?[0-9]+)"},
+        Mutation{&kInterp, "single_wrong_knot", [](auto& r) { AddToValue(r, 1 + 300, 60); },
+                 R"(offending codes \([0-9]+ with \|e\| > 13\): 5[0-9]{3})"},
+        Mutation{&kInterp, "shifted_knots",
+                 [](auto& r) {
+                   for (size_t i = 1; i + 1 < r.size(); ++i) {
+                     r[i] = std::to_string(i - 1) + "," + r[i + 1].substr(r[i + 1].find(',') + 1);
+                   }
+                 },
+                 R"(offending codes \([0-9]+ with \|e\| > 13\))"},
+        // segment 4's offset (4th column) 40 codes off
+        Mutation{&kPwl, "wrong_offset",
+                 [](auto& r) {
+                   std::vector<std::string> cells;
+                   std::istringstream row(r[4]);
+                   for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
+                   r[4] = cells[0] + "," + cells[1] + "," + cells[2] + "," + std::to_string(std::stoi(cells[3]) + 40) +
+                          "," + cells[4];
+                 },
+                 R"(offending codes \([0-9]+ with \|e\| > 1\))"}),
+    [](const ::testing::TestParamInfo<Mutation>& info) { return std::string(info.param.name); });
+
+TEST(Gate, TableBuiltWithTheOutputScaleIsRejected) {
+  // The classic fusion bug: the table dequantizes u with sy instead of su.
+  const fs::path dir = TempDir("scale");
+  const fs::path descriptor = Generate(kLut, dir);
+  Base wrong = kLut;
+  wrong.generate[3] = "int8:0.03:3";  // su replaced by sy
+  Generate(wrong, dir, "wrong");
+  fs::copy_file(dir / "wrong.csv", dir / "t.csv", fs::copy_options::overwrite_existing);
+  const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "500"});
+  EXPECT_EQ(o.code, 1) << o.out << o.err;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(offending codes \([0-9]{2,3} with \|e\| > 0\): -?[0-9]+, )"))) << o.out;
+}
+
+TEST(Gate, ToleranceFileAndFlagOverrideTheDefaults) {
+  const fs::path dir = TempDir("tol");
+  const fs::path descriptor = Generate(kLut, dir);
+  std::vector<std::string> rows = Lines(Read(dir / "t.csv"));
+  AddToValue(rows, 146, 1);
+  Write(dir / "t.csv", Join(rows));
+  EXPECT_EQ(RunCli({"gate", descriptor.string(), "--samples", "0", "--max-abs-lsb", "1"}).code, 0);
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [
+      {"activation": "gelu_erf", "table": "lut", "max_abs_lsb": 1, "min_exact_fraction": 0.99}]})");
+  Outcome o = RunCli({"gate", descriptor.string(), "--samples", "0", "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("tol.json"), std::string::npos);
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [
+      {"activation": "*", "table": "lut", "max_abs_lsb": 1, "max_abs_mean_lsb": 0.001}]})");
+  o = RunCli({"gate", descriptor.string(), "--samples", "0", "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("|bias|"), std::string::npos) << o.out;
+}
+
+// ---- invalid input: exit 2, one line naming file, field (line and column for CSV) and expectation ----------
+
+struct BadTable {
+  const Base* base;
+  const char* name;
+  std::function<void(std::vector<std::string>&)> mutate;
+  std::string expected;  // regex on stderr; FILE is replaced by the table's path
+  bool raw_truncate = false;
+};
+
+class GateBadTable : public ::testing::TestWithParam<BadTable> {};
+
+TEST_P(GateBadTable, ExitsTwoNamingFileLineAndColumn) {
+  const BadTable& b = GetParam();
+  const fs::path dir = TempDir("bad");
+  const fs::path descriptor = Generate(*b.base, dir);
+  std::vector<std::string> rows = Lines(Read(dir / "t.csv"));
+  b.mutate(rows);
+  std::string text = Join(rows);
+  if (b.raw_truncate) text = text.substr(0, text.size() - 3);  // cut inside the last row: no final newline
+  if (rows.empty()) text.clear();
+  Write(dir / "t.csv", text);
+  const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "100"});
+  EXPECT_EQ(o.code, 2) << o.out << o.err;
+  const std::string file = (dir / "t.csv").string();
+  EXPECT_EQ(o.err.rfind("fusediff: " + file, 0), 0u) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err, std::regex(b.expected))) << "expected /" << b.expected << "/ in\n" << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, GateBadTable,
+    ::testing::Values(
+        BadTable{&kLut, "missing_row", [](auto& r) { r.erase(r.begin() + 50); }, R"(missing rows: 1 of 256 codes have no row: -79 )"},
+        BadTable{&kLut, "duplicate_row", [](auto& r) { r[50] = r[10]; },
+                 R"(line 51, column 1 \(u\): code -119 appears twice \(first on line 11)"},
+        BadTable{&kLut, "nan_value", [](auto& r) { r[7] = "-122,nan"; }, R"(line 8, column 2 \(y\): 'nan' is not an integer)"},
+        BadTable{&kLut, "fractional_value", [](auto& r) { r[7] = "-122,1.5"; }, R"(line 8, column 2 \(y\): '1.5' is not an integer)"},
+        BadTable{&kLut, "fractional_code", [](auto& r) { r[7] = "1.5,3"; }, R"(line 8, column 1 \(u\): '1.5' is not an integer)"},
+        BadTable{&kLut, "value_out_of_range", [](auto& r) { r[7] = "-122,128"; },
+                 R"(line 8, column 2 \(y\): 128 is out of range \(expected an output code in int8 \[-128, 127\]\))"},
+        BadTable{&kLut, "code_out_of_range", [](auto& r) { r[7] = "200,1"; },
+                 R"(line 8, column 1 \(u\): 200 is out of range \(expected an intermediate code in int8)"},
+        BadTable{&kLut, "extra_column", [](auto& r) { r[9] += ",4"; }, R"(line 10: too many columns \(expected 2: u,y\))"},
+        BadTable{&kLut, "missing_column", [](auto& r) { r[9] = "-120"; }, R"(line 10: too few columns \(expected 2: u,y\))"},
+        BadTable{&kLut, "missing_header", [](auto& r) { r.erase(r.begin()); }, R"(line 1: missing header: found '-128,-100', expected 'u,y')"},
+        BadTable{&kLut, "wrong_header", [](auto& r) { r[0] = "code,y"; }, R"(line 1: missing header: found 'code,y')"},
+        BadTable{&kLut, "empty_file", [](auto& r) { r.clear(); }, R"(empty file \(expected the header u,y)"},
+        BadTable{&kLut, "header_only", [](auto& r) { r.resize(1); }, R"(missing rows: 256 of 256 codes)"},
+        BadTable{&kLut, "truncated", [](auto& r) {}, R"(line 257: the last line does not end with a newline \(file truncated\?\))", true},
+        BadTable{&kInterp, "interp_index_out_of_range", [](auto& r) { r[513] = "513,5"; },
+                 R"(line 514, column 1 \(index\): 513 is out of range \(expected a knot index in \[0, 512\]\))"},
+        BadTable{&kInterp, "interp_value_not_int16", [](auto& r) { r[3] = "2,40000"; },
+                 R"(line 4, column 2 \(value\): 40000 is out of range \(expected an int16 knot value)"},
+        BadTable{&kInterp, "interp_missing_knot", [](auto& r) { r.pop_back(); }, R"(missing rows: 1 of 513 indexs have no row: 512 )"},
+        BadTable{&kPwl, "pwl_gap", [](auto& r) { r[3] = std::to_string(std::stoi(r[3]) + 1) + r[3].substr(r[3].find(',')); },
+                 R"(line 4, column 1 \(u_lo\): gap: codes -?[0-9]+\.\.-?[0-9]+ are in no segment)"},
+        BadTable{&kPwl, "pwl_overlap", [](auto& r) { r[3] = std::to_string(std::stoi(r[3]) - 1) + r[3].substr(r[3].find(',')); },
+                 R"(line 4, column 1 \(u_lo\): overlap: codes)"},
+        BadTable{&kPwl, "pwl_unsorted", [](auto& r) { r[4] = r[2]; }, R"(line 5, column 1 \(u_lo\): -?[0-9]+ does not follow the previous segment's u_lo -?[0-9]+ \(segments must be sorted by u_lo\))"},
+        BadTable{&kPwl, "pwl_not_covering", [](auto& r) { r.pop_back(); }, R"(missing rows: codes [0-9]+\.\.127 are in no segment)"},
+        BadTable{&kPwl, "pwl_shift_out_of_range", [](auto& r) { r[2] = r[2].substr(0, r[2].rfind(',')) + ",32"; },
+                 R"(line 3, column 5 \(shift\): 32 is out of range \(expected a shift in \[0, 31\]\))"},
+        BadTable{&kPwl, "pwl_slope_not_int32", [](auto& r) { r[2] = "-128,-120,3000000000,0,0"; },
+                 R"(line 3, column 3 \(slope\): 3000000000 is out of range \(expected an int32\))"},
+        BadTable{&kPwl, "pwl_reversed_segment", [](auto& r) { r[1] = "-128,-129,0,0,0"; },
+                 R"(line 2, column 2 \(u_hi\): -129 is out of range|column 2 \(u_hi\))"}),
+    [](const ::testing::TestParamInfo<BadTable>& info) { return std::string(info.param.name); });
+
+struct BadDescriptor {
+  const char* name;
+  std::function<void(nlohmann::json&)> mutate;
+  std::string expected;  // regex on stderr after "fusediff: FILE: "
+};
+
+class GateBadDescriptor : public ::testing::TestWithParam<BadDescriptor> {};
+
+TEST_P(GateBadDescriptor, ExitsTwoNamingFileAndField) {
+  const BadDescriptor& b = GetParam();
+  const fs::path dir = TempDir("desc");
+  const fs::path descriptor = Generate(kLut, dir);
+  nlohmann::json j = nlohmann::json::parse(Read(descriptor));
+  b.mutate(j);
+  Write(descriptor, j.is_string() ? j.get<std::string>() : j.dump(2));
+  const Outcome o = RunCli({"gate", descriptor.string()});
+  EXPECT_EQ(o.code, 2) << o.out << o.err;
+  const std::string prefix = "fusediff: " + descriptor.string() + ": ";
+  ASSERT_EQ(o.err.rfind(prefix, 0), 0u) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err.substr(prefix.size()), std::regex("^" + b.expected)))
+      << "expected /" << b.expected << "/ in\n" << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, GateBadDescriptor,
+    ::testing::Values(
+        BadDescriptor{"table_without_intermediate", [](auto& j) { j.erase("intermediate"); },
+                      R"(intermediate: missing: a table without an intermediate tensor is an incomplete fusion)"},
+        BadDescriptor{"intermediate_without_table", [](auto& j) { j.erase("table"); },
+                      R"(table: missing: an intermediate tensor without a table is an incomplete fusion)"},
+        BadDescriptor{"grouped", [](auto& j) { j["group"] = 2; }, R"(group: 2: grouped convolution is not fused by this path \(expected 1\))"},
+        BadDescriptor{"unknown_activation", [](auto& j) { j["activation"]["kind"] = "swish2"; },
+                      R"(activation.kind: unknown activation 'swish2')"},
+        BadDescriptor{"alpha_on_gelu", [](auto& j) { j["activation"]["alpha"] = 0.1; }, R"(activation.alpha: gelu_erf takes no alpha)"},
+        BadDescriptor{"negative_scale", [](auto& j) { j["intermediate"]["scale"] = -0.25; },
+                      R"(intermediate.scale: -0.250* is not a finite value > 0)"},
+        BadDescriptor{"zero_scale", [](auto& j) { j["output"]["scale"] = 0; }, R"(output.scale: expected a number, got|output.scale: 0)"},
+        BadDescriptor{"overflowing_scale", [](auto& j) { j = std::string(R"({"format": "fusediff-fused-op/1", "op": "conv2d", "group": 1, "activation": {"kind": "relu"}, "intermediate": {"type": "int8", "scale": 1e999, "zero_point": 0, "rounding": "half_away_from_zero"}})"); },
+                      R"(not valid JSON: .*number overflow)"},
+        BadDescriptor{"zero_point_outside_type", [](auto& j) { j["output"]["zero_point"] = 300; },
+                      R"(output.zero_point: 300 is outside int8 \[-128, 127\])"},
+        BadDescriptor{"requant_contradicts_rounding", [](auto& j) { j["requant"] = "single_rounding"; },
+                      R"(intermediate.rounding: half_away_from_zero contradicts requant single_rounding, which rounds half_up)"},
+        BadDescriptor{"kind_does_not_fit_types", [](auto& j) { j["table"]["kind"] = "lut_interp"; },
+                      R"(table.kind: table kind lut_interp needs an int16 intermediate, got int8)"},
+        BadDescriptor{"unknown_field", [](auto& j) { j["output"]["colour"] = "red"; }, R"(output.colour: unknown field)"},
+        BadDescriptor{"unknown_op", [](auto& j) { j["op"] = "matmul"; }, R"(op: unknown op 'matmul')"},
+        BadDescriptor{"wrong_format", [](auto& j) { j["format"] = "fusediff-fused-op/2"; }, R"(format: 'fusediff-fused-op/2')"},
+        BadDescriptor{"not_json", [](auto& j) { j = std::string("{\"format\": "); }, R"(not valid JSON: .*line 1, column 12)"},
+        BadDescriptor{"missing_requant", [](auto& j) { j.erase("requant"); }, R"(requant: missing \(required\))"}),
+    [](const ::testing::TestParamInfo<BadDescriptor>& info) { return std::string(info.param.name); });
+
+TEST(Gate, MissingTableFileAndBadToleranceSpecExitTwo) {
+  const fs::path dir = TempDir("files");
+  const fs::path descriptor = Generate(kLut, dir);
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [{"activation": "gelu_erf", "table": "lut", "max_abs": 1}]})");
+  Outcome o = RunCli({"gate", descriptor.string(), "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("tol.json: tolerances[0].max_abs: unknown field"), std::string::npos) << o.err;
+  fs::remove(dir / "t.csv");
+  o = RunCli({"gate", descriptor.string()});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find((dir / "t.csv").string() + ": cannot open"), std::string::npos) << o.err;
+}
+
+}  // namespace
+}  // namespace fusediff::cli
