@@ -407,6 +407,58 @@ int32_t FusedKernel::Requantize(const ConvCase& conv, int32_t k, int32_t acc) co
   return RequantizeChannel(acc, c, impl_->convention, impl_->mutant);
 }
 
+// Transposed convolution as an accelerator computes it: scatter. Each input pixel's centred values (x - zx) are
+// multiplied into the kernel and added to the output positions oy = iy*s - pad_top + ky*d (inside the output),
+// accumulated in int32 two's-complement arithmetic (uint32, where wrapping is defined). Every output's true
+// accumulator is bounded by accumulator_bound(k) < 2^31 (ConvCase::validate), so the wrapped sums are exact.
+void FusedKernel::RunTransposed(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
+                                std::span<int32_t> acc, std::span<int32_t> u) const {
+  const int32_t channels_out = conv.output_channels();
+  const int32_t zx = conv.input_quant().zero_point;
+  std::vector<uint32_t> sums(conv.output_elements());
+  for (int32_t n = 0; n < conv.batch(); ++n) {
+    for (int32_t oy = 0; oy < conv.output_height(); ++oy) {
+      for (int32_t ox = 0; ox < conv.output_width(); ++ox) {
+        for (int32_t k = 0; k < channels_out; ++k) {
+          sums[conv.output_index(n, oy, ox, k)] = static_cast<uint32_t>(conv.bias().at(static_cast<size_t>(k)));
+        }
+      }
+    }
+    for (int32_t iy = 0; iy < conv.input_height(); ++iy) {
+      for (int32_t ix = 0; ix < conv.input_width(); ++ix) {
+        for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+          const int32_t oy = iy * conv.stride_height() - conv.padding_top() + ky * conv.dilation_height();
+          if (oy < 0 || oy >= conv.output_height()) continue;
+          for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+            const int32_t ox = ix * conv.stride_width() - conv.padding_left() + kx * conv.dilation_width();
+            if (ox < 0 || ox >= conv.output_width()) continue;
+            for (int32_t k = 0; k < channels_out; ++k) {
+              uint32_t dot = 0;
+              for (int32_t c = 0; c < conv.input_channels(); ++c) {
+                const int32_t centred = input[conv.input_index(n, iy, ix, c)] - zx;
+                dot += static_cast<uint32_t>(centred) * static_cast<uint32_t>(int32_t{conv.weights()[conv.weight_index(k, ky, kx, c)]});
+              }
+              sums[conv.output_index(n, oy, ox, k)] += dot;
+            }
+          }
+        }
+      }
+    }
+  }
+  const std::vector<ChannelRequant> requant = PrepareChannels(conv, impl_->convention);
+  for (size_t out = 0; out < sums.size(); ++out) {
+    const int32_t k = static_cast<int32_t>(out % static_cast<size_t>(channels_out));
+    const int32_t accumulator = static_cast<int32_t>(sums[out]);
+    const int32_t code = RequantizeChannel(accumulator, requant[static_cast<size_t>(k)], impl_->convention, impl_->mutant);
+    y[out] = impl_->mutant == Mutant::skip_intermediate_quantization
+                 ? ActivateUnquantized(accumulator, conv.input_quant().scale,
+                                       conv.weight_scales()[static_cast<size_t>(k)], impl_->convention)
+                 : impl_->Table(code);
+    if (!acc.empty()) acc[out] = accumulator;
+    if (!u.empty()) u[out] = code;
+  }
+}
+
 int32_t FusedKernel::PostProcess(const ConvCase& conv, int32_t k, int32_t acc) const {
   if (impl_->mutant == Mutant::skip_intermediate_quantization) {
     return ActivateUnquantized(acc, conv.input_quant().scale, conv.weight_scales().at(static_cast<size_t>(k)),
@@ -442,6 +494,10 @@ void FusedKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std:
                      std::to_string(outputs));
   }
 
+  if (conv.op() == ConvOp::conv_transpose2d) {
+    RunTransposed(conv, input, y, acc, u);
+    return;
+  }
   const int32_t channels_out = conv.output_channels();
   const int32_t kh = conv.kernel_height();
   const int32_t kw = conv.kernel_width();

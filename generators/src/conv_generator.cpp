@@ -24,8 +24,41 @@ int32_t RandomZeroPoint(CounterRng& rng, const QuantType& type) {
 }
 }  // namespace
 
+namespace {
+// A transposed convolution: small inputs (outputs grow by the stride), padding at most half the dilated kernel on
+// each side and output padding below max(stride, dilation), so the output is never empty.
+ConvCase TransposedShape(CounterRng& rng, const ConvShapeLimits& limits) {
+  ConvCase conv;
+  conv.op(ConvOp::conv_transpose2d);
+  const int32_t kernel_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));
+  const int32_t kernel_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));
+  const int32_t stride_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_stride));
+  const int32_t stride_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_stride));
+  const int32_t dilation_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_dilation));
+  const int32_t dilation_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_dilation));
+  const int32_t half_h = dilation_h * (kernel_h - 1) / 2, half_w = dilation_w * (kernel_w - 1) / 2;
+  conv.batch(static_cast<int32_t>(rng.uniform_int(1, limits.max_batch)))
+      .input_size(static_cast<int32_t>(rng.uniform_int(1, std::max(1, limits.max_spatial / 2))),
+                  static_cast<int32_t>(rng.uniform_int(1, std::max(1, limits.max_spatial / 2))))
+      .input_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
+      .output_channels(static_cast<int32_t>(rng.uniform_int(std::min(limits.min_output_channels, limits.max_channels), limits.max_channels)))
+      .kernel_size(kernel_h, kernel_w)
+      .stride(stride_h, stride_w)
+      .dilation(dilation_h, dilation_w)
+      .padding(static_cast<int32_t>(rng.uniform_int(0, half_h)), static_cast<int32_t>(rng.uniform_int(0, half_w)),
+               static_cast<int32_t>(rng.uniform_int(0, half_h)), static_cast<int32_t>(rng.uniform_int(0, half_w)))
+      .output_padding(static_cast<int32_t>(rng.uniform_int(0, std::max(stride_h, dilation_h) - 1)),
+                      static_cast<int32_t>(rng.uniform_int(0, std::max(stride_w, dilation_w) - 1)));
+  return conv;
+}
+}  // namespace
+
 ConvCase GenerateConvShape(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvShapeLimits& limits) {
   CounterRng rng(seed, case_stream, draw, StreamPurpose::geometry);
+  // A quarter of the draws are transposed convolutions (not for single-output draws, which aim every output).
+  if (!limits.single_output_position && limits.transposed_share > 0 && rng.uniform01() < limits.transposed_share) {
+    return TransposedShape(rng, limits);
+  }
   ConvCase conv;
   const int32_t kernel_h = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));
   const int32_t kernel_w = static_cast<int32_t>(rng.uniform_int(1, limits.max_kernel));

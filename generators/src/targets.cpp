@@ -144,6 +144,21 @@ Region PickRegion(CounterRng& rng, const RegionMix& mix) {
 int64_t PivotPartialSum(const ConvCase& conv, const std::vector<int32_t>& input, int32_t k) {
   int64_t sum = 0;
   const int32_t zx = conv.input_quant().zero_point;
+  if (conv.op() == ConvOp::conv_transpose2d) {  // output (0, 0) gathers iy = (pad_top - ky*d) / s when exact
+    for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+      const int32_t ty = conv.padding_top() - ky * conv.dilation_height();
+      if (ty < 0 || ty % conv.stride_height() != 0 || ty / conv.stride_height() >= conv.input_height()) continue;
+      for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+        const int32_t tx = conv.padding_left() - kx * conv.dilation_width();
+        if (tx < 0 || tx % conv.stride_width() != 0 || tx / conv.stride_width() >= conv.input_width()) continue;
+        for (int32_t c = 0; c < conv.input_channels(); ++c) {
+          sum += int64_t{input[conv.input_index(0, ty / conv.stride_height(), tx / conv.stride_width(), c)] - zx} *
+                 conv.weights()[conv.weight_index(k, ky, kx, c)];
+        }
+      }
+    }
+    return sum;
+  }
   for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
     const int32_t iy = ky * conv.dilation_height() - conv.padding_top();
     for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {

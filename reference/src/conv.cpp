@@ -52,6 +52,41 @@ int64_t accumulate(const ConvCase& conv, std::span<const int32_t> input, int32_t
   return acc;
 }
 
+// Transposed convolution, gathered per output element from its definition: input row iy feeds output row
+// oy = iy * stride_h - pad_top + ky * dilation_h, so for output (oy, ox) and tap (ky, kx) the source is
+//   iy = (oy + pad_top - ky * dilation_h) / stride_h   when that division is exact and iy is inside the input
+// (likewise ix). Every other (oy, tap) pair has no source and contributes nothing. Same overflow bound as above:
+// each (x, w) pair appears at most once per output.
+int64_t accumulate_transposed(const ConvCase& conv, std::span<const int32_t> input, int32_t n, int32_t oy, int32_t ox,
+                              int32_t k) {
+  const int64_t zx = conv.input_quant().zero_point;
+  int64_t acc = conv.bias()[static_cast<size_t>(k)];
+  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+    const int64_t ty = int64_t{oy} + conv.padding_top() - int64_t{ky} * conv.dilation_height();
+    if (ty < 0 || ty % conv.stride_height() != 0) continue;
+    const int64_t iy = ty / conv.stride_height();
+    if (iy >= conv.input_height()) continue;
+    for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+      const int64_t tx = int64_t{ox} + conv.padding_left() - int64_t{kx} * conv.dilation_width();
+      if (tx < 0 || tx % conv.stride_width() != 0) continue;
+      const int64_t ix = tx / conv.stride_width();
+      if (ix >= conv.input_width()) continue;
+      for (int32_t c = 0; c < conv.input_channels(); ++c) {
+        const int64_t x = input_code(conv, input, conv.input_index(n, static_cast<int32_t>(iy), static_cast<int32_t>(ix), c));
+        const int64_t w = conv.weights()[conv.weight_index(k, ky, kx, c)];
+        acc += (x - zx) * w;
+      }
+    }
+  }
+  return acc;
+}
+
+int64_t accumulate_any(const ConvCase& conv, std::span<const int32_t> input, int32_t n, int32_t oy, int32_t ox,
+                       int32_t k) {
+  return conv.op() == ConvOp::conv_transpose2d ? accumulate_transposed(conv, input, n, oy, ox, k)
+                                               : accumulate(conv, input, n, oy, ox, k);
+}
+
 }  // namespace
 
 std::vector<int64_t> Conv2DAccumulators(const ConvCase& conv, std::span<const int32_t> input) {
@@ -62,7 +97,7 @@ std::vector<int64_t> Conv2DAccumulators(const ConvCase& conv, std::span<const in
     for (int32_t oy = 0; oy < conv.output_height(); ++oy)
       for (int32_t ox = 0; ox < conv.output_width(); ++ox)
         for (int32_t k = 0; k < conv.output_channels(); ++k)
-          out[conv.output_index(n, oy, ox, k)] = accumulate(conv, input, n, oy, ox, k);
+          out[conv.output_index(n, oy, ox, k)] = accumulate_any(conv, input, n, oy, ox, k);
   return out;
 }
 
@@ -77,7 +112,7 @@ int64_t Conv2DAccumulator(const ConvCase& conv, std::span<const int32_t> input, 
                      std::to_string(conv.batch()) + "x" + std::to_string(conv.output_height()) + "x" +
                      std::to_string(conv.output_width()) + "x" + std::to_string(conv.output_channels()));
   }
-  return accumulate(conv, input, n, oy, ox, k);
+  return accumulate_any(conv, input, n, oy, ox, k);
 }
 
 }  // namespace fusediff::reference

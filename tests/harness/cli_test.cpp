@@ -123,3 +123,34 @@ TEST(Cli, MutantUseOutputScaleFailsWithReplayableWorstCase) {
 
 }  // namespace
 }  // namespace fusediff::cli
+
+namespace fusediff::cli {
+namespace {
+
+TEST(CliMutants, ListNamesEveryMutantWithItsSpace) {
+  std::ostringstream out, err;
+  ASSERT_EQ(Main({"fusediff", "mutants", "--list"}, out, err), kExitPass) << err.str();
+  for (const char* name : {"use-output-scale", "gelu-tanh-for-erf", "requant-truncate", "requant-double-for-single",
+                           "no-intermediate-saturation", "lut-index-off-by-one", "knee-entry-off-by-one",
+                           "ignore-intermediate-zero-point", "zero-point-before-rounding",
+                           "skip-intermediate-quantization", "output-half-even-for-half-away", "interp-truncate"}) {
+    EXPECT_NE(out.str().find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(out.str().find("differs:"), std::string::npos);
+}
+
+TEST(CliRun, MixAndExhaustive) {
+  std::ostringstream out, err;
+  EXPECT_EQ(Main({"fusediff", "run", "--mix", "knee=1,bogus=2"}, out, err), kExitBadInput);
+  EXPECT_NE(err.str().find("unknown region 'bogus'"), std::string::npos) << err.str();
+  std::ostringstream out2, err2;
+  ASSERT_EQ(Main({"fusediff", "run", "--activation", "relu6", "--fused", "lut", "--samples", "500", "--exhaustive",
+                  "--mix", "bulk=1"},
+                 out2, err2),
+            kExitPass)
+      << out2.str() << err2.str();
+  EXPECT_NE(out2.str().find("relu6.int8.lut.thresholds"), std::string::npos) << out2.str();
+}
+
+}  // namespace
+}  // namespace fusediff::cli

@@ -78,13 +78,18 @@ std::vector<ThresholdSample> ThresholdSamples(const ConvCase& conv, const Conven
 }
 
 std::string DescribeShape(const ConvCase& conv) {
-  char buffer[256];
+  char buffer[320];
   std::snprintf(buffer, sizeof buffer,
-                "N%d H%d W%d C%d -> K%d, kernel %dx%d, stride %dx%d, dilation %dx%d, pad t%d l%d b%d r%d",
-                conv.batch(), conv.input_height(), conv.input_width(), conv.input_channels(), conv.output_channels(),
-                conv.kernel_height(), conv.kernel_width(), conv.stride_height(), conv.stride_width(),
-                conv.dilation_height(), conv.dilation_width(), conv.padding_top(), conv.padding_left(),
-                conv.padding_bottom(), conv.padding_right());
+                "%s N%d H%d W%d C%d -> K%d, kernel %dx%d, stride %dx%d, dilation %dx%d, pad t%d l%d b%d r%d%s",
+                conv.op() == ConvOp::conv2d ? "conv2d" : "conv_transpose2d", conv.batch(), conv.input_height(),
+                conv.input_width(), conv.input_channels(), conv.output_channels(), conv.kernel_height(),
+                conv.kernel_width(), conv.stride_height(), conv.stride_width(), conv.dilation_height(),
+                conv.dilation_width(), conv.padding_top(), conv.padding_left(), conv.padding_bottom(),
+                conv.padding_right(),
+                conv.op() == ConvOp::conv2d ? ""
+                                            : (", output padding " + std::to_string(conv.output_padding_height()) + "x" +
+                                               std::to_string(conv.output_padding_width()))
+                                                  .c_str());
   return buffer;
 }
 

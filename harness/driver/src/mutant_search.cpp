@@ -141,6 +141,41 @@ Counterexample ReceptiveField(const Counterexample& c) {
   const ConvCase& conv = c.sample.conv;
   const ConvCase::OutputCoord at = conv.output_coord(c.sample.element);
   Counterexample out = c;
+  if (conv.op() == ConvOp::conv_transpose2d) {
+    // The taps (ky, kx) that have a source pixel become a 1 x T conv2d over those pixels: same (x, w) pairs.
+    std::vector<int8_t> weights;
+    std::vector<int32_t> input;
+    int32_t taps = 0;
+    for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+      const int32_t ty = at.oy + conv.padding_top() - ky * conv.dilation_height();
+      if (ty < 0 || ty % conv.stride_height() != 0 || ty / conv.stride_height() >= conv.input_height()) continue;
+      for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+        const int32_t tx = at.ox + conv.padding_left() - kx * conv.dilation_width();
+        if (tx < 0 || tx % conv.stride_width() != 0 || tx / conv.stride_width() >= conv.input_width()) continue;
+        ++taps;
+        for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+          input.push_back(c.sample.input[conv.input_index(at.n, ty / conv.stride_height(), tx / conv.stride_width(), ci)]);
+          weights.push_back(conv.weights()[conv.weight_index(at.k, ky, kx, ci)]);
+        }
+      }
+    }
+    if (taps == 0) {  // bias only: one tap holding the zero point (contributes 0)
+      taps = 1;
+      input.assign(conv.input_channels(), conv.input_quant().zero_point);
+      weights.assign(conv.input_channels(), 0);
+    }
+    out.sample.conv = ConvCase()
+                          .input_size(1, taps)
+                          .input_channels(conv.input_channels())
+                          .kernel_size(1, taps)
+                          .input_quant(conv.input_quant())
+                          .weight_scales({conv.weight_scales()[at.k]})
+                          .weights(std::move(weights))
+                          .bias({conv.bias()[at.k]});
+    out.sample.input = std::move(input);
+    out.sample.element = 0;
+    return out;
+  }
   ConvCase& small = out.sample.conv;
   small = ConvCase()
               .batch(1)

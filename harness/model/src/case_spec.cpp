@@ -153,6 +153,10 @@ std::string EncodeExplicit(const ExplicitConv& e) {
   out += ";b=" + JoinCodes(c.bias());
   out += ";x=" + JoinCodes(e.input);
   out += ";element=" + std::to_string(e.element);
+  if (c.op() == ConvOp::conv_transpose2d) {
+    out += ";op=conv_transpose2d;opad=" + std::to_string(c.output_padding_height()) + ":" +
+           std::to_string(c.output_padding_width());
+  }
   return out;
 }
 }  // namespace
@@ -246,6 +250,12 @@ ReplayKey parse_replay(std::string_view text) {
     e.conv.bias(std::move(bias));
     for (int64_t x : SplitIntegers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
     e.element = static_cast<uint64_t>(parse_int(take("element"), "replay.element"));
+    if (fields.count("op")) {
+      e.conv.op(parse_conv_op(take("op"), "replay.op"));
+      const std::vector<int64_t> opad = SplitIntegers(take("opad"), "replay.opad");
+      if (opad.size() != 2) throw InputError("replay.opad: expected H:W");
+      e.conv.output_padding(static_cast<int32_t>(opad[0]), static_cast<int32_t>(opad[1]));
+    }
     e.conv.validate();
     if (e.input.size() != e.conv.input_elements()) {
       throw InputError("replay.x: " + std::to_string(e.input.size()) + " codes, the conv needs " +

@@ -19,6 +19,14 @@ int32_t OutputExtent(int32_t in, int32_t pad_begin, int32_t pad_end, int32_t ker
   return static_cast<int32_t>((padded - effective_kernel) / stride + 1);
 }
 
+// Transposed: (in - 1) * stride - pads + dilation * (kernel - 1) + output_padding + 1.
+int32_t TransposedExtent(int32_t in, int32_t pad_begin, int32_t pad_end, int32_t kernel, int32_t stride,
+                         int32_t dilation, int32_t output_padding) {
+  const int64_t extent = (int64_t{in} - 1) * stride - pad_begin - pad_end + int64_t{dilation} * (kernel - 1) +
+                         output_padding + 1;
+  return extent < 0 ? 0 : static_cast<int32_t>(std::min<int64_t>(extent, 1 << 30));
+}
+
 void RequireRange(int64_t value, int64_t lo, int64_t hi, const char* field) {
   if (value < lo || value > hi) {
     throw InputError(std::string("conv.") + field + ": " + std::to_string(value) + " is outside [" +
@@ -27,10 +35,26 @@ void RequireRange(int64_t value, int64_t lo, int64_t hi, const char* field) {
 }
 }  // namespace
 
+std::string_view to_string(ConvOp op) { return op == ConvOp::conv2d ? "conv2d" : "conv_transpose2d"; }
+
+ConvOp parse_conv_op(std::string_view text, std::string_view field) {
+  if (text == "conv2d") return ConvOp::conv2d;
+  if (text == "conv_transpose2d") return ConvOp::conv_transpose2d;
+  throw InputError(std::string(field) + ": unknown op '" + std::string(text) + "' (expected conv2d or conv_transpose2d)");
+}
+
 int32_t ConvCase::output_height() const {
+  if (op_ == ConvOp::conv_transpose2d) {
+    return TransposedExtent(input_height_, padding_top_, padding_bottom_, kernel_height_, stride_height_,
+                            dilation_height_, output_padding_height_);
+  }
   return OutputExtent(input_height_, padding_top_, padding_bottom_, kernel_height_, stride_height_, dilation_height_);
 }
 int32_t ConvCase::output_width() const {
+  if (op_ == ConvOp::conv_transpose2d) {
+    return TransposedExtent(input_width_, padding_left_, padding_right_, kernel_width_, stride_width_, dilation_width_,
+                            output_padding_width_);
+  }
   return OutputExtent(input_width_, padding_left_, padding_right_, kernel_width_, stride_width_, dilation_width_);
 }
 size_t ConvCase::input_elements() const {
@@ -89,6 +113,11 @@ void ConvCase::validate() const {
   RequireRange(padding_left_, 0, 1 << 10, "padding_left");
   RequireRange(padding_bottom_, 0, 1 << 10, "padding_bottom");
   RequireRange(padding_right_, 0, 1 << 10, "padding_right");
+  if (op_ == ConvOp::conv2d && (output_padding_height_ != 0 || output_padding_width_ != 0)) {
+    throw InputError("conv.output_padding: only a transposed convolution has output padding");
+  }
+  RequireRange(output_padding_height_, 0, std::max(stride_height_, dilation_height_) - 1, "output_padding_height");
+  RequireRange(output_padding_width_, 0, std::max(stride_width_, dilation_width_) - 1, "output_padding_width");
   if (output_height() < 1 || output_width() < 1) {
     throw InputError("conv: the dilated kernel (" + std::to_string(kernel_height_) + "x" + std::to_string(kernel_width_) +
                      ") does not fit the padded input; output would be empty");

@@ -48,6 +48,8 @@ class FusedKernel {
   int32_t PostProcess(const ConvCase& conv, int32_t k, int32_t acc) const;
 
  private:
+  void RunTransposed(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
+                     std::span<int32_t> acc, std::span<int32_t> u) const;
   struct Impl;
   explicit FusedKernel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

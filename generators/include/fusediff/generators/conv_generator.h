@@ -22,6 +22,7 @@ struct ConvShapeLimits {
   // use it so that each compared sample is an aimed one.
   bool single_output_position = false;
   int32_t min_output_channels = 1;
+  double transposed_share = 0.25;  // fraction of draws that are ConvTranspose2D
 };
 
 // The shape of draw d only (cheap: no tensors), so sample indices can be mapped to draws without building

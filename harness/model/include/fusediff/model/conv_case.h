@@ -6,14 +6,26 @@
 // scale sx*sw[k]. Padded input positions hold the real value 0 (code zx), so they add nothing.
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "fusediff/model/quant.h"
 
 namespace fusediff {
 
+// conv2d:           out[n, oy, ox, k] = bias[k] + sum (x[n, oy*s - pt + ky*d, ox*s - pl + kx*d, c] - zx) * w[k, ky, kx, c]
+// conv_transpose2d: out[n, oy, ox, k] = bias[k] + sum over iy*s - pt + ky*d == oy, ix*s - pl + kx*d == ox of
+//                   (x[n, iy, ix, c] - zx) * w[k, ky, kx, c]   (PyTorch ConvTranspose2d, group 1, weights OHWI)
+//                   output extent (in - 1)*s - pad_begin - pad_end + d*(kernel - 1) + output_padding + 1.
+enum class ConvOp { conv2d, conv_transpose2d };
+std::string_view to_string(ConvOp op);
+ConvOp parse_conv_op(std::string_view text, std::string_view field);
+
 class ConvCase {
  public:
+  ConvCase& op(ConvOp o) { op_ = o; return *this; }
+  // Extra rows/columns at the end of a transposed convolution's output (each < its stride or dilation).
+  ConvCase& output_padding(int32_t h, int32_t w) { output_padding_height_ = h; output_padding_width_ = w; return *this; }
   ConvCase& batch(int32_t n) { batch_ = n; return *this; }
   ConvCase& input_size(int32_t height, int32_t width) { input_height_ = height; input_width_ = width; return *this; }
   ConvCase& input_channels(int32_t c) { input_channels_ = c; return *this; }
@@ -34,6 +46,9 @@ class ConvCase {
   ConvCase& weights(std::vector<int8_t> w) { weights_ = std::move(w); return *this; }
   ConvCase& bias(std::vector<int32_t> b) { bias_ = std::move(b); return *this; }
 
+  ConvOp op() const { return op_; }
+  int32_t output_padding_height() const { return output_padding_height_; }
+  int32_t output_padding_width() const { return output_padding_width_; }
   int32_t batch() const { return batch_; }
   int32_t input_height() const { return input_height_; }
   int32_t input_width() const { return input_width_; }
@@ -78,6 +93,8 @@ class ConvCase {
   void validate() const;
 
  private:
+  ConvOp op_ = ConvOp::conv2d;
+  int32_t output_padding_height_ = 0, output_padding_width_ = 0;
   int32_t batch_ = 1;
   int32_t input_height_ = 1, input_width_ = 1, input_channels_ = 1, output_channels_ = 1;
   int32_t kernel_height_ = 1, kernel_width_ = 1;
