@@ -262,6 +262,19 @@ struct FusedKernel::Impl {
                                                         : LUTLookup(static_cast<int16_t>(u), table_interp);
     return SaturateToType(y, convention.output.q.type);
   }
+
+  // Everything after the convolution for one output element: requantize, then the table (or, for the
+  // skip-intermediate-quantization mutant, the activation of the unrounded value); writes y, acc and u at `out`.
+  void Finish(const ConvCase& conv, int32_t k, int32_t accumulator, const ChannelRequant& channel, size_t out,
+              std::span<int32_t> y, std::span<int32_t> acc, std::span<int32_t> u) const {
+    const int32_t code = RequantizeChannel(accumulator, channel, convention, mutant);
+    y[out] = mutant == Mutant::skip_intermediate_quantization
+                 ? ActivateUnquantized(accumulator, conv.input_quant().scale,
+                                       conv.weight_scales()[static_cast<size_t>(k)], convention)
+                 : Table(code);
+    if (!acc.empty()) acc[out] = accumulator;
+    if (!u.empty()) u[out] = code;
+  }
 };
 
 FusedKernel::FusedKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -448,14 +461,7 @@ void FusedKernel::RunTransposed(const ConvCase& conv, std::span<const int32_t> i
   const std::vector<ChannelRequant> requant = PrepareChannels(conv, impl_->convention);
   for (size_t out = 0; out < sums.size(); ++out) {
     const int32_t k = static_cast<int32_t>(out % static_cast<size_t>(channels_out));
-    const int32_t accumulator = static_cast<int32_t>(sums[out]);
-    const int32_t code = RequantizeChannel(accumulator, requant[static_cast<size_t>(k)], impl_->convention, impl_->mutant);
-    y[out] = impl_->mutant == Mutant::skip_intermediate_quantization
-                 ? ActivateUnquantized(accumulator, conv.input_quant().scale,
-                                       conv.weight_scales()[static_cast<size_t>(k)], impl_->convention)
-                 : impl_->Table(code);
-    if (!acc.empty()) acc[out] = accumulator;
-    if (!u.empty()) u[out] = code;
+    impl_->Finish(conv, k, static_cast<int32_t>(sums[out]), requant[static_cast<size_t>(k)], out, y, acc, u);
   }
 }
 
@@ -544,15 +550,8 @@ void FusedKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std:
           const uint32_t folded = static_cast<uint32_t>(conv.bias().at(static_cast<size_t>(k))) + dot -
                                   zx * weight_sums[static_cast<size_t>(k)];
           const int32_t accumulator = static_cast<int32_t>(folded);  // modular (two's complement) in C++20
-          const int32_t code =
-              RequantizeChannel(accumulator, requant[static_cast<size_t>(k)], impl_->convention, impl_->mutant);
-          const size_t out = conv.output_index(n, oy, ox, k);
-          y[out] = impl_->mutant == Mutant::skip_intermediate_quantization
-                       ? ActivateUnquantized(accumulator, conv.input_quant().scale,
-                                             conv.weight_scales()[static_cast<size_t>(k)], impl_->convention)
-                       : impl_->Table(code);
-          if (!acc.empty()) acc[out] = accumulator;
-          if (!u.empty()) u[out] = code;
+          impl_->Finish(conv, k, accumulator, requant[static_cast<size_t>(k)], conv.output_index(n, oy, ox, k), y,
+                        acc, u);
         }
       }
     }

@@ -77,6 +77,34 @@ std::vector<ThresholdSample> ThresholdSamples(const ConvCase& conv, const Conven
   return samples;
 }
 
+std::string DescribeShape(const ConvCase& conv);
+
+// Every stage of output `element` of one conv draw: both accumulators, the exact requantized value, both codes.
+void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fused::FusedKernel& kernel,
+                     const reference::ActivationTable& table, const ConvCase& conv, const std::vector<int32_t>& input,
+                     uint64_t element) {
+  const ConvCase::OutputCoord coord = conv.output_coord(element);
+  trace.n = coord.n;
+  trace.oy = coord.oy;
+  trace.ox = coord.ox;
+  trace.k = coord.k;
+  trace.conv_shape = DescribeShape(conv);
+  trace.input_quant = format_quant_params(conv.input_quant());
+  trace.weight_scale = conv.weight_scales()[coord.k];
+  trace.bias = conv.bias()[coord.k];
+  trace.acc_reference = reference::Conv2DAccumulator(conv, input, coord.n, coord.oy, coord.ox, coord.k);
+  std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
+  kernel.Run(conv, input, y, acc, u);
+  trace.acc_fused = acc[element];
+  trace.u_fused = u[element];
+  trace.y_fused = y[element];
+  const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[coord.k]);
+  const reference::RequantTrace requant = requantizer(trace.acc_reference, /*with_decimal=*/true);
+  trace.requant_exact = requant.exact_value;
+  trace.u = requant.u;
+  trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
+}
+
 std::string DescribeShape(const ConvCase& conv) {
   char buffer[320];
   std::snprintf(buffer, sizeof buffer,
@@ -232,27 +260,7 @@ ReplayTrace Replay(const ReplayKey& key) {
   trace.convention = describe(convention);
   if (key.explicit_conv) {
     const ExplicitConv& e = *key.explicit_conv;
-    const ConvCase& conv = e.conv;
-    const ConvCase::OutputCoord coord = conv.output_coord(e.element);
-    trace.n = coord.n;
-    trace.oy = coord.oy;
-    trace.ox = coord.ox;
-    trace.k = coord.k;
-    trace.conv_shape = DescribeShape(conv);
-    trace.input_quant = format_quant_params(conv.input_quant());
-    trace.weight_scale = conv.weight_scales()[coord.k];
-    trace.bias = conv.bias()[coord.k];
-    trace.acc_reference = reference::Conv2DAccumulator(conv, e.input, coord.n, coord.oy, coord.ox, coord.k);
-    std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
-    kernel->Run(conv, e.input, y, acc, u);
-    trace.acc_fused = acc[e.element];
-    trace.u_fused = u[e.element];
-    trace.y_fused = y[e.element];
-    const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[coord.k]);
-    const reference::RequantTrace requant = requantizer(trace.acc_reference, /*with_decimal=*/true);
-    trace.requant_exact = requant.exact_value;
-    trace.u = requant.u;
-    trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
+    TraceConvSample(trace, convention, *kernel, table, e.conv, e.input, e.element);
   } else if (spec.source == SampleSource::sweep) {
     if (key.sample >= convention.intermediate.q.type.code_count()) {
       throw InputError("replay.sample: " + std::to_string(key.sample) + " is past the sweep's " +
@@ -286,30 +294,8 @@ ReplayTrace Replay(const ReplayKey& key) {
     const generators::SampleLocation location = generators::LocateSample(key.seed, stream, key.sample);
     const generators::TargetedDraw targeted =
         generators::GenerateTargetedDraw(key.seed, stream, location.draw, convention, spec.mix);
-    const ConvCase& conv = targeted.conv;
-    const std::vector<int32_t>& input = targeted.input;
-    const ConvCase::OutputCoord coord = conv.output_coord(location.element);
     trace.draw = location.draw;
-    trace.n = coord.n;
-    trace.oy = coord.oy;
-    trace.ox = coord.ox;
-    trace.k = coord.k;
-    trace.conv_shape = DescribeShape(conv);
-    trace.input_quant = format_quant_params(conv.input_quant());
-    trace.weight_scale = conv.weight_scales()[coord.k];
-    trace.bias = conv.bias()[coord.k];
-    trace.acc_reference = reference::Conv2DAccumulator(conv, input, coord.n, coord.oy, coord.ox, coord.k);
-    std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
-    kernel->Run(conv, input, y, acc, u);
-    trace.acc_fused = acc[location.element];
-    trace.u_fused = u[location.element];
-    trace.y_fused = y[location.element];
-    const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[coord.k]);
-    const reference::RequantTrace requant = requantizer(trace.acc_reference, /*with_decimal=*/true);
-    trace.requant_exact = requant.exact_value;
-    trace.u = requant.u;
-    const reference::ActivationPoint& point = table.at(requant.u);
-    trace.regions = Classify(knee_points(convention.activation), convention, point, &requant);
+    TraceConvSample(trace, convention, *kernel, table, targeted.conv, targeted.input, location.element);
   }
   const reference::ActivationPoint& point = table.at(trace.u);
   if (spec.source == SampleSource::sweep && !key.explicit_conv) {
