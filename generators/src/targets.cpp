@@ -70,11 +70,7 @@ struct CodeLists {
 CodeLists ListsFor(const Convention& c) {
   static std::mutex mutex;
   static std::map<std::string, CodeLists> cache;
-  CaseSpec key_spec;
-  key_spec.convention = c;
-  key_spec.convention.requant = RequantVariant::exact;  // code lists do not depend on requantization
-  key_spec.convention.intermediate.rounding = RoundingMode::half_away_from_zero;
-  const std::string key = canonical_key(key_spec);
+  const std::string key = activation_table_key(c);  // code lists do not depend on requantization
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;

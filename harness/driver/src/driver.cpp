@@ -12,30 +12,19 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
+#include "table_cache.h"
 
 namespace fusediff::driver {
 
-struct ReferenceCache::Impl {
-  // Keyed by what the y_ref table depends on: activation, intermediate quantization, output spec.
-  std::map<std::string, std::unique_ptr<reference::ActivationTable>> tables;
-
-  const reference::ActivationTable& get(const Convention& c) {
-    Convention key_only = c;
-    key_only.requant = RequantVariant::exact;
-    key_only.intermediate.rounding = RoundingMode::half_away_from_zero;
-    CaseSpec keyed;
-    keyed.convention = key_only;
-    const std::string key = canonical_key(keyed);
-    auto it = tables.find(key);
-    if (it == tables.end()) it = tables.emplace(key, std::make_unique<reference::ActivationTable>(c)).first;
-    return *it->second;
-  }
-};
+struct ReferenceCache::Impl : TableCache {};
 
 ReferenceCache::ReferenceCache() : impl_(std::make_unique<Impl>()) {}
 ReferenceCache::~ReferenceCache() = default;
 
 namespace {
+
+// Samples between progress reports and stop checks in the sweep and thresholds sources (a conv draw is one batch).
+constexpr uint64_t kSampleBatch = 4096;
 
 bool NearKnee(const std::vector<double>& knees, double v, double su) {
   for (double p : knees) {
@@ -157,9 +146,8 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   const uint64_t total = effective_samples(spec);
 
   if (spec.source == SampleSource::sweep) {
-    constexpr uint64_t kSweepBatch = 4096;
     for (uint64_t i = options.shard_index; i < total; i += options.shard_count) {
-      if (i % kSweepBatch < options.shard_count) {
+      if (i % kSampleBatch < options.shard_count) {
         if (options.progress) options.progress(result.stats.overall.count());
         if (options.stop && options.stop->load()) {
           result.complete = false;
@@ -181,7 +169,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
     }
     const std::vector<ThresholdSample> samples = ThresholdSamples(conv, convention);
     for (uint64_t i = options.shard_index; i < samples.size(); i += options.shard_count) {
-      if (i % 4096 < options.shard_count) {
+      if (i % kSampleBatch < options.shard_count) {
         if (options.progress) options.progress(result.stats.overall.count());
         if (options.stop && options.stop->load()) {
           result.complete = false;

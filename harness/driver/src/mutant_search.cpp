@@ -10,6 +10,7 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/tolerance.h"
 #include "fusediff/reference/reference.h"
+#include "table_cache.h"
 
 namespace fusediff::driver {
 
@@ -24,26 +25,6 @@ uint64_t Fnv1a(const std::string& text) {
   return hash;
 }
 
-// Reference tables by convention, shared by the draws of one search.
-class TableCache {
- public:
-  const reference::ActivationTable& get(const Convention& c) {
-    CaseSpec key;
-    key.convention = c;
-    key.convention.requant = RequantVariant::exact;
-    key.convention.intermediate.rounding = RoundingMode::half_away_from_zero;
-    const std::string k = canonical_key(key);
-    auto it = tables_.find(k);
-    if (it == tables_.end()) {
-      if (tables_.size() > 64) tables_.clear();
-      it = tables_.emplace(k, std::make_unique<reference::ActivationTable>(c)).first;
-    }
-    return *it->second;
-  }
-
- private:
-  std::map<std::string, std::unique_ptr<reference::ActivationTable>> tables_;
-};
 
 // y_reference for every output of a conv draw.
 std::vector<int32_t> ReferenceOutputs(const Convention& c, const ConvCase& conv, const std::vector<int32_t>& input,

@@ -103,6 +103,14 @@ std::string canonical_key(const CaseSpec& spec) {
 }
 
 
+std::string activation_table_key(const Convention& c) {
+  CaseSpec keyed;
+  keyed.convention = c;
+  keyed.convention.requant = RequantVariant::exact;
+  keyed.convention.intermediate.rounding = RoundingMode::half_away_from_zero;
+  return CanonicalFields(keyed);
+}
+
 uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
   uint64_t hash = 0xcbf29ce484222325ull;

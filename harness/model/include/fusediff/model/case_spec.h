@@ -81,6 +81,10 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field);
 // when an external table is set; not the name, the mutant or the sample count), e.g. "conv;gelu_erf;alpha=0;double_rounding;u=int8:0.0625:0:half_away_from_zero;
 // y=int8:0.00390625:-128:half_away_from_zero:after_rounding;lut". Same text -> same samples.
 std::string canonical_key(const CaseSpec& spec);
+// What a per-intermediate-code table (reference y_ref, generator code lists) depends on: the activation, the
+// intermediate quantization and the output spec; not the requantization, which only decides which code is hit.
+std::string activation_table_key(const Convention& c);
+
 // 64-bit FNV-1a of canonical_key: the case's stream id c in the counter-based generator.
 uint64_t case_stream_id(const CaseSpec& spec);
 
