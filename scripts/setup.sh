@@ -15,6 +15,7 @@ packages=(
   python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
   libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
   chromium                                # headless rendering test of the HTML sign-off report
+  libdnnl-dev ocl-icd-opencl-dev          # oneDNN fused path (its CMake config wants the OpenCL headers)
 )
 
 missing=()

@@ -93,7 +93,8 @@ ChannelRequant PrepareChannel(RequantVariant variant, float sx, float sw, float 
       QuantizeMultiplierSingleRounding(real_multiplier, &c.multiplier_q31, &c.shift);
       break;
     }
-    case RequantVariant::f32_half_even: {
+    case RequantVariant::f32_half_even:
+    case RequantVariant::f32_zero_point_first: {
       const float product = sx * sw;  // float32 product, rounded to nearest even
       c.multiplier_f32 = product / su;
       break;
@@ -144,9 +145,10 @@ int64_t RequantizeExact(int32_t acc, const ChannelRequant& c, RoundingMode mode)
 // f32: u = nearbyint(float(acc) * M32) in the default environment (round to nearest, ties to even). float(acc)
 // rounds acc to 24 bits as ORT does; the product is one float rounding; huge (or infinite) products are clamped
 // before the integer conversion.
-int64_t RequantizeF32HalfEven(int32_t acc, const ChannelRequant& c) {
-  if (acc == 0) return 0;  // 0 * M32 is 0 even where M32 overflowed to inf (subnormal su), not NaN
-  const float scaled = static_cast<float>(acc) * c.multiplier_f32;
+// nearbyint(float(acc) * M32 + offset), every step in binary32 (offset: 0, or zu for f32_zero_point_first).
+int64_t RequantizeF32HalfEven(int32_t acc, const ChannelRequant& c, float offset) {
+  if (acc == 0) return static_cast<int64_t>(offset);  // 0 * M32 is 0 even where M32 overflowed to inf, not NaN
+  const float scaled = static_cast<float>(acc) * c.multiplier_f32 + offset;
   const float rounded = std::nearbyint(scaled);
   const float limit = static_cast<float>(kHugeMagnitude);
   if (!(rounded > -limit)) return -kHugeMagnitude;  // includes -inf
@@ -199,8 +201,14 @@ int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention
       }
       break;
     case RequantVariant::f32_half_even:
-      scaled = RequantizeF32HalfEven(acc, c);
+      scaled = RequantizeF32HalfEven(acc, c, 0.0f);
       break;
+    case RequantVariant::f32_zero_point_first: {
+      // The zero point goes into the float before the one rounding; the result is already a code.
+      const int64_t code = RequantizeF32HalfEven(acc, c, static_cast<float>(convention.intermediate.q.zero_point));
+      if (mutant == Mutant::no_intermediate_saturation) return WrapToType(code, convention.intermediate.q.type);
+      return SaturateToType(code, convention.intermediate.q.type);
+    }
     case RequantVariant::exact:
       scaled = RequantizeExact(acc, c, convention.intermediate.rounding);
       break;
@@ -314,6 +322,12 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
 
   if (kind == FusedKind::pwl) {
     return reject("fused kind pwl has no built-in table: give it a table file (fusediff gate DESCRIPTOR.json)");
+  }
+  if (kind == FusedKind::onednn || kind == FusedKind::onednn_unfused) {
+    return reject("fused kind " + std::string(to_string(kind)) + " is oneDNN's kernel, not a built-in table");
+  }
+  if (convention.intermediate.kind == IntermediateKind::f32) {
+    return reject("the built-in tables index a quantized intermediate; an f32 intermediate has no codes");
   }
   if (kind == FusedKind::lut) {
     if (uq.type.scalar != ScalarType::int8 && uq.type.scalar != ScalarType::uint8) {

@@ -125,92 +125,68 @@ bool never_a_tie(ActivationKind k) {
   }
 }
 
-}  // namespace
 
-ActivationTable::ActivationTable(const Convention& convention) : ActivationTable(convention, ActivationTableOptions{}) {}
-
-ActivationTable::ActivationTable(const Convention& convention, const ActivationTableOptions& options) {
-  validate(convention.intermediate.q, "intermediate");
-  validate(convention.output.q, "output");
-  detail::check_activation(convention.activation, "activation");
-  if (options.mpfr_start_bits < 2 || options.mpfr_cap_bits < options.mpfr_start_bits || options.mpfr_cap_bits > (1 << 20)) {
-    throw InputError("activation table: MPFR precisions must satisfy 2 <= start <= cap <= 2^20 (got " +
-                     std::to_string(options.mpfr_start_bits) + ", " + std::to_string(options.mpfr_cap_bits) + ")");
+// The decision procedure for one point: y(f(x)) for an exact binary64 input x, under one convention's output rule.
+// Shared by the per-code table and the per-value evaluator of an f32 intermediate.
+class PointDecider {
+ public:
+  PointDecider(const Convention& convention, const ActivationTableOptions& options) : options_(options) {
+    validate(convention.output.q, "output");
+    detail::check_activation(convention.activation, "activation");
+    if (options.mpfr_start_bits < 2 || options.mpfr_cap_bits < options.mpfr_start_bits || options.mpfr_cap_bits > (1 << 20)) {
+      throw InputError("activation table: MPFR precisions must satisfy 2 <= start <= cap <= 2^20 (got " +
+                       std::to_string(options.mpfr_start_bits) + ", " + std::to_string(options.mpfr_cap_bits) + ")");
+    }
+    act_ = convention.activation;
+    const QuantParams& out = convention.output.q;
+    before_ = convention.output.zero_point_order == ZeroPointOrder::before_rounding;
+    rule_.mode = convention.output.rounding;
+    rule_.zb = before_ ? out.zero_point : 0;
+    rule_.za = before_ ? 0 : out.zero_point;
+    rule_.qmin = out.type.qmin();
+    rule_.qmax = out.type.qmax();
+    sy_ = detail::exact_rational(out.scale);
+    sy_d_ = out.scale;  // exact
   }
-  const Activation& act = convention.activation;
-  const QuantParams& in = convention.intermediate.q;
-  const QuantParams& out = convention.output.q;
-  const bool before = convention.output.zero_point_order == ZeroPointOrder::before_rounding;
 
-  OutputRule rule;
-  rule.mode = convention.output.rounding;
-  rule.zb = before ? out.zero_point : 0;
-  rule.za = before ? 0 : out.zero_point;
-  rule.qmin = out.type.qmin();
-  rule.qmax = out.type.qmax();
+  uint64_t escalations() const { return escalations_; }
+  int max_mpfr_bits() const { return max_mpfr_bits_; }
 
-  qmin_ = in.type.qmin();
-  points_.assign(in.type.code_count(), ActivationPoint{});
-  const cpp_rational su = detail::exact_rational(in.scale);
-  const cpp_rational sy = detail::exact_rational(out.scale);
-  const double su_d = in.scale;  // exact
-  const double sy_d = out.scale;  // exact
-
-  // t = f/sy = n/d exactly; F = floor(t), r = n - F d in [0, d): the rounding compares 2r with d, and the tie
-  // distance is |2r - d| / 2d. Display doubles are plain conversions.
-  auto fill_rational = [&](ActivationPoint& p, const cpp_rational& v, const cpp_rational& f) {
-    const cpp_rational t = f / sy;
-    const cpp_int& n = numerator(t);
-    const cpp_int& d = denominator(t);
-    const cpp_int floor_t = detail::floor_rational(t);
-    const cpp_int twice_r = 2 * (n - floor_t * d);
-    const int cmp = twice_r < d ? -1 : (twice_r > d ? 1 : 0);
-    const OutputRule::Result r = rule.from_split(detail::clamp_to_int64(floor_t), cmp);
-    p.y = r.y;
-    p.saturated = r.saturated;
-    p.v = detail::to_double(v);
-    p.f = detail::to_double(f);
-    p.t = detail::to_double(t) + static_cast<double>(rule.zb);
-    const cpp_int dist = twice_r > d ? cpp_int(twice_r - d) : cpp_int(d - twice_r);
-    p.tie_distance = dist.convert_to<double>() / (2 * d).convert_to<double>();
-  };
-
-  for (int32_t u = in.type.qmin(); u <= in.type.qmax(); ++u) {
-    ActivationPoint& p = points_[static_cast<size_t>(u - qmin_)];
-    const int64_t centered = int64_t{u} - in.zero_point;  // u, zu in the type: |centered| < 2^16
-    if (is_piecewise_rational(act.kind)) {
-      const cpp_rational v = cpp_rational(centered) * su;
-      fill_rational(p, v, detail::rational_activation(act, v));
-      continue;
+  // x must be exactly the intended input (every caller passes an exact product or a float). `where` names the
+  // point in an UndecidableError ("code u=5", "v=0.25").
+  template <typename Where>
+  ActivationPoint decide(double x, const Where& where) {
+    ActivationPoint p;
+    p.v = x;
+    if (is_piecewise_rational(act_.kind)) {
+      const cpp_rational v = detail::exact_rational(x);
+      fill_rational(p, v, detail::rational_activation(act_, v));
+      return p;
     }
     cpp_rational f0;
-    if (centered == 0 && detail::rational_at_zero(act.kind, &f0)) {  // v == 0: decided exactly
+    if (x == 0 && detail::rational_at_zero(act_.kind, &f0)) {  // v == 0: decided exactly
       fill_rational(p, cpp_rational(0), f0);
-      continue;
+      return p;
     }
-    // x = (u - zu) * su exactly: an integer below 2^16 times a 24-bit float32 significand has at most 40
-    // significant bits, and 2^-149 .. 2^16 * 2^128 lies well inside binary64's normal range.
-    const double x = static_cast<double>(centered) * su_d;
-    p.v = x;
 
-    if (options.use_double_filter) {
-      const FilterEvaluation fe = ActivationFilter(act, x);
+    if (options_.use_double_filter) {
+      const FilterEvaluation fe = ActivationFilter(act_, x);
       if (fe.usable) {
         // |t_d - f/sy| <= |t_d - f_d/sy| + |f_d - f|/sy <= 2^-52 |t_d| + 2^-1070 + bound/sy; the (1 + 2^-48)
         // factor absorbs the roundings of this very sum, nextafter makes lo/hi outward-rounded.
-        const double t_d = fe.f / sy_d;
-        const double e_t = (fe.bound / sy_d + std::fabs(t_d) * 0x1p-52 + 0x1p-1070) * (1 + 0x1p-48);
+        const double t_d = fe.f / sy_d_;
+        const double e_t = (fe.bound / sy_d_ + std::fabs(t_d) * 0x1p-52 + 0x1p-1070) * (1 + 0x1p-48);
         const double lo = std::nextafter(t_d - e_t, -INFINITY);
         const double hi = std::nextafter(t_d + e_t, INFINITY);
         if (std::isfinite(t_d) && std::isfinite(lo) && std::isfinite(hi)) {
-          const OutputRule::Result rl = rule.from_double(lo);
-          if (rl == rule.from_double(hi)) {
+          const OutputRule::Result rl = rule_.from_double(lo);
+          if (rl == rule_.from_double(hi)) {
             p.y = rl.y;
             p.saturated = rl.saturated;
             p.f = fe.f;
-            p.t = t_d + static_cast<double>(rule.zb);
+            p.t = t_d + static_cast<double>(rule_.zb);
             p.tie_distance = tie_distance_double(t_d);
-            continue;
+            return p;
           }
         }
       }
@@ -219,15 +195,14 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
     // Escalation: MPFR intervals at doubling precision up to the cap.
     ++escalations_;
     const detail::ExponentRangeGuard range;
-    bool decided = false;
     std::string last_interval;
-    for (long bits = options.mpfr_start_bits;; bits = std::min<long>(2 * bits, options.mpfr_cap_bits)) {
+    for (long bits = options_.mpfr_start_bits;; bits = std::min<long>(2 * bits, options_.mpfr_cap_bits)) {
       const IntervalMath m(bits);
-      const Interval f = detail::interval_activation(m, act, m.point_double(x));
-      const Interval t = m.div(f, m.point_double(sy_d));
+      const Interval f = detail::interval_activation(m, act_, m.point_double(x));
+      const Interval t = m.div(f, m.point_double(sy_d_));
       if (!IntervalMath::has_nan(t)) {
-        const OutputRule::Result rl = rule.from_mpfr(IntervalMath::raw(t.lo));
-        const OutputRule::Result rh = rule.from_mpfr(IntervalMath::raw(t.hi));
+        const OutputRule::Result rl = rule_.from_mpfr(IntervalMath::raw(t.lo));
+        const OutputRule::Result rh = rule_.from_mpfr(IntervalMath::raw(t.hi));
         if (rl == rh) {
           max_mpfr_bits_ = std::max(max_mpfr_bits_, static_cast<int>(bits));
           const Big fm = m.midpoint(f);
@@ -236,7 +211,7 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
           p.saturated = rl.saturated;
           p.f = mpfr_get_d(IntervalMath::raw(fm), MPFR_RNDN);
           const double t_mid = mpfr_get_d(IntervalMath::raw(tm), MPFR_RNDN);
-          p.t = t_mid + static_cast<double>(rule.zb);
+          p.t = t_mid + static_cast<double>(rule_.zb);
           // |frac(t) - 1/2| from the midpoint, in MPFR (the double t_mid may have lost the distinction).
           if (mpfr_number_p(IntervalMath::raw(tm)) && mpfr_cmpabs_ui(IntervalMath::raw(tm), 1ul << 30) < 0) {
             Big d = m.make();
@@ -247,44 +222,110 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
           } else {
             p.tie_distance = 0.5;
           }
-          decided = true;
-          break;
+          return p;
         }
         last_interval = "[" + detail::mpfr_decimal(t.lo, 25) + ", " + detail::mpfr_decimal(t.hi, 25) + "]";
       }
       // The enclosure of t straddles a tie it cannot resolve: try t = A/sy + D/sy with A exact (the asymptote)
       // and D the exponentially small rest, which keeps its relative accuracy.
-      if (const auto split = detail::asymptotic_split(m, act, x)) {
-        const cpp_rational exact_t = split->a / sy;
-        const Interval d = m.div(split->d, m.point_double(sy_d));
-        if (const auto r = rule.from_exact_plus_small(m, exact_t, d)) {
+      if (const auto split = detail::asymptotic_split(m, act_, x)) {
+        const cpp_rational exact_t = split->a / sy_;
+        const Interval d = m.div(split->d, m.point_double(sy_d_));
+        if (const auto r = rule_.from_exact_plus_small(m, exact_t, d)) {
           max_mpfr_bits_ = std::max(max_mpfr_bits_, static_cast<int>(bits));
           p.y = r->y;
           p.saturated = r->saturated;
           const Big dm = m.midpoint(d);
           const double d_mid = mpfr_get_d(IntervalMath::raw(dm), MPFR_RNDN);
-          p.f = detail::to_double(split->a) + d_mid * sy_d;
-          p.t = detail::to_double(exact_t) + d_mid + static_cast<double>(rule.zb);
+          p.f = detail::to_double(split->a) + d_mid * sy_d_;
+          p.t = detail::to_double(exact_t) + d_mid + static_cast<double>(rule_.zb);
           const double base = detail::tie_distance_rational(exact_t);
           p.tie_distance = base == 0 ? std::fabs(d_mid) : base;
-          decided = true;
-          break;
+          return p;
         }
       }
-      if (bits >= options.mpfr_cap_bits) break;
+      if (bits >= options_.mpfr_cap_bits) break;
     }
-    if (!decided) {
-      std::string why = never_a_tie(act.kind)
-                            ? "f(v) is transcendental (Lindemann-Weierstrass), so t is not a tie, but no enclosure "
-                              "excluded the rounding boundary"
-                            : "t may be exactly a rounding tie; no theorem excludes it";
-      throw UndecidableError("activation table: " + std::string(to_string(act.kind)) + " at code u=" + std::to_string(u) +
-                             " (v=" + detail::decimal_string(detail::exact_rational(x), 40) + "): t = f(v)/sy" +
-                             (before ? " + zy" : "") + " in " + last_interval + " at the " +
-                             std::to_string(options.mpfr_cap_bits) + "-bit cap; " + why);
-    }
+    const std::string why = never_a_tie(act_.kind)
+                                ? "f(v) is transcendental (Lindemann-Weierstrass), so t is not a tie, but no enclosure "
+                                  "excluded the rounding boundary"
+                                : "t may be exactly a rounding tie; no theorem excludes it";
+    throw UndecidableError("activation table: " + std::string(to_string(act_.kind)) + " at " + where() +
+                           " (v=" + detail::decimal_string(detail::exact_rational(x), 40) + "): t = f(v)/sy" +
+                           (before_ ? " + zy" : "") + " in " + last_interval + " at the " +
+                           std::to_string(options_.mpfr_cap_bits) + "-bit cap; " + why);
   }
+
+ private:
+  // t = f/sy = n/d exactly; F = floor(t), r = n - F d in [0, d): the rounding compares 2r with d, and the tie
+  // distance is |2r - d| / 2d. Display doubles are plain conversions.
+  void fill_rational(ActivationPoint& p, const cpp_rational& v, const cpp_rational& f) const {
+    const cpp_rational t = f / sy_;
+    const cpp_int& n = numerator(t);
+    const cpp_int& d = denominator(t);
+    const cpp_int floor_t = detail::floor_rational(t);
+    const cpp_int twice_r = 2 * (n - floor_t * d);
+    const int cmp = twice_r < d ? -1 : (twice_r > d ? 1 : 0);
+    const OutputRule::Result r = rule_.from_split(detail::clamp_to_int64(floor_t), cmp);
+    p.y = r.y;
+    p.saturated = r.saturated;
+    p.v = detail::to_double(v);
+    p.f = detail::to_double(f);
+    p.t = detail::to_double(t) + static_cast<double>(rule_.zb);
+    const cpp_int dist = twice_r > d ? cpp_int(twice_r - d) : cpp_int(d - twice_r);
+    p.tie_distance = dist.convert_to<double>() / (2 * d).convert_to<double>();
+  }
+
+  ActivationTableOptions options_;
+  Activation act_;
+  bool before_ = false;
+  OutputRule rule_;
+  cpp_rational sy_;
+  double sy_d_ = 1;
+  uint64_t escalations_ = 0;
+  int max_mpfr_bits_ = 0;
+};
+
+}  // namespace
+
+ActivationTable::ActivationTable(const Convention& convention) : ActivationTable(convention, ActivationTableOptions{}) {}
+
+ActivationTable::ActivationTable(const Convention& convention, const ActivationTableOptions& options) {
+  if (convention.intermediate.kind == IntermediateKind::f32) {
+    throw InputError("activation table: an f32 intermediate has no codes to tabulate (use ActivationEvaluator)");
+  }
+  validate(convention.intermediate.q, "intermediate");
+  PointDecider decider(convention, options);
+  const QuantParams& in = convention.intermediate.q;
+  qmin_ = in.type.qmin();
+  points_.assign(in.type.code_count(), ActivationPoint{});
+  const double su_d = in.scale;  // exact
+  for (int32_t u = in.type.qmin(); u <= in.type.qmax(); ++u) {
+    const int64_t centered = int64_t{u} - in.zero_point;  // u, zu in the type: |centered| < 2^16
+    // x = (u - zu) * su exactly: an integer below 2^16 times a 24-bit float32 significand has at most 40
+    // significant bits, and 2^-149 .. 2^16 * 2^128 lies well inside binary64's normal range.
+    const double x = static_cast<double>(centered) * su_d;
+    points_[static_cast<size_t>(u - qmin_)] = decider.decide(x, [u] { return "code u=" + std::to_string(u); });
+  }
+  escalations_ = decider.escalations();
+  max_mpfr_bits_ = decider.max_mpfr_bits();
 }
+
+struct ActivationEvaluator::Impl {
+  PointDecider decider;
+};
+
+ActivationEvaluator::ActivationEvaluator(const Convention& convention, const ActivationTableOptions& options)
+    : impl_(std::make_unique<Impl>(Impl{PointDecider(convention, options)})) {}
+ActivationEvaluator::~ActivationEvaluator() = default;
+ActivationEvaluator::ActivationEvaluator(ActivationEvaluator&&) noexcept = default;
+
+ActivationPoint ActivationEvaluator::operator()(float v) {
+  if (!std::isfinite(v)) throw InputError("activation evaluator: v must be finite");
+  return impl_->decider.decide(static_cast<double>(v), [v] { return "v=" + format_float32(v); });
+}
+uint64_t ActivationEvaluator::escalations() const { return impl_->decider.escalations(); }
+int ActivationEvaluator::max_mpfr_bits() const { return impl_->decider.max_mpfr_bits(); }
 
 const ActivationPoint& ActivationTable::at(int32_t u) const {
   const int64_t i = int64_t{u} - qmin_;

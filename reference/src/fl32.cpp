@@ -122,4 +122,12 @@ float Fl32Divide(float a, float b) {
   return detail::fl32_rational(detail::exact_rational(a) / detail::exact_rational(b));
 }
 
+float Fl32Add(float a, float b) {
+  return detail::fl32_rational(detail::exact_rational(a) + detail::exact_rational(b));
+}
+
+float F32IntermediateValue(int64_t acc, float input_scale, float weight_scale) {
+  return Fl32Multiply(Fl32FromInt64(acc), Fl32Multiply(input_scale, weight_scale));
+}
+
 }  // namespace fusediff::reference

@@ -181,13 +181,18 @@ struct Requantizer::Impl {
     return finish(saturate_int32(r), tie_distance_pow2(rem, t), &value, with_decimal);
   }
 
-  // ONNX / ORT: P = fl32(fl32(acc) * M32), R = round_half_to_even(P), binary32 emulated exactly.
-  RequantTrace f32(int64_t acc, bool with_decimal) const {
+  // P = fl32(fl32(acc) * M32), binary32 emulated exactly (+-inf on overflow).
+  float f32_product(int64_t acc) const {
     const detail::FloatParts a = detail::decompose(Fl32FromInt64(acc));
     const unsigned __int128 product = static_cast<unsigned __int128>(a.mantissa) * m32_parts.mantissa;  // < 2^48
-    const float pf = detail::fl32_dyadic(a.negative != m32_parts.negative, product, a.exponent + m32_parts.exponent);
+    return detail::fl32_dyadic(a.negative != m32_parts.negative, product, a.exponent + m32_parts.exponent);
+  }
+
+  // round_half_to_even(P) for a binary32 P, with the tie distance; `offset` is added after rounding (+ zu, or 0
+  // when the zero point is already inside P).
+  RequantTrace round_f32_half_even(float pf, int64_t offset, bool with_decimal) const {
     if (std::isinf(pf)) {  // overflowed binary32: saturates
-      RequantTrace tr = finish(pf > 0 ? detail::kClampMagnitude : -detail::kClampMagnitude, 0.5, nullptr, false);
+      RequantTrace tr = finish_with(pf > 0 ? detail::kClampMagnitude : -detail::kClampMagnitude, 0.5, offset);
       if (with_decimal) tr.exact_value = pf > 0 ? "inf" : "-inf";
       return tr;
     }
@@ -213,15 +218,38 @@ struct Requantizer::Impl {
       cmp = sm < 0 ? 1 : -1;
       tie = 0.5;
     }
-    cpp_rational value;
-    if (with_decimal) value = detail::exact_rational(pf);
-    return finish(round_split(RoundingMode::half_to_even, fl, cmp), tie, &value, with_decimal);
+    RequantTrace tr = finish_with(round_split(RoundingMode::half_to_even, fl, cmp), tie, offset);
+    if (with_decimal) tr.exact_value = detail::decimal_string(detail::exact_rational(pf), 30);
+    return tr;
+  }
+
+  RequantTrace finish_with(int64_t rounded, double tie, int64_t offset) const {
+    RequantTrace tr;
+    tr.u_unsaturated = detail::clamp_i64(rounded, -detail::kClampMagnitude, detail::kClampMagnitude) + offset;
+    tr.u = static_cast<int32_t>(detail::clamp_i64(tr.u_unsaturated, qmin, qmax));
+    tr.saturated = tr.u != tr.u_unsaturated;
+    tr.tie_distance = tie;
+    return tr;
+  }
+
+  // ONNX / ORT: R = round_half_to_even(fl32(fl32(acc) * M32)), then + zu.
+  RequantTrace f32(int64_t acc, bool with_decimal) const { return round_f32_half_even(f32_product(acc), zu, with_decimal); }
+
+  // oneDNN 2.x: R = round_half_to_even(fl32(fl32(fl32(acc) * M32) + zu)): the zero point is inside the rounding.
+  RequantTrace f32_zero_point_first(int64_t acc, bool with_decimal) const {
+    const float pf = f32_product(acc);
+    const float shifted =
+        std::isinf(pf) ? pf : detail::fl32_rational(detail::exact_rational(pf) + cpp_rational(zu));  // zu exact
+    return round_f32_half_even(shifted, 0, with_decimal);
   }
 };
 
 Requantizer::Requantizer(const Convention& convention, float input_scale, float weight_scale)
     : impl_(std::make_unique<Impl>()) {
   validate(convention);
+  if (convention.intermediate.kind == IntermediateKind::f32) {
+    throw InputError("requant: an f32 intermediate has no code to requantize to (use F32IntermediateValue)");
+  }
   validate(QuantParams{QuantType{ScalarType::int8, false}, input_scale, 0}, "requant.input_scale");
   validate(QuantParams{QuantType{ScalarType::int8, false}, weight_scale, 0}, "requant.weight_scale");
   Impl& m = *impl_;
@@ -246,11 +274,13 @@ Requantizer::Requantizer(const Convention& convention, float input_scale, float 
       m.qm = QuantizeMultiplier(real, m.variant == RequantVariant::single_rounding);
       break;
     }
-    case RequantVariant::f32_half_even: {
+    case RequantVariant::f32_half_even:
+    case RequantVariant::f32_zero_point_first: {
       const float product = Fl32Multiply(input_scale, weight_scale);  // fl32(sx*sw), emulated
       if (!std::isinf(product)) m.m32 = Fl32Divide(product, su);      // fl32(fl32(sx*sw) / su), emulated
       if (std::isinf(product) || std::isinf(m.m32)) {
-        throw InputError("requant: f32_half_even multiplier fl32(fl32(sx*sw)/su) overflows float32 (sx=" +
+        throw InputError("requant: " + std::string(to_string(m.variant)) +
+                         " multiplier fl32(fl32(sx*sw)/su) overflows float32 (sx=" +
                          format_float32(input_scale) + ", sw=" + format_float32(weight_scale) +
                          ", su=" + format_float32(su) + ")");
       }
@@ -270,6 +300,7 @@ RequantTrace Requantizer::operator()(int64_t acc, bool with_decimal) const {
     case RequantVariant::double_rounding: return impl_->double_rounding(acc, with_decimal);
     case RequantVariant::single_rounding: return impl_->single_rounding(acc, with_decimal);
     case RequantVariant::f32_half_even: return impl_->f32(acc, with_decimal);
+    case RequantVariant::f32_zero_point_first: return impl_->f32_zero_point_first(acc, with_decimal);
   }
   throw InputError("requant: unknown variant");
 }

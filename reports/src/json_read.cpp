@@ -169,7 +169,8 @@ Verdict ParseVerdict(const Field& f) {
   if (v == "pass") return Verdict::pass;
   if (v == "fail") return Verdict::fail;
   if (v == "unsupported") return Verdict::unsupported;
-  f.fail("pass, fail or unsupported");
+  if (v == "cross_convention") return Verdict::cross_convention;
+  f.fail("pass, fail, unsupported or cross_convention");
 }
 
 CaseResult ReadCase(const Field& f) {
@@ -190,6 +191,14 @@ CaseResult ReadCase(const Field& f) {
   c.spec.convention.output.rounding = Parse(convention["output"]["rounding"], parse_rounding_mode);
   c.spec.convention.output.zero_point_order = Parse(convention["output"]["zero_point_order"], parse_zero_point_order);
   c.spec.fused = Parse(f["fused"], parse_fused_kind);
+  if (f.has("comparison")) c.spec.comparison = Parse(f["comparison"], parse_comparison);
+  if (f.has("reference_convention")) c.reference_convention = f["reference_convention"].str();
+  if (f.has("fused_convention")) c.fused_convention = f["fused_convention"].str();
+  if (f.has("implementation")) c.implementation = f["implementation"].str();
+  if (f.has("unsupported_samples")) {
+    c.unsupported_samples = f["unsupported_samples"].u64();
+    c.unsupported_sample_reason = f["unsupported_sample_reason"].str();
+  }
   c.spec.mutant = f["mutant"].raw().is_null() ? Mutant::none : Parse(f["mutant"], parse_mutant);
   c.spec.samples = f["requested_samples"].u64();
   c.complete = f["complete"].boolean();
@@ -261,6 +270,10 @@ RunResult FromJson(const json& j, const std::string& source) {
   run.provenance.compiler = top["platform"]["compiler"].str();
   run.provenance.libc = top["platform"]["libc"].str();
   run.provenance.isa = top["platform"]["isa"].str();
+  if (top["platform"].has("onednn")) {
+    run.provenance.onednn_version = top["platform"]["onednn"]["version"].str();
+    run.provenance.onednn_isa = top["platform"]["onednn"]["isa"].str();
+  }
   run.provenance.command_line = top["command_line"].str();
   run.provenance.created = top["created"].str();
   if (top.has("gate")) {

@@ -101,6 +101,14 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["activation"] = std::move(activation);
   j["convention"] = ConventionToJson(c.spec.convention);
   j["fused"] = std::string(to_string(c.spec.fused));
+  j["comparison"] = std::string(to_string(c.spec.comparison));
+  j["reference_convention"] = c.reference_convention;
+  j["fused_convention"] = c.fused_convention;
+  if (!c.implementation.empty()) j["implementation"] = c.implementation;
+  if (c.unsupported_samples > 0) {
+    j["unsupported_samples"] = c.unsupported_samples;
+    j["unsupported_sample_reason"] = c.unsupported_sample_reason;
+  }
   j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
   j["samples"] = c.stats.overall.count();
   j["requested_samples"] = c.spec.samples;
@@ -151,6 +159,9 @@ ordered_json ToJson(const RunResult& run) {
                {"version", run.provenance.tool_version},
                {"git_commit", run.provenance.git_commit}};
   j["platform"] = {{"compiler", run.provenance.compiler}, {"libc", run.provenance.libc}, {"isa", run.provenance.isa}};
+  if (!run.provenance.onednn_version.empty()) {
+    j["platform"]["onednn"] = {{"version", run.provenance.onednn_version}, {"isa", run.provenance.onednn_isa}};
+  }
   j["command_line"] = run.provenance.command_line;
   j["created"] = run.provenance.created;
   if (run.gate) {

@@ -44,6 +44,32 @@ int32_t requant(RequantVariant v, float sx, float sw, float su, int64_t acc, Qua
 //   acc = -6: exact -1.5 -> -2 (half away).
 //     double: h = floor((-6*2^30 + 2^30)/2^31) = floor(-2.5) = -3, then -1.5 -> -2 (half away).
 //     single: floor((-6*2^30 + 2^31)/2^32) = floor(-1) = -1.
+// oneDNN's int8 conv writing an 8-bit tensor adds zu in float before its one rounding (f32_zero_point_first):
+// with an odd zu an exact tie goes to the even code of (value + zu), not to (even code of value) + zu.
+TEST(Requant, F32ZeroPointFirstRoundsAfterTheZeroPoint) {
+  // M32 = 0.25, acc = 10: P = 2.5 exactly.
+  EXPECT_EQ(requant(RequantVariant::f32_half_even, 0.5f, 0.5f, 1.0f, 10, kInt8, 1), 3);         // rne(2.5) + 1
+  EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, 0.5f, 1.0f, 10, kInt8, 1), 4);  // rne(3.5)
+  EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, 0.5f, 1.0f, 10, kInt8, 0), 2);  // rne(2.5)
+  EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, 0.5f, 1.0f, -10, kInt8, -1), -4);
+  // The float32 sum loses low bits: P = 0.5 + 2^-24 is above the tie, P + 2^20 rounds back onto 2^20 + 0.5.
+  const float sw = 1.0f + 0x1p-23f;  // M32 = fl32(0.5 * sw) = 0.5 + 2^-24 exactly; acc = 1
+  EXPECT_EQ(requant(RequantVariant::f32_half_even, 0.5f, sw, 1.0f, 1, QuantType{ScalarType::int16, false}, 0), 1);
+  EXPECT_EQ(requant(RequantVariant::f32_half_even, 0.5f, sw, 1.0f, 1, QuantType{ScalarType::int16, false}, 16), 17);
+  // fl32(16 + 0.5 + 2^-24) = 16.5 (the ulp at 16 is 2^-19): now a tie, to even.
+  EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, sw, 1.0f, 1, QuantType{ScalarType::int16, false}, 16),
+            16);
+}
+
+TEST(Requant, F32IntermediateValueRoundsTwiceInBinary32) {
+  // fl32(sx*sw) = fl32(0.1f * 0.3f); acc = 16777217 is not a float: fl32(acc) = 16777216.
+  const float s = 0.1f * 0.3f;
+  EXPECT_EQ(reference::F32IntermediateValue(16777217, 0.1f, 0.3f), 16777216.0f * s);
+  EXPECT_EQ(reference::F32IntermediateValue(3, 0.5f, 0.25f), 0.375f);
+  EXPECT_EQ(reference::Fl32Add(16777216.0f, 1.0f), 16777216.0f);  // the tie goes to even
+  EXPECT_EQ(reference::Fl32Add(16777216.0f, 3.0f), 16777220.0f);
+}
+
 TEST(Requant, HandWorkedQuarterTies) {
   EXPECT_EQ(requant(RequantVariant::exact, 0.5f, 0.5f, 1.0f, 5), 1);
   EXPECT_EQ(requant(RequantVariant::double_rounding, 0.5f, 0.5f, 1.0f, 5), 2);

@@ -12,6 +12,7 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
+#include "onednn_case.h"
 #include "table_cache.h"
 
 namespace fusediff::driver {
@@ -66,8 +67,6 @@ std::vector<ThresholdSample> ThresholdSamples(const ConvCase& conv, const Conven
   return samples;
 }
 
-std::string DescribeShape(const ConvCase& conv);
-
 // Every stage of output `element` of one conv draw: both accumulators, the exact requantized value, both codes.
 void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fused::FusedKernel& kernel,
                      const reference::ActivationTable& table, const ConvCase& conv, const std::vector<int32_t>& input,
@@ -77,7 +76,7 @@ void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fus
   trace.oy = coord.oy;
   trace.ox = coord.ox;
   trace.k = coord.k;
-  trace.conv_shape = DescribeShape(conv);
+  trace.conv_shape = describe(conv);
   trace.input_quant = format_quant_params(conv.input_quant());
   trace.weight_scale = conv.weight_scales()[coord.k];
   trace.bias = conv.bias()[coord.k];
@@ -92,22 +91,6 @@ void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fus
   trace.requant_exact = requant.exact_value;
   trace.u = requant.u;
   trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
-}
-
-std::string DescribeShape(const ConvCase& conv) {
-  char buffer[320];
-  std::snprintf(buffer, sizeof buffer,
-                "%s N%d H%d W%d C%d -> K%d, kernel %dx%d, stride %dx%d, dilation %dx%d, pad t%d l%d b%d r%d%s",
-                conv.op() == ConvOp::conv2d ? "conv2d" : "conv_transpose2d", conv.batch(), conv.input_height(),
-                conv.input_width(), conv.input_channels(), conv.output_channels(), conv.kernel_height(),
-                conv.kernel_width(), conv.stride_height(), conv.stride_width(), conv.dilation_height(),
-                conv.dilation_width(), conv.padding_top(), conv.padding_left(), conv.padding_bottom(),
-                conv.padding_right(),
-                conv.op() == ConvOp::conv2d ? ""
-                                            : (", output padding " + std::to_string(conv.output_padding_height()) + "x" +
-                                               std::to_string(conv.output_padding_width()))
-                                                  .c_str());
-  return buffer;
 }
 
 }  // namespace
@@ -128,6 +111,10 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.tolerance = default_tolerance(spec.fused, convention.activation.kind);
   if (options.tolerance) result.tolerance = *options.tolerance;
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
+  validate(spec);
+  result.reference_convention = describe(reference_convention(spec));
+  result.fused_convention = describe(declared_convention(spec));
+  if (is_onednn(spec.fused)) return detail::RunOneDnnCase(std::move(result), options, *cache.impl_);
 
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
@@ -234,6 +221,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 }
 
 ReplayTrace Replay(const ReplayKey& key) {
+  if (is_onednn(key.spec.fused)) return detail::ReplayOneDnn(key);
   const CaseSpec& spec = key.spec;
   const Convention& convention = spec.convention;
   validate(convention);
@@ -265,7 +253,7 @@ ReplayTrace Replay(const ReplayKey& key) {
     }
     const ThresholdSample& s = samples[key.sample];
     trace.k = s.k;
-    trace.conv_shape = DescribeShape(conv);
+    trace.conv_shape = describe(conv);
     trace.input_quant = format_quant_params(conv.input_quant());
     trace.weight_scale = conv.weight_scales()[s.k];
     trace.acc_reference = s.acc;

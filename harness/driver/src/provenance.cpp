@@ -5,6 +5,7 @@
 #include <string>
 
 #include "fusediff/driver/driver.h"
+#include "onednn_case.h"
 
 namespace fusediff::driver {
 
@@ -22,6 +23,7 @@ Provenance CurrentProvenance(const std::string& command_line) {
   p.libc = std::string("glibc ") + gnu_get_libc_version();
   struct utsname names {};
   p.isa = uname(&names) == 0 ? names.machine : "unknown";
+  detail::AddOneDnnProvenance(p);
   p.command_line = command_line;
   char created[32];
   const std::time_t now = std::time(nullptr);

@@ -63,7 +63,10 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
     FusedKind fused;
   };
   std::vector<Variant> variants;
-  if (options.intermediate) {
+  const bool onednn_only = options.fused && is_onednn(*options.fused);
+  if (onednn_only) {
+    // The oneDNN comparisons are built below, per activation.
+  } else if (options.intermediate) {
     const QuantParams q = parse_quant_params(*options.intermediate, "--intermediate", QuantParams{});
     variants.push_back({q.type, q.type.bits() == 16 ? FusedKind::lut_interp : FusedKind::lut});
   } else if (options.fused) {
@@ -115,8 +118,56 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
         suite.push_back(std::move(spec));
       }
     }
+    if (onednn_only || (!options.fused && !options.intermediate && OneDnnBuiltIn())) {
+      for (CaseSpec& spec : OneDnnComparisons(options, kind)) suite.push_back(std::move(spec));
+    }
   }
   return suite;
+}
+
+std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {
+  Convention c;
+  c.activation = make_activation(kind);
+  if (options.alpha && takes_alpha(kind)) c.activation.alpha = *options.alpha;
+  // oneDNN's own arithmetic by default: its int8 convolution requantizes in float with the zero point inside the
+  // rounding, and rounds half to even with the destination zero point added first.
+  c.requant = options.requant.value_or(RequantVariant::f32_zero_point_first);
+  const QuantType intermediate_type{ScalarType::int8, false};
+  c.intermediate.q = options.intermediate
+                         ? ResolveQuant(*options.intermediate, "--intermediate", QuantParams{}, false, kind)
+                         : DefaultIntermediate(kind, intermediate_type);
+  c.intermediate.rounding = options.intermediate_rounding.value_or(
+      fixed_rounding(c.requant).value_or(RoundingMode::half_to_even));
+  const QuantType output_type = default_domain(kind).output_lo >= 0 ? QuantType{ScalarType::uint8, false}
+                                                                    : QuantType{ScalarType::int8, false};
+  c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
+                              : DefaultOutput(kind, output_type);
+  c.output.rounding = options.output_rounding.value_or(RoundingMode::half_to_even);
+  c.output.zero_point_order = options.zero_point_order.value_or(ZeroPointOrder::before_rounding);
+  validate(c);
+  struct Comparison_ {
+    FusedKind fused;
+    Comparison comparison;
+    const char* label;
+  };
+  const Comparison_ comparisons[] = {{FusedKind::onednn, Comparison::same_convention, "onednn"},
+                                     {FusedKind::onednn, Comparison::cross_convention, "onednn.cross"},
+                                     {FusedKind::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
+  std::vector<CaseSpec> specs;
+  for (const Comparison_& k : comparisons) {
+    if (options.fused == FusedKind::onednn_unfused && k.fused != FusedKind::onednn_unfused) continue;
+    CaseSpec spec;
+    spec.mix = options.mix;
+    spec.source = SampleSource::conv;
+    spec.convention = c;
+    spec.fused = k.fused;
+    spec.comparison = k.comparison;
+    spec.mutant = options.mutant;
+    spec.samples = options.samples;
+    spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." + k.label + ".conv";
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,

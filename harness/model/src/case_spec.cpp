@@ -14,8 +14,45 @@ std::string_view to_string(FusedKind k) {
     case FusedKind::lut: return "lut";
     case FusedKind::lut_interp: return "lut_interp";
     case FusedKind::pwl: return "pwl";
+    case FusedKind::onednn: return "onednn";
+    case FusedKind::onednn_unfused: return "onednn_unfused";
   }
   return "?";
+}
+
+std::string_view to_string(Comparison c) {
+  return c == Comparison::cross_convention ? "cross_convention" : "same_convention";
+}
+
+Comparison parse_comparison(std::string_view text, std::string_view field) {
+  if (text == "same_convention") return Comparison::same_convention;
+  if (text == "cross_convention") return Comparison::cross_convention;
+  throw InputError(std::string(field) + ": unknown comparison '" + std::string(text) +
+                   "' (expected same_convention or cross_convention)");
+}
+
+bool is_onednn(FusedKind k) { return k == FusedKind::onednn || k == FusedKind::onednn_unfused; }
+
+Convention declared_convention(const CaseSpec& spec) {
+  Convention c = spec.convention;
+  if (spec.fused == FusedKind::onednn) {
+    c.intermediate.kind = IntermediateKind::f32;
+    c.requant = RequantVariant::f32_half_even;
+    c.intermediate.rounding = RoundingMode::half_to_even;
+  }
+  return c;
+}
+
+Convention reference_convention(const CaseSpec& spec) {
+  return spec.comparison == Comparison::cross_convention ? spec.convention : declared_convention(spec);
+}
+
+void validate(const CaseSpec& spec) {
+  validate(spec.convention);
+  if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention) {
+    throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
+                     "graph's; " + std::string(to_string(spec.fused)) + " declares the graph's own");
+  }
 }
 
 std::string_view to_string(SampleSource s) {
@@ -31,8 +68,10 @@ FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
   if (text == "lut") return FusedKind::lut;
   if (text == "lut_interp") return FusedKind::lut_interp;
   if (text == "pwl") return FusedKind::pwl;
+  if (text == "onednn") return FusedKind::onednn;
+  if (text == "onednn_unfused") return FusedKind::onednn_unfused;
   throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) +
-                   "' (expected lut, lut_interp or pwl)");
+                   "' (expected lut, lut_interp, pwl, onednn or onednn_unfused)");
 }
 
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {
@@ -44,8 +83,9 @@ SampleSource parse_sample_source(std::string_view text, std::string_view field) 
 }
 
 namespace {
-// The fields that fix a case's samples, in a fixed order: shared by canonical_key and the replay string.
-std::string CanonicalFields(const CaseSpec& s) {
+// The fields that fix a case, in a fixed order: shared by canonical_key and the replay string. `for_samples`:
+// the sample key, where oneDNN's comparisons of one graph coincide.
+std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   const Convention& c = s.convention;
   std::string out;
   out += "source=" + std::string(to_string(s.source));
@@ -57,8 +97,11 @@ std::string CanonicalFields(const CaseSpec& s) {
   out += ";y=" + format_quant_params(c.output.q);
   out += ";y_round=" + std::string(to_string(c.output.rounding));
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
-  out += ";fused=" + std::string(to_string(s.fused));
+  out += ";fused=" + std::string(to_string(for_samples && is_onednn(s.fused) ? FusedKind::onednn : s.fused));
   if (s.source == SampleSource::conv) out += ";mix=" + format_region_mix(s.mix);
+  if (!for_samples && s.comparison != Comparison::same_convention) {
+    out += ";comparison=" + std::string(to_string(s.comparison));  // absent for same_convention: old keys hold
+  }
   return out;
 }
 }  // namespace
@@ -114,7 +157,9 @@ std::string activation_table_key(const Convention& c) {
 uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
   uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char ch : canonical_key(spec)) {
+  const std::string key =
+      spec.table ? canonical_key(spec) : CanonicalFields(spec, /*for_samples=*/true);  // == canonical_key off oneDNN
+  for (unsigned char ch : key) {
     hash ^= ch;
     hash *= 0x100000001b3ull;
   }
@@ -227,6 +272,7 @@ ReplayKey parse_replay(std::string_view text) {
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
   s.fused = parse_fused_kind(take("fused"), "replay.fused");
   if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
+  if (fields.count("comparison")) s.comparison = parse_comparison(take("comparison"), "replay.comparison");
   s.mutant = parse_mutant(take("mutant"), "replay.mutant");
   if (v2) {
     ExplicitConv e;
@@ -280,7 +326,7 @@ ReplayKey parse_replay(std::string_view text) {
                      "); replay it with `fusediff gate DESCRIPTOR.json`, which lists its codes");
   }
   if (!fields.empty()) throw InputError("replay: unknown field '" + fields.begin()->first + "'");
-  validate(c);
+  validate(s);
   s.samples = key.sample + 1;
   return key;
 }

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include "fusediff/model/conv_case.h"
 
 #include <algorithm>
@@ -155,5 +156,22 @@ void ConvCase::validate() const {
     }
   }
 }
+
+std::string describe(const ConvCase& conv) {
+  char buffer[320];
+  std::snprintf(buffer, sizeof buffer,
+                "%s N%d H%d W%d C%d -> K%d, kernel %dx%d, stride %dx%d, dilation %dx%d, pad t%d l%d b%d r%d%s",
+                conv.op() == ConvOp::conv2d ? "conv2d" : "conv_transpose2d", conv.batch(), conv.input_height(),
+                conv.input_width(), conv.input_channels(), conv.output_channels(), conv.kernel_height(),
+                conv.kernel_width(), conv.stride_height(), conv.stride_width(), conv.dilation_height(),
+                conv.dilation_width(), conv.padding_top(), conv.padding_left(), conv.padding_bottom(),
+                conv.padding_right(),
+                conv.op() == ConvOp::conv2d ? ""
+                                            : (", output padding " + std::to_string(conv.output_padding_height()) + "x" +
+                                               std::to_string(conv.output_padding_width()))
+                                                  .c_str());
+  return buffer;
+}
+
 
 }  // namespace fusediff

@@ -14,9 +14,12 @@ std::string_view to_string(RequantVariant v) {
     case RequantVariant::double_rounding: return "double_rounding";
     case RequantVariant::single_rounding: return "single_rounding";
     case RequantVariant::f32_half_even: return "f32_half_even";
+    case RequantVariant::f32_zero_point_first: return "f32_zero_point_first";
   }
   return "?";
 }
+
+std::string_view to_string(IntermediateKind k) { return k == IntermediateKind::f32 ? "f32" : "quantized"; }
 
 std::string_view to_string(ZeroPointOrder o) {
   return o == ZeroPointOrder::after_rounding ? "after_rounding" : "before_rounding";
@@ -27,8 +30,9 @@ RequantVariant parse_requant_variant(std::string_view text, std::string_view fie
   if (text == "double_rounding") return RequantVariant::double_rounding;
   if (text == "single_rounding") return RequantVariant::single_rounding;
   if (text == "f32_half_even") return RequantVariant::f32_half_even;
+  if (text == "f32_zero_point_first") return RequantVariant::f32_zero_point_first;
   throw InputError(std::string(field) + ": unknown requant variant '" + std::string(text) +
-                   "' (expected exact, double_rounding, single_rounding or f32_half_even)");
+                   "' (expected exact, double_rounding, single_rounding, f32_half_even or f32_zero_point_first)");
 }
 
 ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view field) {
@@ -43,13 +47,18 @@ std::optional<RoundingMode> fixed_rounding(RequantVariant v) {
     case RequantVariant::exact: return std::nullopt;
     case RequantVariant::double_rounding: return RoundingMode::half_away_from_zero;
     case RequantVariant::single_rounding: return RoundingMode::half_up;
-    case RequantVariant::f32_half_even: return RoundingMode::half_to_even;
+    case RequantVariant::f32_half_even:
+    case RequantVariant::f32_zero_point_first: return RoundingMode::half_to_even;
   }
   return std::nullopt;
 }
 
 void validate(const Convention& c) {
-  validate(c.intermediate.q, "intermediate");
+  if (c.intermediate.kind == IntermediateKind::f32 && c.requant != RequantVariant::f32_half_even) {
+    throw InputError("requant: an f32 intermediate is reached by f32_half_even arithmetic only (got " +
+                     std::string(to_string(c.requant)) + ")");
+  }
+  if (c.intermediate.kind == IntermediateKind::quantized) validate(c.intermediate.q, "intermediate");
   validate(c.output.q, "output");
   if (auto fixed = fixed_rounding(c.requant); fixed && *fixed != c.intermediate.rounding) {
     throw InputError("intermediate.rounding: " + std::string(to_string(c.intermediate.rounding)) +
@@ -96,7 +105,9 @@ std::string format_quant_params(const QuantParams& q) {
 }
 
 std::string describe(const Convention& c) {
-  std::string s = std::string(to_string(c.requant)) + " u=" + format_quant_params(c.intermediate.q) + " " +
+  const std::string u =
+      c.intermediate.kind == IntermediateKind::f32 ? std::string("f32") : format_quant_params(c.intermediate.q);
+  std::string s = std::string(to_string(c.requant)) + " u=" + u + " " +
                   std::string(to_string(c.intermediate.rounding)) + " -> " +
                   std::string(to_string(c.activation.kind));
   if (takes_alpha(c.activation.kind)) s += "(alpha=" + format_float32(c.activation.alpha) + ")";

@@ -11,6 +11,7 @@ std::string_view to_string(Verdict v) {
     case Verdict::pass: return "pass";
     case Verdict::fail: return "fail";
     case Verdict::unsupported: return "unsupported";
+    case Verdict::cross_convention: return "cross_convention";
   }
   return "?";
 }
@@ -35,6 +36,13 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec})});
   }
   if (result.verdict == Verdict::unsupported) return;
+  if (result.spec.comparison == Comparison::cross_convention) {
+    result.verdict = Verdict::cross_convention;
+    result.reason = "cross-convention measurement, no verdict: the fused path declares " +
+                    describe(declared_convention(result.spec)) + ", the reference runs " +
+                    describe(reference_convention(result.spec));
+    return;
+  }
   result.reason = check_tolerance(result.stats.overall, result.tolerance);
   result.verdict = result.reason.empty() ? Verdict::pass : Verdict::fail;
 }
@@ -54,6 +62,9 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   into.per_code.merge(part.per_code);
   into.reference_escalations = std::max(into.reference_escalations, part.reference_escalations);
   into.complete = into.complete && part.complete;
+  if (into.unsupported_samples == 0) into.unsupported_sample_reason = part.unsupported_sample_reason;
+  into.unsupported_samples += part.unsupported_samples;
+  if (into.implementation.empty()) into.implementation = part.implementation;
   into.seconds += part.seconds;
   finish_case_result(into, seed);
 }

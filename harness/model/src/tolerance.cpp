@@ -31,6 +31,9 @@ constexpr ToleranceRow kLutInterpRows[] = {
 Tolerance default_tolerance(FusedKind fused, ActivationKind activation) {
   // An 8-bit table has one entry per code, so it can be exact: any wrong entry is a failure.
   if (fused == FusedKind::lut) return Tolerance{0, std::nullopt, std::nullopt};
+  // oneDNN evaluates the activation and its scaling in binary32: the output code may differ from the exactly
+  // rounded one by 1 where t lies within float32 noise of a rounding tie (docs/onednn.md, measured there).
+  if (is_onednn(fused)) return Tolerance{1, std::nullopt, std::nullopt};
   for (const ToleranceRow& row : kLutInterpRows) {
     if (row.fused == fused && row.activation == activation) return Tolerance{row.max_abs_lsb, std::nullopt, std::nullopt};
   }

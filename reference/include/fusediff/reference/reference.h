@@ -59,6 +59,10 @@ QuantizedMultiplier QuantizeMultiplier(double real_multiplier, bool single_round
 float Fl32FromInt64(int64_t value);   // fl32(value)
 float Fl32Multiply(float a, float b); // fl32(a * b), the exact product rounded once
 float Fl32Divide(float a, float b);   // fl32(a / b), the exact quotient rounded once
+float Fl32Add(float a, float b);      // fl32(a + b), the exact sum rounded once
+
+// The f32 intermediate (IntermediateKind::f32): v = fl32(fl32(acc) * fl32(sx * sw[k])), each step emulated.
+float F32IntermediateValue(int64_t acc, float input_scale, float weight_scale);
 
 // acc -> u for one output channel: precomputes what depends only on (convention, sx, sw[k]).
 class Requantizer {
@@ -118,6 +122,23 @@ class ActivationTable {
   std::vector<ActivationPoint> points_;
   uint64_t escalations_ = 0;
   int max_mpfr_bits_ = 0;
+};
+
+// y_ref for an f32 intermediate (IntermediateKind::f32): the convention's output rule applied to f(v) at any
+// binary32 v, by exactly the decision procedure of ActivationTable (the double filter, then MPFR). No cache: an
+// f32 intermediate has no finite code set. Not thread-safe (it counts escalations).
+class ActivationEvaluator {
+ public:
+  explicit ActivationEvaluator(const Convention& convention, const ActivationTableOptions& options = {});
+  ~ActivationEvaluator();
+  ActivationEvaluator(ActivationEvaluator&&) noexcept;
+  ActivationPoint operator()(float v);
+  uint64_t escalations() const;
+  int max_mpfr_bits() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // One evaluation for display (replay): f(v) at code u as a decimal with `digits` significant digits,

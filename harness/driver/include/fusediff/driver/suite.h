@@ -33,6 +33,15 @@ struct SuiteOptions {
 // (docs/default-suite.md). Throws InputError on bad option values.
 std::vector<CaseSpec> BuildSuite(const SuiteOptions& options);
 
+// oneDNN's three comparisons for one activation, on the same draws of the graph's convention (int8 intermediate,
+// requant f32_zero_point_first, output half_to_even with the zero point before rounding, unless the options say
+// otherwise): the fused kernel against its own f32-intermediate convention (verdict), the fused kernel against the
+// graph's quantize-then-activate convention (cross_convention, no verdict), the unfused oneDNN graph against the
+// graph's convention (verdict). `--fused onednn` runs all three, `--fused onednn_unfused` the last only. The
+// default suite includes them when fusediff is built with oneDNN (OneDnnBuiltIn).
+std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind);
+bool OneDnnBuiltIn();
+
 // The cases `fusediff gate` runs on a table file: an exhaustive sweep over every intermediate code (the table
 // against the exact reference, code by code) and `conv_samples` targeted conv samples through the whole fused
 // op under the descriptor's requantization (random Conv2D cases aimed to cover the intermediate range and

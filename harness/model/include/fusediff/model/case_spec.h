@@ -23,7 +23,18 @@ struct TableData;  // model/table.h
 //               LUTLookup, bit-exact).
 //   pwl:        piecewise-linear segments in fixed point over an 8- or 16-bit intermediate (only from a table
 //               file: model/table.h).
-enum class FusedKind { lut, lut_interp, pwl };
+//   onednn:     oneDNN's int8 convolution with one eltwise post-op (fused/onednn; FUSEDIFF_WITH_ONEDNN). It declares
+//               the graph's convention with the intermediate unquantized (f32): declared_convention() below.
+//   onednn_unfused: oneDNN's int8 convolution to the intermediate 8-bit tensor (requant f32_zero_point_first), then
+//               dequantize, the activation and quantize as separate oneDNN primitives. Declares the graph's convention.
+enum class FusedKind { lut, lut_interp, pwl, onednn, onednn_unfused };
+
+// Which reference a case compares the fused path with.
+//   same_convention:  the reference runs the convention the fused path declares (declared_convention): a verdict.
+//   cross_convention: the reference runs the graph's quantize-then-activate convention although the fused path
+//                     declares another (oneDNN's f32 intermediate): a measurement of how far the fusion moves the
+//                     answer, labelled as such and never given pass/fail (Verdict::cross_convention).
+enum class Comparison { same_convention, cross_convention };
 
 // Bugs injected into the fused path on purpose, to show the harness catches them. Each is defined precisely,
 // with the case space where it differs from the correct path, in model/mutants.h.
@@ -55,14 +66,19 @@ enum class SampleSource { conv, sweep, thresholds };
 std::string_view to_string(FusedKind k);
 std::string_view to_string(Mutant m);       // kebab-case: "use-output-scale"; "none"
 std::string_view to_string(SampleSource s);
+std::string_view to_string(Comparison c);
 FusedKind parse_fused_kind(std::string_view text, std::string_view field);
 Mutant parse_mutant(std::string_view text, std::string_view field);
 SampleSource parse_sample_source(std::string_view text, std::string_view field);
+Comparison parse_comparison(std::string_view text, std::string_view field);
+bool is_onednn(FusedKind k);
 
 struct CaseSpec {
   std::string name;
   SampleSource source = SampleSource::conv;
+  // The graph's convention: the quantize-then-activate semantics of the unfused graph. The draws aim at it.
   Convention convention;
+  Comparison comparison = Comparison::same_convention;
   FusedKind fused = FusedKind::lut;
   Mutant mutant = Mutant::none;
   uint64_t samples = 0;  // conv: requested sample count; sweep: ignored (every code once)
@@ -71,6 +87,14 @@ struct CaseSpec {
   // When set, canonical_key carries its fingerprint, so different tables get different sample streams.
   std::shared_ptr<const TableData> table;
 };
+
+// The convention the fused path declares it implements: the graph's own for every path but `onednn`, whose
+// intermediate is f32 (requant f32_half_even, no code; the output spec unchanged).
+Convention declared_convention(const CaseSpec& spec);
+// The convention the reference runs: the declared one (same_convention) or the graph's (cross_convention).
+Convention reference_convention(const CaseSpec& spec);
+// Throws InputError when a cross_convention case has nothing to cross (its path declares the graph's convention).
+void validate(const CaseSpec& spec);
 
 // "knee:1/saturation:1/quant_boundary:2/bulk:1"; parse also takes "knee=1,saturation=1,...", and missing
 // regions weigh 0. Throws InputError naming `field`.
@@ -85,7 +109,9 @@ std::string canonical_key(const CaseSpec& spec);
 // intermediate quantization and the output spec; not the requantization, which only decides which code is hit.
 std::string activation_table_key(const Convention& c);
 
-// 64-bit FNV-1a of canonical_key: the case's stream id c in the counter-based generator.
+// 64-bit FNV-1a of the sample key: the case's stream id c in the counter-based generator. The sample key is
+// canonical_key except that oneDNN's comparisons of one graph share it (fused=onednn for both oneDNN paths, the
+// comparison left out), so that the fused, cross-convention and unfused comparisons see the same draws.
 uint64_t case_stream_id(const CaseSpec& spec);
 
 // Number of samples a case actually runs: `samples` for conv, the intermediate code count for sweep.

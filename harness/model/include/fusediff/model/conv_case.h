@@ -107,4 +107,7 @@ class ConvCase {
   std::vector<int32_t> bias_;
 };
 
+// One line: "conv2d N1 H7 W5 C3 -> K4, kernel 3x2, stride 1x2, dilation 1x1, pad t0 l1 b1 r0" (+ output padding).
+std::string describe(const ConvCase& conv);
+
 }  // namespace fusediff

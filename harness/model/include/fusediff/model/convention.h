@@ -21,13 +21,26 @@ namespace fusediff {
 //                    (acc*m + 2^(t-1)) >> t, t = 31 - shift. Fixed rounding: half_up.
 //   f32_half_even:   ONNX/ORT style: M32 = float32(float32(sx*sw[k]) / su); u = nearbyint(float32(float32(acc)*M32)),
 //                    ties to even. Fixed rounding: half_to_even.
-enum class RequantVariant { exact, double_rounding, single_rounding, f32_half_even };
+//                    With an f32 intermediate (below) there is no su and no code: the value handed to the activation
+//                    is v = float32(float32(acc) * float32(sx*sw[k])), each step rounded to nearest even.
+//   f32_zero_point_first: oneDNN 2.x int8 convolution writing an 8-bit tensor: M32 as in f32_half_even, then the zero
+//                    point is added in float32 before the one rounding: u = sat(nearbyint(float32(float32(float32(acc)
+//                    * M32) + zu))), ties to even. Differs from f32_half_even when zu is odd at an exact tie, and when
+//                    the float32 sum loses low bits. Fixed rounding: half_to_even.
+enum class RequantVariant { exact, double_rounding, single_rounding, f32_half_even, f32_zero_point_first };
+
+// What the intermediate is between the convolution and the activation.
+//   quantized: an integer tensor u with scale su and zero point zu, as in the unfused graph;
+//   f32:       a binary32 value never rounded to a code (oneDNN's post-ops): requant must be f32_half_even, the
+//              rounding half_to_even, and q is not used.
+enum class IntermediateKind { quantized, f32 };
 
 // Whether the output zero point is added after rounding f(v)/sy (TFLite) or before (Vela Sigmoid/Tanh LUTs:
 // round(zy + f(v)/sy)). They differ at ties whenever the rounding mode is not translation invariant.
 enum class ZeroPointOrder { after_rounding, before_rounding };
 
 struct IntermediateSpec {
+  IntermediateKind kind = IntermediateKind::quantized;
   QuantParams q;
   RoundingMode rounding = RoundingMode::half_away_from_zero;
   friend bool operator==(const IntermediateSpec&, const IntermediateSpec&) = default;
@@ -50,6 +63,7 @@ struct Convention {
 
 std::string_view to_string(RequantVariant v);
 std::string_view to_string(ZeroPointOrder o);
+std::string_view to_string(IntermediateKind k);
 RequantVariant parse_requant_variant(std::string_view text, std::string_view field);
 ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view field);
 

@@ -13,7 +13,9 @@
 
 namespace fusediff {
 
-enum class Verdict { pass, fail, unsupported };
+// cross_convention: a measurement between a fused path and a reference under different conventions
+// (Comparison::cross_convention); it is reported, never judged, and never fails a run.
+enum class Verdict { pass, fail, unsupported, cross_convention };
 std::string_view to_string(Verdict v);
 
 struct WorstCaseReport {
@@ -33,6 +35,11 @@ struct CaseResult {
   std::vector<int32_t> hard_codes;          // the convention's hard codes (knees, saturation edges, output ties)
   uint64_t hard_codes_covered = 0;          // of those, how many a sample landed on (from per_code)
   uint64_t reference_escalations = 0;       // codes the double filter handed to exact arithmetic / MPFR
+  std::string reference_convention;         // describe() of what the reference ran
+  std::string fused_convention;             // describe() of what the fused path declares
+  std::string implementation;               // a library path's implementation(s), e.g. oneDNN "jit_int8:avx512_core_vnni"
+  uint64_t unsupported_samples = 0;         // samples whose draw the library rejected (counted, not compared)
+  std::string unsupported_sample_reason;    // the library's reason for the first such draw
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
   uint32_t shard_count = 1;
@@ -46,6 +53,8 @@ struct Provenance {
   std::string compiler;
   std::string libc;
   std::string isa;
+  std::string onednn_version;  // empty when built without oneDNN
+  std::string onednn_isa;      // the ISA oneDNN dispatches to on this CPU
   std::string command_line;
   std::string created;  // ISO 8601 UTC
 };
@@ -86,7 +95,11 @@ namespace fusediff {
 // Every stage of one sample, for `fusediff replay`.
 struct ReplayTrace {
   ReplayKey key;
-  std::string convention;      // describe(convention)
+  std::string convention;      // describe() of the reference's convention
+  std::string fused_convention;  // describe() of what the fused path declares, when it is a library's (else empty)
+  std::string implementation;    // a library path's implementation(s)
+  bool black_box = false;        // a library path: its accumulator and intermediate are not observable
+  bool f32_intermediate = false; // the reference's intermediate is f32: requant_exact is v, u is unused
   // conv source only
   uint32_t draw = 0;
   int32_t n = 0, oy = 0, ox = 0, k = 0;

@@ -1,0 +1,57 @@
+#pragma once
+// A real library's fused kernel under test: oneDNN 2.x int8 convolution (or deconvolution) with per-output-channel
+// output scales, source and destination zero points, an s32 bias and one eltwise post-op; and, for comparison, the
+// same graph unfused in oneDNN (conv to the 8-bit intermediate, dequantize, eltwise, quantize). Built only with
+// FUSEDIFF_WITH_ONEDNN. Depends on the model and oneDNN only.
+//
+// oneDNN 2.x order of computation (doc/primitives/convolution.md, "Data Types" and attributes; conventions.md):
+//   d = fl32(acc_s32)                 (the source zero point compensated in s32, bias added: acc as the model's)
+//   d = fl32(d * output_scale[k])     (per output channel)
+//   d = fl32(eltwise_scale * f(d))    (the eltwise post-op, f in binary32, oneDNN's own approximation)
+//   d = fl32(d + dst_zero_point), saturated, rounded to nearest even (cvtps2dq under the default MXCSR)
+// The mapping that makes the activation see real values (conventions.md): output_scale[k] = fl32(sx * sw[k]),
+// eltwise_scale = fl32(1 / sy), dst_zero_point = zy. So the fused kernel declares the graph's convention with
+// an f32 intermediate: v = fl32(fl32(acc) * fl32(sx*sw[k])), y = sat(round_half_even(f(v)/sy + zy)).
+// The unfused path: conv with output_scale[k] = fl32(fl32(sx*sw[k]) / su), dst zero point zu into the 8-bit
+// intermediate (requant f32_zero_point_first), a reorder to f32 with scale su and source zero point zu, eltwise
+// forward in f32, a reorder to the output type with scale fl32(1/sy) and destination zero point zy.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fusediff/model/case_spec.h"
+#include "fusediff/model/conv_case.h"
+#include "fusediff/model/convention.h"
+
+namespace fusediff::fused::onednn {
+
+// "2.6.3 (commit N/A)", from dnnl_version().
+std::string LibraryVersion();
+// The ISA oneDNN dispatches to on this CPU (dnnl::get_effective_cpu_isa), e.g. "avx512_core_bf16".
+std::string EffectiveIsa();
+
+class OneDnnKernel {
+ public:
+  // `graph` is the case's (quantize-then-activate) convention, `kind` onednn or onednn_unfused. Returns nullptr
+  // and sets *unsupported_reason when oneDNN cannot express the convention the path declares (the activation,
+  // the output type or rounding, the unfused intermediate); throws InputError for an invalid convention.
+  static std::unique_ptr<OneDnnKernel> Create(const Convention& graph, FusedKind kind, std::string* unsupported_reason);
+  ~OneDnnKernel();
+
+  // Runs one draw through oneDNN: y[output_index] = output code. Returns false and sets *unsupported_reason
+  // (oneDNN's error and status, with the problem) when oneDNN rejects this draw's shape or types.
+  bool Run(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
+           std::string* unsupported_reason);
+
+  // The implementations oneDNN chose so far, distinct, in first-use order ("jit_int8:avx512_core_vnni", ...).
+  const std::vector<std::string>& implementations() const;
+
+ private:
+  struct Impl;
+  explicit OneDnnKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusediff::fused::onednn

@@ -1,0 +1,322 @@
+#include "fusediff/fused/onednn_kernel.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "fusediff/model/errors.h"
+
+namespace fusediff::fused::onednn {
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DataType = memory::data_type;
+
+struct Eltwise {
+  algorithm alg;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+// The one eltwise algorithm (oneDNN 2.6) that computes each activation as docs/activations.md defines it.
+std::optional<Eltwise> MapActivation(const Activation& a, std::string* why) {
+  switch (a.kind) {
+    case ActivationKind::relu: return Eltwise{algorithm::eltwise_relu, 0.0f, 0.0f};
+    case ActivationKind::relu6: return Eltwise{algorithm::eltwise_clip, 0.0f, 6.0f};  // clip(x, 0, 6)
+    case ActivationKind::leaky_relu: return Eltwise{algorithm::eltwise_relu, a.alpha, 0.0f};  // alpha: negative slope
+    case ActivationKind::hard_swish: return Eltwise{algorithm::eltwise_hardswish, 0.0f, 0.0f};
+    case ActivationKind::gelu_erf: return Eltwise{algorithm::eltwise_gelu_erf, 0.0f, 0.0f};
+    case ActivationKind::gelu_tanh: return Eltwise{algorithm::eltwise_gelu_tanh, 0.0f, 0.0f};
+    case ActivationKind::sigmoid: return Eltwise{algorithm::eltwise_logistic, 0.0f, 0.0f};
+    case ActivationKind::tanh: return Eltwise{algorithm::eltwise_tanh, 0.0f, 0.0f};
+    case ActivationKind::silu: return Eltwise{algorithm::eltwise_swish, 1.0f, 0.0f};  // x * sigmoid(alpha x)
+    case ActivationKind::elu: return Eltwise{algorithm::eltwise_elu, a.alpha, 0.0f};
+    case ActivationKind::softplus: return Eltwise{algorithm::eltwise_soft_relu, 0.0f, 0.0f};  // log(1 + e^x)
+    case ActivationKind::mish: return Eltwise{algorithm::eltwise_mish, 0.0f, 0.0f};
+    case ActivationKind::hard_sigmoid:
+      *why = "oneDNN 2.6 has no hardsigmoid eltwise algorithm (it arrived in 3.0), and one eltwise post-op cannot "
+             "express relu6(x + 3) / 6";
+      return std::nullopt;
+  }
+  *why = "unknown activation";
+  return std::nullopt;
+}
+
+// oneDNN's 8-bit types saturate to the full range: a narrow type (int8 in [-127, 127]) is not expressible.
+std::optional<DataType> EightBitType(const QuantType& t) {
+  if (t.narrow) return std::nullopt;
+  if (t.scalar == ScalarType::int8) return DataType::s8;
+  if (t.scalar == ScalarType::uint8) return DataType::u8;
+  return std::nullopt;
+}
+
+std::string DescribeError(const dnnl::error& e, const std::string& what) {
+  return "oneDNN rejected " + what + ": " + e.what() + " (status " + std::to_string(static_cast<int>(e.status)) +
+         (e.status == dnnl_unimplemented ? ", unimplemented" : "") + ")";
+}
+
+// A host buffer of 8-bit codes for a memory object.
+struct Codes {
+  std::vector<uint8_t> u8;
+  std::vector<int8_t> s8;
+  void* data(DataType t) { return t == DataType::u8 ? static_cast<void*>(u8.data()) : static_cast<void*>(s8.data()); }
+  void resize(DataType t, size_t n) {
+    if (t == DataType::u8) u8.assign(n, 0);
+    else s8.assign(n, 0);
+  }
+  int32_t at(DataType t, size_t i) const { return t == DataType::u8 ? int32_t{u8[i]} : int32_t{s8[i]}; }
+};
+
+}  // namespace
+
+std::string LibraryVersion() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (commit " +
+         std::string(v->hash) + ")";
+}
+
+std::string EffectiveIsa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::all: return "all";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "isa#" + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa()));
+  }
+}
+
+struct OneDnnKernel::Impl {
+  Convention graph;
+  FusedKind kind = FusedKind::onednn;
+  Eltwise eltwise{algorithm::eltwise_relu};
+  DataType output_type = DataType::s8;
+  DataType intermediate_type = DataType::s8;  // onednn_unfused
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::vector<std::string> implementations;
+
+  void note(const std::string& implementation) {
+    if (std::find(implementations.begin(), implementations.end(), implementation) == implementations.end()) {
+      implementations.push_back(implementation);
+    }
+  }
+};
+
+OneDnnKernel::OneDnnKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OneDnnKernel::~OneDnnKernel() = default;
+
+const std::vector<std::string>& OneDnnKernel::implementations() const { return impl_->implementations; }
+
+std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, FusedKind kind,
+                                                   std::string* unsupported_reason) {
+  auto reject = [unsupported_reason](std::string reason) -> std::unique_ptr<OneDnnKernel> {
+    if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
+    return nullptr;
+  };
+  validate(graph);
+  if (kind != FusedKind::onednn && kind != FusedKind::onednn_unfused) {
+    throw InputError("OneDnnKernel: fused kind " + std::string(to_string(kind)) + " is not a oneDNN path");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->graph = graph;
+  impl->kind = kind;
+  std::string why;
+  const std::optional<Eltwise> eltwise = MapActivation(graph.activation, &why);
+  if (!eltwise) return reject(why);
+  impl->eltwise = *eltwise;
+  const std::optional<DataType> out = EightBitType(graph.output.q.type);
+  if (!out) {
+    return reject("oneDNN's int8 convolution writes s8 or u8 saturated to the full range (or s32/f32/bf16); output "
+                  "type " + to_string(graph.output.q.type) + " is not expressible");
+  }
+  impl->output_type = *out;
+  if (graph.output.rounding != RoundingMode::half_to_even ||
+      graph.output.zero_point_order != ZeroPointOrder::before_rounding) {
+    return reject("oneDNN adds the destination zero point in float and then rounds half to even; the case declares " +
+                  std::string(to_string(graph.output.rounding)) + " with the zero point " +
+                  std::string(to_string(graph.output.zero_point_order)));
+  }
+  if (kind == FusedKind::onednn_unfused) {
+    const std::optional<DataType> mid = EightBitType(graph.intermediate.q.type);
+    if (graph.intermediate.kind != IntermediateKind::quantized || !mid) {
+      return reject("oneDNN's unfused graph stores the intermediate as s8 or u8 (full range); intermediate " +
+                    (graph.intermediate.kind == IntermediateKind::f32 ? std::string("f32")
+                                                                      : to_string(graph.intermediate.q.type)) +
+                    " is not expressible");
+    }
+    if (graph.requant != RequantVariant::f32_zero_point_first) {
+      return reject("oneDNN's int8 convolution requantizes as f32_zero_point_first; the case declares " +
+                    std::string(to_string(graph.requant)));
+    }
+    impl->intermediate_type = *mid;
+  }
+  if (unsupported_reason != nullptr) unsupported_reason->clear();
+  return std::unique_ptr<OneDnnKernel>(new OneDnnKernel(std::move(impl)));
+}
+
+bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
+                       std::string* unsupported_reason) {
+  conv.validate();
+  if (input.size() != conv.input_elements() || y.size() != conv.output_elements()) {
+    throw InputError("OneDnnKernel::Run: input or output has the wrong size");
+  }
+  Impl& m = *impl_;
+  const bool unfused = m.kind == FusedKind::onednn_unfused;
+  auto reject = [unsupported_reason](std::string reason) {
+    if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
+    return false;
+  };
+  const std::optional<DataType> src_type = EightBitType(QuantType{conv.input_quant().type.scalar, false});
+  if (!src_type) return reject("oneDNN's int8 convolution takes u8 or s8 sources, not " + to_string(conv.input_quant().type));
+
+  const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();
+  const memory::dims src_dims = {n, c, conv.input_height(), conv.input_width()};
+  const memory::dims wei_dims = {k, c, conv.kernel_height(), conv.kernel_width()};
+  const memory::dims dst_dims = {n, k, conv.output_height(), conv.output_width()};
+  const DataType dst_type = unfused ? m.intermediate_type : m.output_type;
+  const memory::desc src_md(src_dims, *src_type, Tag::nhwc);
+  const memory::desc wei_any(wei_dims, DataType::s8, Tag::any);
+  const memory::desc wei_user(wei_dims, DataType::s8, Tag::ohwi);  // the model's OHWI layout
+  const memory::desc bias_md({k}, DataType::s32, Tag::x);
+  const memory::desc dst_md(dst_dims, dst_type, Tag::nhwc);
+  const memory::dims strides = {conv.stride_height(), conv.stride_width()};
+  const memory::dims dilates = {conv.dilation_height() - 1, conv.dilation_width() - 1};  // oneDNN counts gaps
+  const memory::dims pad_l = {conv.padding_top(), conv.padding_left()};
+
+  // Output scales per output channel (mask 1 << 1: dimension 1 of dst is the channel).
+  const float su = m.graph.intermediate.q.scale;
+  std::vector<float> scales(static_cast<size_t>(k));
+  for (int32_t ch = 0; ch < k; ++ch) {
+    const float product = conv.input_quant().scale * conv.weight_scales()[static_cast<size_t>(ch)];  // fl32(sx*sw)
+    scales[static_cast<size_t>(ch)] = unfused ? product / su : product;  // fl32(fl32(sx*sw)/su) or fl32(sx*sw)
+  }
+  const float inverse_sy = 1.0f / m.graph.output.q.scale;  // fl32(1/sy)
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(1 << 1, scales);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  if (!unfused) {
+    dnnl::post_ops post_ops;
+    post_ops.append_eltwise(inverse_sy, m.eltwise.alg, m.eltwise.alpha, m.eltwise.beta);
+    attr.set_post_ops(post_ops);
+  }
+
+  const std::string problem = std::string(conv.op() == ConvOp::conv2d ? "convolution" : "deconvolution") + " " +
+                              (*src_type == DataType::u8 ? "u8" : "s8") + " mb" + std::to_string(n) + "ic" +
+                              std::to_string(c) + "oc" + std::to_string(k) + "_ih" + std::to_string(conv.input_height()) +
+                              "iw" + std::to_string(conv.input_width()) + "_kh" + std::to_string(conv.kernel_height()) +
+                              "kw" + std::to_string(conv.kernel_width());
+  dnnl::primitive primitive;
+  memory::desc weights_md;
+  std::string implementation;
+  try {
+    if (conv.op() == ConvOp::conv2d) {
+      const memory::dims pad_r = {conv.padding_bottom(), conv.padding_right()};
+      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::convolution_direct,
+                                                 src_md, wei_any, bias_md, dst_md, strides, dilates, pad_l, pad_r);
+      const dnnl::convolution_forward::primitive_desc pd(desc, attr, m.engine);
+      primitive = dnnl::convolution_forward(pd);
+      weights_md = pd.weights_desc();
+      implementation = pd.impl_info_str();
+    } else {
+      // Output padding extends the far end: oneDNN derives it from the destination size, as a smaller pad_r.
+      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height(),
+                                  conv.padding_right() - conv.output_padding_width()};
+      const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                                   algorithm::deconvolution_direct, src_md, wei_any, bias_md, dst_md,
+                                                   strides, dilates, pad_l, pad_r);
+      const dnnl::deconvolution_forward::primitive_desc pd(desc, attr, m.engine);
+      primitive = dnnl::deconvolution_forward(pd);
+      weights_md = pd.weights_desc();
+      implementation = pd.impl_info_str();
+    }
+  } catch (const dnnl::error& e) {
+    return reject(DescribeError(e, problem));
+  }
+
+  Codes src;
+  src.resize(*src_type, input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (*src_type == DataType::u8) src.u8[i] = static_cast<uint8_t>(input[i]);
+    else src.s8[i] = static_cast<int8_t>(input[i]);
+  }
+  std::vector<int8_t> weights = conv.weights();
+  std::vector<int32_t> bias = conv.bias();
+  int32_t src_zero_point = conv.input_quant().zero_point;
+  int32_t dst_zero_point = unfused ? m.graph.intermediate.q.zero_point : m.graph.output.q.zero_point;
+  Codes dst;
+  dst.resize(dst_type, conv.output_elements());
+  try {
+    memory src_mem(src_md, m.engine, src.data(*src_type));
+    memory wei_user_mem(wei_user, m.engine, weights.data());
+    memory wei_mem = wei_user_mem;
+    if (weights_md != wei_user) {
+      wei_mem = memory(weights_md, m.engine);
+      dnnl::reorder(wei_user_mem, wei_mem).execute(m.stream, wei_user_mem, wei_mem);
+    }
+    memory bias_mem(bias_md, m.engine, bias.data());
+    memory dst_mem(dst_md, m.engine, dst.data(dst_type));
+    const memory::desc zp_md({1}, DataType::s32, Tag::x);
+    memory src_zp(zp_md, m.engine, &src_zero_point), dst_zp(zp_md, m.engine, &dst_zero_point);
+    primitive.execute(m.stream, {{DNNL_ARG_SRC, src_mem},
+                                 {DNNL_ARG_WEIGHTS, wei_mem},
+                                 {DNNL_ARG_BIAS, bias_mem},
+                                 {DNNL_ARG_DST, dst_mem},
+                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp},
+                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp}});
+    m.stream.wait();
+    if (!unfused) {
+      m.note("conv: " + implementation);
+      for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(dst_type, i);
+      return true;
+    }
+
+    // The unfused graph's remaining nodes, each its own oneDNN primitive.
+    const memory::desc f32_md(dst_dims, DataType::f32, Tag::nhwc);
+    const memory::desc out_md(dst_dims, m.output_type, Tag::nhwc);
+    std::vector<float> dequantized(conv.output_elements()), activated(conv.output_elements());
+    Codes out;
+    out.resize(m.output_type, conv.output_elements());
+    memory deq_mem(f32_md, m.engine, dequantized.data()), act_mem(f32_md, m.engine, activated.data());
+    memory out_mem(out_md, m.engine, out.data(m.output_type));
+
+    dnnl::primitive_attr dequantize_attr;  // v = su * (u - zu)
+    dequantize_attr.set_output_scales(0, {su});
+    dequantize_attr.set_zero_points(DNNL_ARG_SRC, 0, {m.graph.intermediate.q.zero_point});
+    const dnnl::reorder::primitive_desc dequantize_pd(m.engine, dst_md, m.engine, f32_md, dequantize_attr);
+    const dnnl::eltwise_forward::desc eltwise_desc(dnnl::prop_kind::forward_inference, m.eltwise.alg, f32_md,
+                                                   m.eltwise.alpha, m.eltwise.beta);
+    const dnnl::eltwise_forward::primitive_desc eltwise_pd(eltwise_desc, m.engine);
+    dnnl::primitive_attr quantize_attr;  // y = sat(round_half_even(f / sy + zy))
+    quantize_attr.set_output_scales(0, {inverse_sy});
+    quantize_attr.set_zero_points(DNNL_ARG_DST, 0, {m.graph.output.q.zero_point});
+    const dnnl::reorder::primitive_desc quantize_pd(m.engine, f32_md, m.engine, out_md, quantize_attr);
+
+    dnnl::reorder(dequantize_pd).execute(m.stream, dst_mem, deq_mem);
+    dnnl::eltwise_forward(eltwise_pd).execute(m.stream, {{DNNL_ARG_SRC, deq_mem}, {DNNL_ARG_DST, act_mem}});
+    dnnl::reorder(quantize_pd).execute(m.stream, act_mem, out_mem);
+    m.stream.wait();
+    m.note("conv: " + implementation + "; dequantize: " + dequantize_pd.impl_info_str() +
+           "; eltwise: " + eltwise_pd.impl_info_str() + "; quantize: " + quantize_pd.impl_info_str());
+    for (size_t i = 0; i < y.size(); ++i) y[i] = out.at(m.output_type, i);
+    return true;
+  } catch (const dnnl::error& e) {
+    return reject(DescribeError(e, problem));
+  }
+}
+
+}  // namespace fusediff::fused::onednn
