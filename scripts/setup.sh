@@ -15,6 +15,8 @@ packages=(
   python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
   libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
   chromium                                # headless rendering test of the HTML sign-off report
+  libbenchmark-dev                        # Google Benchmark (bench/)
+  python3-numpy python3-scipy             # bench/gate_numpy.py: the NumPy/SciPy baseline of the gate benchmark
 )
 
 missing=()
