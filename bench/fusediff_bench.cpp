@@ -53,7 +53,7 @@ CaseSpec FindCase(const Variant& v, SampleSource source, uint64_t samples) {
 
 unsigned AllThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
-constexpr uint64_t kConvSamples = 200000;
+constexpr uint64_t kConvSamples = 1000000;  // per case: per-case fixed costs stay small, as in real runs
 
 // End to end: generate + reference conv + fused op + exact requantization + cached y_ref + statistics, as
 // `fusediff run` does per conv case. The reference cache is built before timing (once per convention per run).
@@ -62,7 +62,7 @@ void BM_EndToEnd(benchmark::State& state, Variant v, unsigned threads) {
   driver::ReferenceCache cache;
   driver::RunOptions options;
   options.threads = threads == 0 ? AllThreads() : threads;
-  (void)driver::RunCase(CaseSpec{spec.name, SampleSource::sweep, spec.convention, spec.fused}, options, cache);
+  (void)driver::RunCase(FindCase(v, SampleSource::sweep, 1), options, cache);
   uint64_t samples = 0;
   for (auto _ : state) {
     const CaseResult result = driver::RunCase(spec, options, cache);

@@ -1,6 +1,8 @@
 #include "fusediff/driver/driver.h"
 
 #include <algorithm>
+#include <array>
+#include <climits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -73,10 +75,53 @@ std::vector<ThresholdSample> ThresholdSamples(const ConvCase& conv, const Conven
 
 std::string DescribeShape(const ConvCase& conv);
 
+// What the comparison needs of the reference table per code, packed small: the int16 table's 48-byte points
+// (3 MiB) miss the cache on every sample, these 5 bytes a code (320 KiB) mostly hit it.
+//   y:       the reference output code
+//   regions: the regions that follow from the code alone (knee, the output's saturation and rounding tie);
+//            Classify adds the requantization's own saturation and tie
+struct CodeFacts {
+  int32_t qmin = 0;
+  std::vector<int32_t> y;
+  std::vector<RegionSet> regions;
+
+  CodeFacts(const reference::ActivationTable& table, const Convention& c) : qmin(c.intermediate.q.type.qmin()) {
+    const std::vector<double> knees = knee_points(c.activation);
+    y.resize(table.size());
+    regions.resize(table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+      const reference::ActivationPoint& point = table.at(qmin + static_cast<int32_t>(i));
+      y[i] = point.y;
+      regions[i] = Classify(knees, c, point, nullptr);
+    }
+  }
+  // Classify(knees, c, table.at(u), requant), from the packed facts.
+  RegionSet classify(int32_t u, const reference::RequantTrace& requant) const {
+    RegionSet r = regions[static_cast<size_t>(u - qmin)];
+    if (requant.saturated) r |= region_bit(Region::saturation);
+    if (requant.tie_distance <= kBoundaryTieDistance) r |= region_bit(Region::quant_boundary);
+    return r;
+  }
+};
+
+// Per code, the smallest and largest error one worker saw, dense (a map lookup per sample was a fifth of the
+// time). int32 holds every error: both codes are 8- or 16-bit, so |e| < 2^17.
+struct CodeRanges {
+  static constexpr int32_t kUnseen = INT32_MAX;
+  std::vector<std::array<int32_t, 2>> range;  // {min, max}; min == kUnseen: no sample at this code
+
+  explicit CodeRanges(size_t codes) : range(codes, {kUnseen, INT32_MIN}) {}
+  void add(size_t i, int64_t error) {
+    std::array<int32_t, 2>& r = range[i];
+    r[0] = std::min(r[0], static_cast<int32_t>(error));
+    r[1] = std::max(r[1], static_cast<int32_t>(error));
+  }
+};
+
 // One worker's share of a case; merged into the case's result after the workers join.
 struct Partial {
   CaseStats stats;
-  CodeErrors per_code;
+  CodeRanges per_code;
 };
 
 // A conv draw as a batch: its index and the global sample indices [first, first + take) it contributes.
@@ -204,11 +249,12 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 
   const reference::ActivationTable& table = cache.impl_->get(convention);
   result.reference_escalations = table.escalations();
-  const std::vector<double> knees = knee_points(convention.activation);
   const int32_t u_min = convention.intermediate.q.type.qmin();
   const uint64_t total = effective_samples(spec);
 
-  std::vector<Partial> partials(options.threads, Partial{CaseStats{}, CodeErrors(u_min, convention.intermediate.q.type.code_count())});
+  const uint32_t code_count = convention.intermediate.q.type.code_count();
+  const CodeFacts facts(table, convention);
+  std::vector<Partial> partials(options.threads, Partial{CaseStats{}, CodeRanges(code_count)});
   for (Partial& partial : partials) partial.stats.worst = WorstCases(options.worst_count);
   bool finished = true;
 
@@ -240,20 +286,20 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       for (uint64_t i = first + offset; i < end; i += options.shard_count, ++compared) {
         if (spec.source == SampleSource::sweep) {
           const int32_t u = u_min + static_cast<int32_t>(i);
-          const reference::ActivationPoint& point = table.at(u);
+          const int32_t y_ref = facts.y[i];
           const int32_t y_fused = kernel->ApplyTable(u);
-          const int64_t error = int64_t{y_fused} - point.y;
-          partial.per_code.add(u, error);
-          partial.stats.add(WorstCase{i, error, 0, u, point.y, y_fused, Classify(knees, convention, point, nullptr)});
+          const int64_t error = int64_t{y_fused} - y_ref;
+          partial.per_code.add(i, error);
+          partial.stats.add(WorstCase{i, error, 0, u, y_ref, y_fused, facts.regions[i]});
         } else {
           const ThresholdSample& s = samples[i];
           const reference::RequantTrace requant = requantizers[s.k](s.acc);
-          const reference::ActivationPoint& point = table.at(requant.u);
+          const size_t code = static_cast<size_t>(requant.u - u_min);
           const int32_t y_fused = kernel->PostProcess(*conv, s.k, static_cast<int32_t>(s.acc));
-          const int64_t error = int64_t{y_fused} - point.y;
-          partial.per_code.add(requant.u, error);
+          const int64_t error = int64_t{y_fused} - facts.y[code];
+          partial.per_code.add(code, error);
           partial.stats.add(
-              WorstCase{i, error, s.acc, requant.u, point.y, y_fused, Classify(knees, convention, point, &requant)});
+              WorstCase{i, error, s.acc, requant.u, facts.y[code], y_fused, facts.classify(requant.u, requant)});
         }
       }
       return compared;
@@ -291,11 +337,11 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       for (uint64_t j = 0; j < batch.take; ++j) {
         const int32_t k = static_cast<int32_t>(j % conv.output_channels());  // NHWK: k is the fastest index
         const reference::RequantTrace requant = requantizers[k](acc[j]);
-        const reference::ActivationPoint& point = table.at(requant.u);
-        const int64_t error = int64_t{y_fused[j]} - point.y;
-        partial.per_code.add(requant.u, error);
-        partial.stats.add(WorstCase{batch.first + j, error, acc[j], requant.u, point.y, y_fused[j],
-                                    Classify(knees, convention, point, &requant)});
+        const size_t code = static_cast<size_t>(requant.u - u_min);
+        const int64_t error = int64_t{y_fused[j]} - facts.y[code];
+        partial.per_code.add(code, error);
+        partial.stats.add(WorstCase{batch.first + j, error, acc[j], requant.u, facts.y[code], y_fused[j],
+                                    facts.classify(requant.u, requant)});
       }
       return batch.take;
     };
@@ -304,10 +350,20 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   // Every merged structure is order-independent (histogram sums, per-code ranges, a total order on the worst
   // list), so the merged result does not depend on which worker compared which batch.
   result.stats = std::move(partials[0].stats);
-  result.per_code = std::move(partials[0].per_code);
-  for (size_t w = 1; w < partials.size(); ++w) {
-    result.stats.merge(partials[w].stats);
-    result.per_code.merge(partials[w].per_code);
+  for (size_t w = 1; w < partials.size(); ++w) result.stats.merge(partials[w].stats);
+  // A code's range over all workers, then as CodeErrors: covered, with the range [min, max] of its errors unless
+  // every one was 0 (what CodeErrors::add of every sample gives).
+  result.per_code = CodeErrors(u_min, code_count);
+  for (size_t i = 0; i < code_count; ++i) {
+    std::array<int32_t, 2> r = partials[0].per_code.range[i];
+    for (size_t w = 1; w < partials.size(); ++w) {
+      r[0] = std::min(r[0], partials[w].per_code.range[i][0]);
+      r[1] = std::max(r[1], partials[w].per_code.range[i][1]);
+    }
+    if (r[0] == CodeRanges::kUnseen) continue;
+    const int32_t code = u_min + static_cast<int32_t>(i);
+    result.per_code.mark_covered(code);
+    if (r[0] != 0 || r[1] != 0) result.per_code.set_range(code, CodeErrors::Range{r[0], r[1]});
   }
   if (!finished) result.complete = false;
 
