@@ -29,6 +29,18 @@ def median_time(cmd, repeats):
     return statistics.median(r[0] for r in results), results[0][1]
 
 
+def busy_cpu_seconds():
+    """CPU seconds every process on the machine has used (user + nice + system, /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:4]
+    return sum(int(x) for x in fields) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def verdict(ok):
     return "PASS" if ok else "FAIL"
 
@@ -46,6 +58,7 @@ def main():
         if not ok:
             failures.append(name)
 
+    busy_before, own_before, wall_before = busy_cpu_seconds(), own_cpu_seconds(), time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
         subprocess.run([bench, f"--benchmark_out={out}", "--benchmark_out_format=json",
@@ -53,8 +66,8 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             data = json.load(f)
-        sps = {b["name"]: b["samples_per_second"] for b in data["benchmarks"] if "samples_per_second" in b}
-        gate_ms = {b["name"]: b["real_time"] for b in data["benchmarks"] if b["name"].startswith("Gate/")}
+        sps = {b["name"].removesuffix("/real_time"): b["samples_per_second"] for b in data["benchmarks"] if "samples_per_second" in b}
+        gate_ms = {b["name"].removesuffix("/real_time"): b["real_time"] for b in data["benchmarks"] if b["name"].startswith("Gate/")}
 
         print(f"fusediff benchmarks ({data['context'].get('host_name', '?')}, {threads} hardware threads, "
               f"{'quick' if quick else 'full'} run)\n")
@@ -109,6 +122,10 @@ def main():
             results.append(json.dumps(j, sort_keys=True))
         identical = len(set(results)) == 1
 
+    wall = time.perf_counter() - wall_before
+    others = max(0.0, (busy_cpu_seconds() - busy_before) - (own_cpu_seconds() - own_before))
+    print(f"\nOther processes used {others:.0f} CPU-seconds during these {wall:.0f} s on {threads} hardware threads"
+          f"{' (contended: thread scaling and timings are pessimistic)' if others > 0.1 * wall else ''}.")
     print("\nTargets")
     target("end to end <= 4x the fused path alone per sample (worst case)", worst_ratio <= 4.0, f"{worst_ratio:.2f}x")
     target("exact reference cache <= 3x plain double (worst case)", worst_cache <= 3.0, f"{worst_cache:.2f}x")
