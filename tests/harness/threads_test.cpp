@@ -77,6 +77,9 @@ TEST(Threads, ShardsWithThreadsStillPartitionTheSamples) {
       merged.merge(driver::RunCase(spec, options, cache).stats);
     }
     EXPECT_EQ(merged.overall, whole.stats.overall) << spec.name;
+    if (whole.verdict != Verdict::unsupported) {
+      EXPECT_GT(whole.stats.overall.count(), 0u) << spec.name;
+    }
   }
 }
 
