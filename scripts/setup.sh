@@ -16,6 +16,8 @@ packages=(
   libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
   chromium                                # headless rendering test of the HTML sign-off report
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN fused path (its CMake config wants the OpenCL headers)
+  libbenchmark-dev                        # Google Benchmark (bench/)
+  python3-numpy python3-scipy             # bench/gate_numpy.py: the NumPy/SciPy baseline of the gate benchmark
 )
 
 missing=()

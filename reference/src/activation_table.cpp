@@ -2,7 +2,10 @@
 // (+ zy after rounding)). Piecewise-rational kinds are exact rationals throughout; transcendental kinds go
 // through the double-first filter and escalate to MPFR intervals when the filter's enclosure of t does not
 // decide y (docs/activations.md).
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -105,6 +108,25 @@ struct OutputRule {
   }
 };
 
+// std::nextafter(x, -infinity) / (x, +infinity), without the libm call (an eighth of the table's time before).
+double next_down(double x) {
+  if (!std::isfinite(x)) return x;
+  if (x == 0) return -std::numeric_limits<double>::denorm_min();
+  const uint64_t bits = std::bit_cast<uint64_t>(x);
+  return std::bit_cast<double>(x > 0 ? bits - 1 : bits + 1);  // one ulp toward -infinity either side of 0
+}
+double next_up(double x) { return -next_down(-x); }
+
+// lo and hi (lo <= hi, both within +-2^40) round alike under every rounding mode when they share the floor F and
+// the same strict side of F + 1/2: from_double would compute the same split twice.
+bool same_rounding_cell(double lo, double hi) {
+  if (!(std::fabs(lo) < 0x1p40 && std::fabs(hi) < 0x1p40)) return false;
+  const double f = std::floor(lo);
+  if (std::floor(hi) != f) return false;
+  const double mid = f + 0.5;
+  return (lo < mid && hi < mid) || (lo > mid && hi > mid);
+}
+
 double tie_distance_double(double t) {
   if (!(std::fabs(t) < 0x1p52)) return 0.5;  // an integer (or beyond): farthest from any tie
   return std::fabs(t - (std::floor(t) + 0.5));
@@ -176,11 +198,11 @@ class PointDecider {
         // factor absorbs the roundings of this very sum, nextafter makes lo/hi outward-rounded.
         const double t_d = fe.f / sy_d_;
         const double e_t = (fe.bound / sy_d_ + std::fabs(t_d) * 0x1p-52 + 0x1p-1070) * (1 + 0x1p-48);
-        const double lo = std::nextafter(t_d - e_t, -INFINITY);
-        const double hi = std::nextafter(t_d + e_t, INFINITY);
+        const double lo = next_down(t_d - e_t);
+        const double hi = next_up(t_d + e_t);
         if (std::isfinite(t_d) && std::isfinite(lo) && std::isfinite(hi)) {
           const OutputRule::Result rl = rule_.from_double(lo);
-          if (rl == rule_.from_double(hi)) {
+          if (same_rounding_cell(lo, hi) || rl == rule_.from_double(hi)) {
             p.y = rl.y;
             p.saturated = rl.saturated;
             p.f = fe.f;

@@ -15,14 +15,23 @@ void require_input(const ConvCase& conv, std::span<const int32_t> input) {
   }
 }
 
-int32_t input_code(const ConvCase& conv, std::span<const int32_t> input, size_t index) {
-  const int32_t code = input[index];
-  if (!conv.input_quant().type.contains(code)) {
-    throw InputError("conv.input[" + std::to_string(index) + "]: code " + std::to_string(code) + " is outside " +
-                     to_string(conv.input_quant().type) + " [" + std::to_string(conv.input_quant().type.qmin()) + ", " +
-                     std::to_string(conv.input_quant().type.qmax()) + "]");
+// Every input code must lie in the input type; checked once per call, before any accumulation.
+void require_codes(const ConvCase& conv, std::span<const int32_t> input) {
+  const QuantType& type = conv.input_quant().type;
+  for (size_t index = 0; index < input.size(); ++index) {
+    const int32_t code = input[index];
+    if (!type.contains(code)) {
+      throw InputError("conv.input[" + std::to_string(index) + "]: code " + std::to_string(code) + " is outside " +
+                       to_string(type) + " [" + std::to_string(type.qmin()) + ", " + std::to_string(type.qmax()) + "]");
+    }
   }
-  return code;
+}
+
+// sum over c of (x[c] - zx) * w[c]: one tap's channels, contiguous in both NHWC input and OHWI weights.
+int64_t channel_sum(const int32_t* x, const int8_t* w, int32_t channels, int64_t zx) {
+  int64_t sum = 0;
+  for (int32_t c = 0; c < channels; ++c) sum += (int64_t{x[c]} - zx) * int64_t{w[c]};
+  return sum;
 }
 
 // acc = bias[k] + sum over in-bounds taps (ky, kx) and channels c of (x[n, iy, ix, c] - zx) * w[k, ky, kx, c],
@@ -39,14 +48,14 @@ int64_t accumulate(const ConvCase& conv, std::span<const int32_t> input, int32_t
   for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
     const int64_t iy = int64_t{oy} * conv.stride_height() - conv.padding_top() + int64_t{ky} * conv.dilation_height();
     if (iy < 0 || iy >= conv.input_height()) continue;  // padding row
+    // NHWC input and OHWI weights: (x, 0) of a row and (kx, 0) of a kernel row are C apart.
+    const int32_t* row = &input[conv.input_index(n, static_cast<int32_t>(iy), 0, 0)];
+    const int8_t* taps = &conv.weights()[conv.weight_index(k, ky, 0, 0)];
+    const int32_t channels = conv.input_channels();
     for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
       const int64_t ix = int64_t{ox} * conv.stride_width() - conv.padding_left() + int64_t{kx} * conv.dilation_width();
       if (ix < 0 || ix >= conv.input_width()) continue;  // padding column
-      for (int32_t c = 0; c < conv.input_channels(); ++c) {
-        const int64_t x = input_code(conv, input, conv.input_index(n, static_cast<int32_t>(iy), static_cast<int32_t>(ix), c));
-        const int64_t w = conv.weights()[conv.weight_index(k, ky, kx, c)];
-        acc += (x - zx) * w;
-      }
+      acc += channel_sum(row + ix * channels, taps + int64_t{kx} * channels, channels, zx);
     }
   }
   return acc;
@@ -71,11 +80,8 @@ int64_t accumulate_transposed(const ConvCase& conv, std::span<const int32_t> inp
       if (tx < 0 || tx % conv.stride_width() != 0) continue;
       const int64_t ix = tx / conv.stride_width();
       if (ix >= conv.input_width()) continue;
-      for (int32_t c = 0; c < conv.input_channels(); ++c) {
-        const int64_t x = input_code(conv, input, conv.input_index(n, static_cast<int32_t>(iy), static_cast<int32_t>(ix), c));
-        const int64_t w = conv.weights()[conv.weight_index(k, ky, kx, c)];
-        acc += (x - zx) * w;
-      }
+      acc += channel_sum(&input[conv.input_index(n, static_cast<int32_t>(iy), static_cast<int32_t>(ix), 0)],
+                         &conv.weights()[conv.weight_index(k, ky, kx, 0)], conv.input_channels(), zx);
     }
   }
   return acc;
@@ -92,12 +98,14 @@ int64_t accumulate_any(const ConvCase& conv, std::span<const int32_t> input, int
 std::vector<int64_t> Conv2DAccumulators(const ConvCase& conv, std::span<const int32_t> input) {
   conv.validate();
   require_input(conv, input);
+  require_codes(conv, input);
   std::vector<int64_t> out(conv.output_elements());
   for (int32_t n = 0; n < conv.batch(); ++n)
     for (int32_t oy = 0; oy < conv.output_height(); ++oy)
-      for (int32_t ox = 0; ox < conv.output_width(); ++ox)
-        for (int32_t k = 0; k < conv.output_channels(); ++k)
-          out[conv.output_index(n, oy, ox, k)] = accumulate_any(conv, input, n, oy, ox, k);
+      for (int32_t ox = 0; ox < conv.output_width(); ++ox) {
+        const size_t first = conv.output_index(n, oy, ox, 0);  // NHWK: k is contiguous
+        for (int32_t k = 0; k < conv.output_channels(); ++k) out[first + k] = accumulate_any(conv, input, n, oy, ox, k);
+      }
   return out;
 }
 
@@ -105,6 +113,7 @@ int64_t Conv2DAccumulator(const ConvCase& conv, std::span<const int32_t> input, 
                           int32_t k) {
   conv.validate();
   require_input(conv, input);
+  require_codes(conv, input);
   if (n < 0 || n >= conv.batch() || oy < 0 || oy >= conv.output_height() || ox < 0 || ox >= conv.output_width() ||
       k < 0 || k >= conv.output_channels()) {
     throw InputError("conv: output element (n=" + std::to_string(n) + ", oy=" + std::to_string(oy) +

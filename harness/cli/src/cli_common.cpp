@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,16 @@ void CheckOutputPath(const std::string& path, const char* option) {
     throw InputError(std::string(option) + ": folder '" + dir.string() + "' does not exist");
   }
   if (std::filesystem::is_directory(p, ec)) throw InputError(std::string(option) + ": '" + path + "' is a folder");
+}
+
+unsigned ResolveThreads(const std::string& text, const char* option) {
+  if (text.empty()) return std::max(1u, std::thread::hardware_concurrency());  // 0 when unknown
+  long long n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024) {
+    throw InputError(std::string(option) + ": '" + text + "' is not a thread count (an integer from 1 to 1024)");
+  }
+  return static_cast<unsigned>(n);
 }
 
 }  // namespace fusediff::cli

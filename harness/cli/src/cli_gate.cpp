@@ -19,7 +19,7 @@ namespace fusediff::cli {
 namespace {
 
 struct GateArgs {
-  std::string descriptor, tolerance, json;
+  std::string descriptor, tolerance, json, threads;
   int64_t max_abs_lsb = -1;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -27,6 +27,7 @@ struct GateArgs {
 
 int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream& out) {
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+  const unsigned threads = ResolveThreads(a.threads, "--threads");
   const tables::LoadedFusedOp op = tables::LoadFusedOp(a.descriptor);
   const Convention& c = op.descriptor.convention;
   const FusedKind kind = op.descriptor.table_kind;
@@ -59,6 +60,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
   driver::RunOptions options;
   options.seed = a.seed;
   options.worst_count = 64;
+  options.threads = threads;
   options.tolerance = tolerance;
   RunResult run;
   run.provenance = driver::CurrentProvenance(JoinCommandLine(args));
@@ -85,6 +87,7 @@ Command AddGateCommand(CLI::App& app) {
   gate->add_option("--max-abs-lsb", a->max_abs_lsb, "Override: max |e| in output LSBs")->check(CLI::NonNegativeNumber);
   gate->add_option("--samples", a->samples, "Conv samples through the whole fused op (0: sweep only)");
   gate->add_option("--seed", a->seed, "Seed of the conv cases");
+  gate->add_option("--threads", a->threads, "Worker threads (default: every hardware thread)");
   gate->add_option("--json", a->json, "Write results JSON (fusediff-results/1, with gate provenance)");
   return Command{gate, [a](const CommandContext& ctx) { return DoGate(*a, ctx.args, ctx.out); }};
 }

@@ -50,7 +50,7 @@ class InterruptScope {
 
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv, junit, shard, mix;
+      zero_point_order, fused, mutant = "none", json, csv, junit, shard, mix, threads;
   bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -89,6 +89,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   options.worst_count = a.worst;
   options.shard_index = shard.index;
   options.shard_count = shard.count;
+  options.threads = ResolveThreads(a.threads, "--threads");
   if (a.max_abs_lsb >= 0) options.max_abs_lsb = a.max_abs_lsb;
 
   uint64_t expected_samples = 0;
@@ -161,6 +162,8 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--shard", a->shard,
                   "Run deterministic partition I of N (I/N, 0-based); default: TEST_SHARD_INDEX/TEST_TOTAL_SHARDS or "
                   "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+  run->add_option("--threads", a->threads,
+                  "Worker threads per case (default: every hardware thread); results are identical for any count");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");
   run->add_option("--mix", a->mix,
                   "Regions conv draws aim at, relative weights: knee=W,saturation=W,quant_boundary=W,bulk=W "

@@ -36,5 +36,7 @@ std::string JoinCommandLine(const std::vector<std::string>& args);
 // An output path must be creatable before hours of work are spent: its folder must exist and it must not be
 // a folder. Throws InputError naming `option`.
 void CheckOutputPath(const std::string& path, const char* option);
+// --threads: empty -> every hardware thread; otherwise an integer in [1, 1024]. Throws InputError naming `option`.
+unsigned ResolveThreads(const std::string& text, const char* option);
 
 }  // namespace fusediff::cli

@@ -1,11 +1,18 @@
 #include "fusediff/driver/driver.h"
 
 #include <algorithm>
+#include <array>
+#include <climits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/generators/conv_generator.h"
@@ -67,6 +74,107 @@ std::vector<ThresholdSample> ThresholdSamples(const ConvCase& conv, const Conven
   return samples;
 }
 
+// What the comparison needs of the reference table per code, packed small: the int16 table's 48-byte points
+// (3 MiB) miss the cache on every sample, these 5 bytes a code (320 KiB) mostly hit it.
+//   y:       the reference output code
+//   regions: the regions that follow from the code alone (knee, the output's saturation and rounding tie);
+//            Classify adds the requantization's own saturation and tie
+struct CodeFacts {
+  int32_t qmin = 0;
+  std::vector<int32_t> y;
+  std::vector<RegionSet> regions;
+
+  CodeFacts(const reference::ActivationTable& table, const Convention& c) : qmin(c.intermediate.q.type.qmin()) {
+    const std::vector<double> knees = knee_points(c.activation);
+    y.resize(table.size());
+    regions.resize(table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+      const reference::ActivationPoint& point = table.at(qmin + static_cast<int32_t>(i));
+      y[i] = point.y;
+      regions[i] = Classify(knees, c, point, nullptr);
+    }
+  }
+  // Classify(knees, c, table.at(u), requant), from the packed facts.
+  RegionSet classify(int32_t u, const reference::RequantTrace& requant) const {
+    RegionSet r = regions[static_cast<size_t>(u - qmin)];
+    if (requant.saturated) r |= region_bit(Region::saturation);
+    if (requant.tie_distance <= kBoundaryTieDistance) r |= region_bit(Region::quant_boundary);
+    return r;
+  }
+};
+
+// Per code, the smallest and largest error one worker saw, dense (a map lookup per sample was a fifth of the
+// time). int32 holds every error: both codes are 8- or 16-bit, so |e| < 2^17.
+struct CodeRanges {
+  static constexpr int32_t kUnseen = INT32_MAX;
+  std::vector<std::array<int32_t, 2>> range;  // {min, max}; min == kUnseen: no sample at this code
+
+  explicit CodeRanges(size_t codes) : range(codes, {kUnseen, INT32_MIN}) {}
+  void add(size_t i, int64_t error) {
+    std::array<int32_t, 2>& r = range[i];
+    r[0] = std::min(r[0], static_cast<int32_t>(error));
+    r[1] = std::max(r[1], static_cast<int32_t>(error));
+  }
+};
+
+// One worker's share of a case; merged into the case's result after the workers join.
+struct Partial {
+  CaseStats stats;
+  CodeRanges per_code;
+};
+
+// A conv draw as a batch: its index and the global sample indices [first, first + take) it contributes.
+struct DrawBatch {
+  uint32_t draw;
+  uint64_t first;
+  uint64_t take;
+};
+
+// Runs the batches of a case on partials.size() workers (the calling thread is one of them). `next` hands out
+// the next batch (nullopt: none left); it, the stop check and the progress callback run under one lock, so
+// batches are handed out in order and the callback is never concurrent. `work` compares one batch into the
+// worker's own Partial and returns how many samples it compared. Returns false when stopped early; the first
+// exception a worker throws stops the others and is rethrown here.
+template <typename Batch, typename Next, typename Work>
+bool ForEachBatch(const RunOptions& options, std::vector<Partial>& partials, Next& next, Work& work) {
+  std::mutex mutex;
+  uint64_t done = 0;
+  bool stopped = false;
+  std::exception_ptr failure;
+  const auto worker = [&](Partial& partial) {
+    uint64_t compared = 0;
+    for (;;) {
+      std::optional<Batch> batch;
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        done += compared;
+        if (failure || stopped) return;
+        if (options.progress) options.progress(done);
+        if (options.stop && options.stop->load()) {
+          stopped = true;
+          return;
+        }
+        batch = next();
+        if (!batch) return;
+      }
+      try {
+        compared = work(*batch, partial);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        return;
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (size_t w = 1; w < partials.size(); ++w) helpers.emplace_back(worker, std::ref(partials[w]));
+    worker(partials[0]);
+  }  // joined
+  if (failure) std::rethrow_exception(failure);
+  return !stopped;
+}
+
 // Every stage of output `element` of one conv draw: both accumulators, the exact requantized value, both codes.
 void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fused::FusedKernel& kernel,
                      const reference::ActivationTable& table, const ConvCase& conv, const std::vector<int32_t>& input,
@@ -103,6 +211,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
     throw InputError("shard " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) +
                      ": expected 0 <= I < N");
   }
+  if (options.threads == 0) throw InputError("threads: expected at least 1");
   result.shard_index = options.shard_index;
   result.shard_count = options.shard_count;
   result.stats.worst = WorstCases(options.worst_count);
@@ -127,91 +236,123 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 
   const reference::ActivationTable& table = cache.impl_->get(convention);
   result.reference_escalations = table.escalations();
-  const std::vector<double> knees = knee_points(convention.activation);
   const int32_t u_min = convention.intermediate.q.type.qmin();
-  result.per_code = CodeErrors(u_min, convention.intermediate.q.type.code_count());
   const uint64_t total = effective_samples(spec);
 
-  if (spec.source == SampleSource::sweep) {
-    for (uint64_t i = options.shard_index; i < total; i += options.shard_count) {
-      if (i % kSampleBatch < options.shard_count) {
-        if (options.progress) options.progress(result.stats.overall.count());
-        if (options.stop && options.stop->load()) {
-          result.complete = false;
-          break;
-        }
-      }
-      const int32_t u = u_min + static_cast<int32_t>(i);
-      const reference::ActivationPoint& point = table.at(u);
-      const int32_t y_fused = kernel->ApplyTable(u);
-      const int64_t error = int64_t{y_fused} - point.y;
-      result.per_code.add(u, error);
-      result.stats.add(WorstCase{i, error, 0, u, point.y, y_fused, Classify(knees, convention, point, nullptr)});
-    }
-  } else if (spec.source == SampleSource::thresholds) {
-    const ConvCase conv = generators::GenerateConvCase(options.seed, case_stream_id(spec), 0, convention);
+  const uint32_t code_count = convention.intermediate.q.type.code_count();
+  const CodeFacts facts(table, convention);
+  std::vector<Partial> partials(options.threads, Partial{CaseStats{}, CodeRanges(code_count)});
+  for (Partial& partial : partials) partial.stats.worst = WorstCases(options.worst_count);
+  bool finished = true;
+
+  if (spec.source == SampleSource::sweep || spec.source == SampleSource::thresholds) {
+    // Both sources are flat sample lists: batches are blocks of kSampleBatch sample indices.
+    std::optional<ConvCase> conv;
     std::vector<reference::Requantizer> requantizers;
-    for (int32_t k = 0; k < conv.output_channels(); ++k) {
-      requantizers.emplace_back(convention, conv.input_quant().scale, conv.weight_scales()[k]);
+    std::vector<ThresholdSample> samples;
+    uint64_t count = total;
+    if (spec.source == SampleSource::thresholds) {
+      conv = generators::GenerateConvCase(options.seed, case_stream_id(spec), 0, convention);
+      for (int32_t k = 0; k < conv->output_channels(); ++k) {
+        requantizers.emplace_back(convention, conv->input_quant().scale, conv->weight_scales()[k]);
+      }
+      samples = ThresholdSamples(*conv, convention);
+      count = samples.size();
     }
-    const std::vector<ThresholdSample> samples = ThresholdSamples(conv, convention);
-    for (uint64_t i = options.shard_index; i < samples.size(); i += options.shard_count) {
-      if (i % kSampleBatch < options.shard_count) {
-        if (options.progress) options.progress(result.stats.overall.count());
-        if (options.stop && options.stop->load()) {
-          result.complete = false;
-          break;
+    uint64_t next_block = 0;
+    const auto next = [&]() -> std::optional<uint64_t> {
+      if (next_block * kSampleBatch >= count) return std::nullopt;
+      return next_block++;
+    };
+    const auto work = [&](uint64_t block, Partial& partial) -> uint64_t {
+      const uint64_t end = std::min(count, (block + 1) * kSampleBatch);
+      uint64_t compared = 0;
+      // The shard's first index in the block: i % shard_count == shard_index.
+      const uint64_t first = block * kSampleBatch;
+      const uint64_t offset = (options.shard_index + options.shard_count - first % options.shard_count) % options.shard_count;
+      for (uint64_t i = first + offset; i < end; i += options.shard_count, ++compared) {
+        if (spec.source == SampleSource::sweep) {
+          const int32_t u = u_min + static_cast<int32_t>(i);
+          const int32_t y_ref = facts.y[i];
+          const int32_t y_fused = kernel->ApplyTable(u);
+          const int64_t error = int64_t{y_fused} - y_ref;
+          partial.per_code.add(i, error);
+          partial.stats.add(WorstCase{i, error, 0, u, y_ref, y_fused, facts.regions[i]});
+        } else {
+          const ThresholdSample& s = samples[i];
+          const reference::RequantTrace requant = requantizers[s.k](s.acc);
+          const size_t code = static_cast<size_t>(requant.u - u_min);
+          const int32_t y_fused = kernel->PostProcess(*conv, s.k, static_cast<int32_t>(s.acc));
+          const int64_t error = int64_t{y_fused} - facts.y[code];
+          partial.per_code.add(code, error);
+          partial.stats.add(
+              WorstCase{i, error, s.acc, requant.u, facts.y[code], y_fused, facts.classify(requant.u, requant)});
         }
       }
-      const ThresholdSample& s = samples[i];
-      const reference::RequantTrace requant = requantizers[s.k](s.acc);
-      const reference::ActivationPoint& point = table.at(requant.u);
-      const int32_t y_fused = kernel->PostProcess(conv, s.k, static_cast<int32_t>(s.acc));
-      const int64_t error = int64_t{y_fused} - point.y;
-      result.per_code.add(requant.u, error);
-      result.stats.add(WorstCase{i, error, s.acc, requant.u, point.y, y_fused, Classify(knees, convention, point, &requant)});
-    }
+      return compared;
+    };
+    finished = ForEachBatch<uint64_t>(options, partials, next, work);
   } else {
     const uint64_t stream = case_stream_id(spec);
     uint64_t produced = 0;
-    std::vector<int32_t> y_fused;
-    for (uint32_t draw = 0; produced < total; ++draw) {
-      if (options.progress) options.progress(result.stats.overall.count());
-      if (options.stop && options.stop->load()) {
-        result.complete = false;
-        break;
+    uint32_t next_draw = 0;
+    // Hands out this shard's draws in order; another shard's draw only advances the global sample index.
+    const auto next = [&]() -> std::optional<DrawBatch> {
+      while (produced < total) {
+        const uint32_t draw = next_draw++;
+        const uint64_t take = std::min<uint64_t>(
+            generators::GenerateConvShape(options.seed, stream, draw).output_elements(), total - produced);
+        const uint64_t first = produced;
+        produced += take;
+        if (draw % options.shard_count == options.shard_index) return DrawBatch{draw, first, take};
       }
-      if (draw % options.shard_count != options.shard_index) {
-        // Another shard's draw: only its size matters here, to keep sample indices global.
-        produced += std::min<uint64_t>(generators::GenerateConvShape(options.seed, stream, draw).output_elements(),
-                                       total - produced);
-        continue;
-      }
+      return std::nullopt;
+    };
+    const auto work = [&](const DrawBatch& batch, Partial& partial) -> uint64_t {
       const generators::TargetedDraw targeted =
-          generators::GenerateTargetedDraw(options.seed, stream, draw, convention, spec.mix);
+          generators::GenerateTargetedDraw(options.seed, stream, batch.draw, convention, spec.mix);
       const ConvCase& conv = targeted.conv;
       const std::vector<int32_t>& input = targeted.input;
       const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);
-      y_fused.assign(conv.output_elements(), 0);
+      std::vector<int32_t> y_fused(conv.output_elements(), 0);
       kernel->Run(conv, input, y_fused);
       std::vector<reference::Requantizer> requantizers;
       requantizers.reserve(conv.output_channels());
       for (int32_t k = 0; k < conv.output_channels(); ++k) {
         requantizers.emplace_back(convention, conv.input_quant().scale, conv.weight_scales()[k]);
       }
-      const uint64_t take = std::min<uint64_t>(conv.output_elements(), total - produced);
-      for (uint64_t j = 0; j < take; ++j) {
+      for (uint64_t j = 0; j < batch.take; ++j) {
         const int32_t k = static_cast<int32_t>(j % conv.output_channels());  // NHWK: k is the fastest index
         const reference::RequantTrace requant = requantizers[k](acc[j]);
-        const reference::ActivationPoint& point = table.at(requant.u);
-        const int64_t error = int64_t{y_fused[j]} - point.y;
-        result.per_code.add(requant.u, error);
-        result.stats.add(WorstCase{produced + j, error, acc[j], requant.u, point.y, y_fused[j],
-                                   Classify(knees, convention, point, &requant)});
+        const size_t code = static_cast<size_t>(requant.u - u_min);
+        const int64_t error = int64_t{y_fused[j]} - facts.y[code];
+        partial.per_code.add(code, error);
+        partial.stats.add(WorstCase{batch.first + j, error, acc[j], requant.u, facts.y[code], y_fused[j],
+                                    facts.classify(requant.u, requant)});
       }
-      produced += take;
-    }
+      return batch.take;
+    };
+    finished = ForEachBatch<DrawBatch>(options, partials, next, work);
   }
+  // Every merged structure is order-independent (histogram sums, per-code ranges, a total order on the worst
+  // list), so the merged result does not depend on which worker compared which batch.
+  result.stats = std::move(partials[0].stats);
+  for (size_t w = 1; w < partials.size(); ++w) result.stats.merge(partials[w].stats);
+  // A code's range over all workers, then as CodeErrors: covered, with the range [min, max] of its errors unless
+  // every one was 0 (what CodeErrors::add of every sample gives).
+  result.per_code = CodeErrors(u_min, code_count);
+  for (size_t i = 0; i < code_count; ++i) {
+    std::array<int32_t, 2> r = partials[0].per_code.range[i];
+    for (size_t w = 1; w < partials.size(); ++w) {
+      r[0] = std::min(r[0], partials[w].per_code.range[i][0]);
+      r[1] = std::max(r[1], partials[w].per_code.range[i][1]);
+    }
+    if (r[0] == CodeRanges::kUnseen) continue;
+    const int32_t code = u_min + static_cast<int32_t>(i);
+    result.per_code.mark_covered(code);
+    if (r[0] != 0 || r[1] != 0) result.per_code.set_range(code, CodeErrors::Range{r[0], r[1]});
+  }
+  if (!finished) result.complete = false;
 
   result.hard_codes = generators::HardCodes(convention);
   // Coverage, replay strings and verdict as a merge of shards recomputes them.

@@ -26,8 +26,11 @@ struct RunOptions {
   // Checked between batches (a conv draw, or 4096 sweep codes): when set, the case stops early and is marked
   // incomplete (CaseResult::complete = false). Not owned.
   const std::atomic<bool>* stop = nullptr;
-  // Called after each batch with the samples compared so far in this case.
+  // Called between batches with the samples compared so far in this case; never from two threads at once.
   std::function<void(uint64_t samples_done)> progress;
+  // Worker threads of one case (>= 1). Batches (conv draws, blocks of sweep or threshold samples) are shared
+  // out; each worker keeps its own mergeable statistics, so the result is identical for every thread count.
+  unsigned threads = 1;
 };
 
 // Classification of a sample into regions (docs/regions.md):
