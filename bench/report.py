@@ -114,8 +114,11 @@ def main():
         results = []
         for n in ["1", "2", "3"]:
             path = os.path.join(tmp, f"t{n}.json")
-            subprocess.run([fusediff, "run", "--activation", "silu", "--samples", "100000", "--threads", n,
-                            "--json", path], stdout=subprocess.DEVNULL, check=True)
+            # Exit 1 is a verdict (oneDNN's cases fail on 2.6.3, docs/onednn.md), not a broken run.
+            done = subprocess.run([fusediff, "run", "--activation", "silu", "--samples", "100000", "--threads", n,
+                                   "--json", path], stdout=subprocess.DEVNULL)
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"fusediff run --threads {n} exited {done.returncode}")
             with open(path) as f:
                 j = json.load(f)
             j.pop("created"), j.pop("command_line")

@@ -11,6 +11,7 @@
 
 #include "activation_eval.h"
 #include "exact.h"
+#include "fusediff/model/error_stats.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
 #include "interval.h"
@@ -117,16 +118,6 @@ double next_down(double x) {
 }
 double next_up(double x) { return -next_down(-x); }
 
-// lo and hi (lo <= hi, both within +-2^40) round alike under every rounding mode when they share the floor F and
-// the same strict side of F + 1/2: from_double would compute the same split twice.
-bool same_rounding_cell(double lo, double hi) {
-  if (!(std::fabs(lo) < 0x1p40 && std::fabs(hi) < 0x1p40)) return false;
-  const double f = std::floor(lo);
-  if (std::floor(hi) != f) return false;
-  const double mid = f + 0.5;
-  return (lo < mid && hi < mid) || (lo > mid && hi > mid);
-}
-
 double tie_distance_double(double t) {
   if (!(std::fabs(t) < 0x1p52)) return 0.5;  // an integer (or beyond): farthest from any tie
   return std::fabs(t - (std::floor(t) + 0.5));
@@ -169,6 +160,7 @@ class PointDecider {
     rule_.qmax = out.type.qmax();
     sy_ = detail::exact_rational(out.scale);
     sy_d_ = out.scale;  // exact
+    inverse_sy_d_ = 1.0 / sy_d_;
   }
 
   uint64_t escalations() const { return escalations_; }
@@ -177,42 +169,27 @@ class PointDecider {
   // x must be exactly the intended input (every caller passes an exact product or a float). `where` names the
   // point in an UndecidableError ("code u=5", "v=0.25").
   template <typename Where>
-  ActivationPoint decide(double x, const Where& where) {
-    ActivationPoint p;
-    p.v = x;
-    if (is_piecewise_rational(act_.kind)) {
-      const cpp_rational v = detail::exact_rational(x);
-      fill_rational(p, v, detail::rational_activation(act_, v));
-      return p;
-    }
+  void decide(double x, const Where& where, ActivationPoint& p) {
+    const bool rational = is_piecewise_rational(act_.kind);
     cpp_rational f0;
-    if (x == 0 && detail::rational_at_zero(act_.kind, &f0)) {  // v == 0: decided exactly
-      fill_rational(p, cpp_rational(0), f0);
-      return p;
-    }
-
-    if (options_.use_double_filter) {
-      const FilterEvaluation fe = ActivationFilter(act_, x);
-      if (fe.usable) {
-        // |t_d - f/sy| <= |t_d - f_d/sy| + |f_d - f|/sy <= 2^-52 |t_d| + 2^-1070 + bound/sy; the (1 + 2^-48)
-        // factor absorbs the roundings of this very sum, nextafter makes lo/hi outward-rounded.
-        const double t_d = fe.f / sy_d_;
-        const double e_t = (fe.bound / sy_d_ + std::fabs(t_d) * 0x1p-52 + 0x1p-1070) * (1 + 0x1p-48);
-        const double lo = next_down(t_d - e_t);
-        const double hi = next_up(t_d + e_t);
-        if (std::isfinite(t_d) && std::isfinite(lo) && std::isfinite(hi)) {
-          const OutputRule::Result rl = rule_.from_double(lo);
-          if (same_rounding_cell(lo, hi) || rl == rule_.from_double(hi)) {
-            p.y = rl.y;
-            p.saturated = rl.saturated;
-            p.f = fe.f;
-            p.t = t_d + static_cast<double>(rule_.zb);
-            p.tie_distance = tie_distance_double(t_d);
-            return p;
-          }
-        }
+    if (rational || (x == 0 && detail::rational_at_zero(act_.kind, &f0))) {
+      // Piecewise-rational kinds: the double filter decides y, and the tie distance wherever the filter's error
+      // cannot move it across the quant_boundary threshold, the one comparison it feeds; exact rationals decide
+      // every other point (ties themselves included: the enclosure of a tie always straddles it).
+      if (rational && options_.use_double_filter && filtered(x, /*tie_threshold=*/kQuantBoundaryTieDistance, p)) return;
+      p = ActivationPoint{};
+      p.v = x;
+      if (rational) {
+        const cpp_rational v = detail::exact_rational(x);
+        fill_rational(p, v, detail::rational_activation(act_, v));
+      } else {
+        fill_rational(p, cpp_rational(0), f0);  // v == 0: decided exactly
       }
+      return;
     }
+    if (options_.use_double_filter && filtered(x, std::nullopt, p)) return;
+    p = ActivationPoint{};
+    p.v = x;
 
     // Escalation: MPFR intervals at doubling precision up to the cap.
     ++escalations_;
@@ -244,7 +221,7 @@ class PointDecider {
           } else {
             p.tie_distance = 0.5;
           }
-          return p;
+          return;
         }
         last_interval = "[" + detail::mpfr_decimal(t.lo, 25) + ", " + detail::mpfr_decimal(t.hi, 25) + "]";
       }
@@ -263,7 +240,7 @@ class PointDecider {
           p.t = detail::to_double(exact_t) + d_mid + static_cast<double>(rule_.zb);
           const double base = detail::tie_distance_rational(exact_t);
           p.tie_distance = base == 0 ? std::fabs(d_mid) : base;
-          return p;
+          return;
         }
       }
       if (bits >= options_.mpfr_cap_bits) break;
@@ -279,6 +256,45 @@ class PointDecider {
   }
 
  private:
+  // The double filter (docs/activations.md): an enclosure [lo, hi] of t from ActivationFilter's rigorous bound.
+  // Decided when both ends round alike. With `tie_threshold`, also only when the tie distance of t_d is farther
+  // than the enclosure's half-width (+ 2^-50 for computing it) from the threshold: |frac(t) - 1/2| is 1-Lipschitz
+  // in t, so the exact distance lies on the same side.
+  // Writes p only when it decides (returns true).
+  bool filtered(double x, std::optional<double> tie_threshold, ActivationPoint& p) const {
+    const FilterEvaluation fe = ActivationFilter(act_, x);
+    if (!fe.usable) return false;
+    // t_d = fl(f_d * fl(1/sy)): two roundings of at most 2^-53 each (1/sy is a normal double for every float32
+    // sy), so |t_d - f/sy| <= |t_d - f_d/sy| + |f_d - f|/sy <= 2^-52 |t_d| (1 + 2^-50) + 2^-1070 + bound/sy; the
+    // (1 + 2^-48) factor absorbs that slack and the roundings of this very sum, next_down/next_up make lo/hi
+    // outward-rounded. (A multiplication: two divisions per code were a fifth of the table's time.)
+    const double t_d = fe.f * inverse_sy_d_;
+    const double e_t = (fe.bound * inverse_sy_d_ + std::fabs(t_d) * 0x1p-52 + 0x1p-1070) * (1 + 0x1p-48);
+    const double lo = next_down(t_d - e_t);
+    const double hi = next_up(t_d + e_t);
+    if (!std::isfinite(t_d) || !std::isfinite(lo) || !std::isfinite(hi)) return false;
+    // Usually [lo, hi] lies inside one rounding cell of t_d: [F, F + 1/2) or (F + 1/2, F + 1), one floor decides
+    // it. Otherwise both ends are rounded and compared (from_double is exact for any double).
+    OutputRule::Result rl;
+    const double floor_t = std::floor(t_d);
+    const double mid = floor_t + 0.5;  // exact for |t_d| < 2^52
+    if (std::fabs(t_d) < 0x1p40 && lo >= floor_t && hi < floor_t + 1 && (hi < mid || lo > mid)) {
+      rl = rule_.from_split(static_cast<int64_t>(floor_t), hi < mid ? -1 : 1);
+    } else {
+      rl = rule_.from_double(lo);
+      if (!(rl == rule_.from_double(hi))) return false;
+    }
+    const double distance = std::fabs(t_d) < 0x1p52 ? std::fabs(t_d - mid) : 0.5;  // tie_distance_double(t_d)
+    if (tie_threshold && !(std::fabs(distance - *tie_threshold) > 2 * e_t + 0x1p-50)) return false;
+    p.v = x;
+    p.y = rl.y;
+    p.saturated = rl.saturated;
+    p.f = fe.f;
+    p.t = t_d + static_cast<double>(rule_.zb);
+    p.tie_distance = distance;
+    return true;
+  }
+
   // t = f/sy = n/d exactly; F = floor(t), r = n - F d in [0, d): the rounding compares 2r with d, and the tie
   // distance is |2r - d| / 2d. Display doubles are plain conversions.
   void fill_rational(ActivationPoint& p, const cpp_rational& v, const cpp_rational& f) const {
@@ -304,6 +320,7 @@ class PointDecider {
   OutputRule rule_;
   cpp_rational sy_;
   double sy_d_ = 1;
+  double inverse_sy_d_ = 1;
   uint64_t escalations_ = 0;
   int max_mpfr_bits_ = 0;
 };
@@ -327,7 +344,7 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
     // x = (u - zu) * su exactly: an integer below 2^16 times a 24-bit float32 significand has at most 40
     // significant bits, and 2^-149 .. 2^16 * 2^128 lies well inside binary64's normal range.
     const double x = static_cast<double>(centered) * su_d;
-    points_[static_cast<size_t>(u - qmin_)] = decider.decide(x, [u] { return "code u=" + std::to_string(u); });
+    decider.decide(x, [u] { return "code u=" + std::to_string(u); }, points_[static_cast<size_t>(u - qmin_)]);
   }
   escalations_ = decider.escalations();
   max_mpfr_bits_ = decider.max_mpfr_bits();
@@ -344,7 +361,9 @@ ActivationEvaluator::ActivationEvaluator(ActivationEvaluator&&) noexcept = defau
 
 ActivationPoint ActivationEvaluator::operator()(float v) {
   if (!std::isfinite(v)) throw InputError("activation evaluator: v must be finite");
-  return impl_->decider.decide(static_cast<double>(v), [v] { return "v=" + format_float32(v); });
+  ActivationPoint p;
+  impl_->decider.decide(static_cast<double>(v), [v] { return "v=" + format_float32(v); }, p);
+  return p;
 }
 uint64_t ActivationEvaluator::escalations() const { return impl_->decider.escalations(); }
 int ActivationEvaluator::max_mpfr_bits() const { return impl_->decider.max_mpfr_bits(); }

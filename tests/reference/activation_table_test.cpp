@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/error_stats.h"
 #include "fusediff/reference/reference.h"
 #include "test_util.h"
 
@@ -434,6 +435,22 @@ RC_GTEST_PROP(ActivationTable, FilterAgreesWithMpfrOnly, ()) {
     RC_ASSERT(fast.at(u).y == slow.at(u).y);
     RC_ASSERT(fast.at(u).saturated == slow.at(u).saturated);
     RC_ASSERT(std::fabs(fast.at(u).t - slow.at(u).t) <= 1e-9 * std::max(1.0, std::fabs(slow.at(u).t)));
+  }
+}
+
+// Piecewise-rational kinds through the double filter: the same codes, saturation and quant_boundary
+// classification as exact rationals everywhere (use_double_filter = false), tie distances within 2^-30.
+RC_GTEST_PROP(ActivationTable, RationalFilterAgreesWithExactRationals, ()) {
+  const Convention c = *convention_gen(true);
+  ActivationTableOptions exact_only;
+  exact_only.use_double_filter = false;
+  const ActivationTable fast(c), exact(c, exact_only);
+  for (int32_t u = c.intermediate.q.type.qmin(); u <= c.intermediate.q.type.qmax(); ++u) {
+    RC_ASSERT(fast.at(u).y == exact.at(u).y);
+    RC_ASSERT(fast.at(u).saturated == exact.at(u).saturated);
+    RC_ASSERT((fast.at(u).tie_distance <= fusediff::kQuantBoundaryTieDistance) ==
+              (exact.at(u).tie_distance <= fusediff::kQuantBoundaryTieDistance));
+    RC_ASSERT(std::fabs(fast.at(u).tie_distance - exact.at(u).tie_distance) <= 0x1p-30);
   }
 }
 

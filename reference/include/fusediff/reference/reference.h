@@ -91,7 +91,9 @@ struct ActivationPoint {
   double v = 0;                // (u - zu) * su, rounded to double for display
   double f = 0;                // f(v), rounded to double for display
   double t = 0;                // the value the output rounding rounds: f/sy (+ zy when before rounding), double
-  double tie_distance = 0.5;   // |t - nearest (k + 1/2)|: exact (rational kinds), else from t_d or MPFR's midpoint
+  // |t - nearest (k + 1/2)|: from t_d or MPFR's midpoint, or exact. Its comparison with kQuantBoundaryTieDistance
+  // (the quant_boundary region) is always exact for piecewise-rational kinds: near that threshold they are exact.
+  double tie_distance = 0.5;
   bool saturated = false;      // the rounded code was clamped to the output type
 };
 
@@ -111,8 +113,8 @@ class ActivationTable {
   ActivationTable(const Convention& convention, const ActivationTableOptions& options);
   const ActivationPoint& at(int32_t u) const;  // u in [qmin, qmax] of the intermediate type
   size_t size() const { return points_.size(); }
-  // How many codes the double filter could not decide and MPFR had to (docs/activations.md). Codes decided
-  // exactly (piecewise-rational kinds, v == 0) never pass through the filter and are not counted.
+  // How many codes the double filter could not decide and MPFR had to (docs/activations.md). Codes decided in
+  // exact rationals (piecewise-rational kinds the filter left open, v == 0) are not counted.
   uint64_t escalations() const { return escalations_; }
   // The highest MPFR precision (bits) any escalation needed; 0 when none escalated.
   int max_mpfr_bits() const { return max_mpfr_bits_; }
@@ -155,7 +157,8 @@ std::string ActivationDecimal(const Activation& activation, const std::string& x
 // rigorous bound on its error, for any double x (exact input):
 //   |f - f(x)| <= bound = kFilterRelativeMargin * |f| + kFilterAbsoluteMargin * max(1, |x|)
 // `usable` is false when the evaluation left the finite range (the caller must escalate). For piecewise-rational
-// kinds the filter is not used by the table; it returns the double evaluation with the same bound.
+// kinds the same bound holds with room to spare (at most three roundings of exact operands, each within 2^-53
+// relative, or 2^-1074 absolute when subnormal), and the table tries it first too, before exact rationals.
 inline constexpr double kFilterRelativeMargin = 0x1p-36;
 inline constexpr double kFilterAbsoluteMargin = 0x1p-1000;
 struct FilterEvaluation {

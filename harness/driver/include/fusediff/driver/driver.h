@@ -40,7 +40,7 @@ struct RunOptions {
 //                   1/16 LSB of a rounding tie
 //   bulk:           none of the above
 inline constexpr double kKneeHalfWidthLsb = 2.0;
-inline constexpr double kBoundaryTieDistance = 1.0 / 16.0;
+inline constexpr double kBoundaryTieDistance = kQuantBoundaryTieDistance;
 
 // Caches the exact reference's y_ref table per convention across cases.
 class ReferenceCache {

@@ -16,6 +16,8 @@ enum class Region : uint8_t { knee = 0, saturation = 1, quant_boundary = 2, bulk
 inline constexpr std::array<Region, 4> kAllRegions = {Region::knee, Region::saturation, Region::quant_boundary,
                                                       Region::bulk};
 std::string_view to_string(Region r);
+// quant_boundary: a rounding step's exact value lies within this distance (in units of that step) of a tie.
+inline constexpr double kQuantBoundaryTieDistance = 1.0 / 16.0;
 using RegionSet = uint8_t;  // bit (1 << Region)
 inline constexpr RegionSet region_bit(Region r) { return static_cast<RegionSet>(1u << static_cast<unsigned>(r)); }
 
