@@ -1,7 +1,6 @@
 // y_ref for every intermediate code: v = (u - zu) su, f(v), t = f / sy (+ zy before rounding), y = sat(round(t)
-// (+ zy after rounding)). Piecewise-rational kinds are exact rationals throughout; transcendental kinds go
-// through the double-first filter and escalate to MPFR intervals when the filter's enclosure of t does not
-// decide y (docs/activations.md).
+// (+ zy after rounding)). Every kind goes through the double-first filter; what it leaves open, piecewise-rational
+// kinds decide in exact rationals and transcendental kinds in MPFR intervals (docs/activations.md).
 #include <bit>
 #include <cmath>
 #include <cstdint>
