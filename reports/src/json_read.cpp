@@ -192,14 +192,22 @@ CaseResult ReadCase(const Field& f) {
   c.spec.convention.output.zero_point_order = Parse(convention["output"]["zero_point_order"], parse_zero_point_order);
   c.spec.fused = Parse(f["fused"], parse_fused_kind);
   if (f.has("comparison")) c.spec.comparison = Parse(f["comparison"], parse_comparison);
-  if (f.has("reference_convention")) c.reference_convention = f["reference_convention"].str();
-  if (f.has("fused_convention")) c.fused_convention = f["fused_convention"].str();
   if (f.has("implementation")) c.implementation = f["implementation"].str();
   if (f.has("unsupported_samples")) {
     c.unsupported_samples = f["unsupported_samples"].u64();
+    c.first_unsupported_sample = f["first_unsupported_sample"].u64();
     c.unsupported_sample_reason = f["unsupported_sample_reason"].str();
   }
   c.spec.mutant = f["mutant"].raw().is_null() ? Mutant::none : Parse(f["mutant"], parse_mutant);
+  try {
+    validate(c.spec);
+  } catch (const InputError& e) {
+    f.fail(std::string("a case the model accepts (") + e.what() + ")");
+  }
+  // Files from before these fields existed: what the spec implies.
+  c.reference_convention = f.has("reference_convention") ? f["reference_convention"].str()
+                                                         : describe(reference_convention(c.spec));
+  c.fused_convention = f.has("fused_convention") ? f["fused_convention"].str() : describe(declared_convention(c.spec));
   c.spec.samples = f["requested_samples"].u64();
   c.complete = f["complete"].boolean();
 

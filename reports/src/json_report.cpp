@@ -107,6 +107,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   if (!c.implementation.empty()) j["implementation"] = c.implementation;
   if (c.unsupported_samples > 0) {
     j["unsupported_samples"] = c.unsupported_samples;
+    j["first_unsupported_sample"] = c.first_unsupported_sample;
     j["unsupported_sample_reason"] = c.unsupported_sample_reason;
   }
   j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
@@ -120,7 +121,9 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["regions"] = std::move(regions);
   ordered_json coverage;
   coverage["intermediate_codes"] = c.intermediate_codes_covered;
-  coverage["intermediate_code_count"] = c.spec.convention.intermediate.q.type.code_count();
+  // An f32 reference intermediate has no codes: its per_code is empty.
+  const bool f32_reference = reference_convention(c.spec).intermediate.kind == IntermediateKind::f32;
+  coverage["intermediate_code_count"] = f32_reference ? 0u : c.spec.convention.intermediate.q.type.code_count();
   coverage["reference_escalations"] = c.reference_escalations;
   coverage["hard_codes"] = c.hard_codes;
   coverage["hard_codes_covered"] = c.hard_codes_covered;

@@ -34,7 +34,7 @@ std::string ToJUnit(const RunResult& run) {
   size_t failures = 0, skipped = 0;
   for (const CaseResult& c : run.cases) {
     failures += c.verdict == Verdict::fail;
-    skipped += c.verdict == Verdict::unsupported;
+    skipped += c.verdict == Verdict::unsupported || c.verdict == Verdict::cross_convention;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += fmt::format("<testsuites name=\"fusediff\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n",
@@ -57,9 +57,14 @@ std::string ToJUnit(const RunResult& run) {
     out += ">\n";
     if (c.verdict == Verdict::unsupported) {
       out += fmt::format("      <skipped message=\"{}\"/>\n", Xml("unsupported: " + c.reason));
+    } else if (c.verdict == Verdict::cross_convention) {
+      // Measured, never judged: a skipped test case that carries the measurement.
+      out += fmt::format("      <skipped message=\"{}\"/>\n",
+                         Xml(fmt::format("{}; exact {:.3f} %, max |e| = {} LSB", c.reason, 100.0 * s.exact_fraction(),
+                                         s.max_abs())));
     } else {
       std::string message = fmt::format("{}; max |e| = {} LSB (tolerance {})", c.reason, s.max_abs(), c.tolerance.max_abs_lsb);
-      std::string body = describe(c.spec.convention) + "\n";
+      std::string body = c.reference_convention + "\n";
       if (!c.worst.empty()) {
         const WorstCaseReport& w = c.worst.front();
         message += fmt::format("; worst e={:+d} at sample {}; replay: fusediff replay '{}'", w.sample.error, w.sample.sample, w.replay);

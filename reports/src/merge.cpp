@@ -26,6 +26,12 @@ RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::
       refuse("tool", p.provenance.tool_version + " " + p.provenance.git_commit,
              first.provenance.tool_version + " " + first.provenance.git_commit);
     }
+    // oneDNN's answers depend on the kernels it dispatches to (docs/onednn.md: VNNI or not).
+    if (p.provenance.onednn_version != first.provenance.onednn_version ||
+        p.provenance.onednn_isa != first.provenance.onednn_isa) {
+      refuse("platform.onednn", p.provenance.onednn_version + " " + p.provenance.onednn_isa,
+             first.provenance.onednn_version + " " + first.provenance.onednn_isa);
+    }
     if (p.shard_count != first.shard_count) {
       refuse("shard.count", std::to_string(p.shard_count), std::to_string(first.shard_count));
     }

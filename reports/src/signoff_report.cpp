@@ -109,9 +109,29 @@ std::vector<std::pair<std::string, std::string>> ConventionRows(const CaseResult
           {"output", fmt::format("{} scale {} zero point {} rounding {} ({})", to_string(v.output.q.type),
                                  format_float32(v.output.q.scale), v.output.q.zero_point, to_string(v.output.rounding),
                                  to_string(v.output.zero_point_order))},
-          {"tolerance", fmt::format("max |e| <= {} LSB{}{}", c.tolerance.max_abs_lsb,
-                                    c.tolerance.min_exact_fraction ? fmt::format(", exact >= {}", *c.tolerance.min_exact_fraction) : "",
-                                    c.tolerance.max_abs_mean_lsb ? fmt::format(", |bias| <= {}", *c.tolerance.max_abs_mean_lsb) : "")}};
+          {"tolerance", c.verdict == Verdict::cross_convention
+                            ? std::string("none: a cross-convention measurement is never judged")
+                            : fmt::format("max |e| <= {} LSB{}{}", c.tolerance.max_abs_lsb,
+                                          c.tolerance.min_exact_fraction ? fmt::format(", exact >= {}", *c.tolerance.min_exact_fraction) : "",
+                                          c.tolerance.max_abs_mean_lsb ? fmt::format(", |bias| <= {}", *c.tolerance.max_abs_mean_lsb) : "")}};
+}
+
+// What the comparison compares when the fused path is a library's (or declares another convention): both
+// conventions, the comparison kind, the implementations the library chose and the draws it rejected.
+std::vector<std::pair<std::string, std::string>> ComparisonRows(const CaseResult& c) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  if (c.fused_convention.empty() || c.fused_convention == c.reference_convention) {
+    if (c.implementation.empty() && c.unsupported_samples == 0) return rows;
+  }
+  rows.push_back({"comparison", std::string(to_string(c.spec.comparison))});
+  rows.push_back({"reference runs", c.reference_convention});
+  rows.push_back({"fused path declares", c.fused_convention});
+  if (!c.implementation.empty()) rows.push_back({"implementations", c.implementation});
+  if (c.unsupported_samples > 0) {
+    rows.push_back({"samples not compared", fmt::format("{} (first at sample {}): {}", c.unsupported_samples,
+                                                        c.first_unsupported_sample, c.unsupported_sample_reason)});
+  }
+  return rows;
 }
 
 std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult& run) {
@@ -126,6 +146,9 @@ std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult&
       {"complete", run.complete ? "yes" : "NO (interrupted: partial result)"},
       {"command line", run.provenance.command_line},
       {"platform", run.provenance.compiler + "; " + run.provenance.libc + "; " + run.provenance.isa}};
+  if (!run.provenance.onednn_version.empty()) {
+    rows.push_back({"oneDNN", run.provenance.onednn_version + ", dispatching to " + run.provenance.onednn_isa});
+  }
   if (run.gate) {
     rows.push_back({"gate descriptor", run.gate->descriptor_path});
     rows.push_back({"table file", run.gate->table_path + " (" + run.gate->table_kind + ")"});
@@ -299,14 +322,17 @@ std::string ToHtml(const RunResult& run) {
       "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
       "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
       "</style></head><body>\n<h1>fusediff sign-off report</h1>\n";
-  size_t passed = 0, failed = 0, unsupported = 0;
+  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0;
   for (const CaseResult& c : run.cases) {
     passed += c.verdict == Verdict::pass;
     failed += c.verdict == Verdict::fail;
     unsupported += c.verdict == Verdict::unsupported;
+    crossed += c.verdict == Verdict::cross_convention;
   }
-  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed, {} unsupported{}</p>\n", failed ? "fail" : "pass",
-                     run.cases.size(), passed, failed, unsupported, run.complete ? "" : " — INCOMPLETE (interrupted)");
+  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
+                     run.cases.size(), passed, failed, unsupported,
+                     crossed ? fmt::format(", {} cross-convention measurements (no verdict)", crossed) : "",
+                     run.complete ? "" : " — INCOMPLETE (interrupted)");
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
 
   out += "<h2>Summary</h2>\n<table><tr><th>case</th><th>verdict</th><th>evidence</th><th>samples</th><th>exact %</th>"
@@ -328,6 +354,7 @@ std::string ToHtml(const RunResult& run) {
     if (!c.reason.empty()) out += fmt::format("<p>{}</p>\n", Html(c.reason));
     if (!c.complete) out += "<p class=\"fail\">This case was interrupted: its statistics cover part of its samples.</p>\n";
     out += "<h3>Convention</h3>\n" + HtmlTable(ConventionRows(c));
+    if (const auto rows = ComparisonRows(c); !rows.empty()) out += "<h3>Comparison</h3>\n" + HtmlTable(rows);
     if (c.verdict == Verdict::unsupported) {
       out += "</section>\n";
       continue;
@@ -335,10 +362,14 @@ std::string ToHtml(const RunResult& run) {
     const Evidence e = EvidenceOf(c);
     out += "<h3>What the evidence covers</h3>\n" +
            HtmlTable({{"evidence", e.kind},
-                      {"intermediate codes covered", fmt::format("{} of {}", c.intermediate_codes_covered,
-                                                                 c.spec.convention.intermediate.q.type.code_count())},
+                      {"intermediate codes covered",
+                       reference_convention(c.spec).intermediate.kind == IntermediateKind::f32
+                           ? std::string("none: the reference's intermediate is f32, not a code")
+                           : fmt::format("{} of {}", c.intermediate_codes_covered,
+                                         c.spec.convention.intermediate.q.type.code_count())},
                       {"hard cases (samples per region)", e.hard_cases},
-                      {"samples above tolerance", std::to_string(e.failing)},
+                      {"samples above tolerance", c.verdict == Verdict::cross_convention ? std::string("- (no verdict)")
+                                                                                          : std::to_string(e.failing)},
                       {"failure rate", e.failure_bound.empty() ? "observed failures (see worst cases)" : e.failure_bound},
                       {"reference escalations to exact arithmetic", std::to_string(c.reference_escalations)}});
     out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
@@ -379,6 +410,7 @@ std::string ToMarkdown(const RunResult& run) {
     if (!c.complete) out += "**Interrupted: partial statistics.**\n\n";
     out += "| convention | |\n|---|---|\n";
     for (const auto& [k, v] : ConventionRows(c)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
+    for (const auto& [k, v] : ComparisonRows(c)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
     if (c.verdict == Verdict::unsupported) continue;
     const Evidence e = EvidenceOf(c);
     out += fmt::format("\nEvidence: {}; hard cases: {}; samples above tolerance: {}; failure rate: {}.\n\n", e.kind,

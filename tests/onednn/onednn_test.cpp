@@ -43,6 +43,14 @@ ConvCase OnePixel(float sx, int32_t zx, float sw, int8_t w, int32_t bias) {
   return conv;
 }
 
+// oneDNN's int8 kernels are exact only with VNNI: without it u8 x s8 pairs saturate in int16 and s8 sources get
+// halved weights (docs/onednn.md). Tests that expect agreement skip elsewhere.
+bool DispatchesToVnni() {
+  const std::string isa = fused::onednn::EffectiveIsa();
+  return isa.find("vnni") != std::string::npos || isa.find("bf16") != std::string::npos ||
+         isa.find("amx") != std::string::npos;
+}
+
 int32_t RunOne(OneDnnKernel& kernel, const ConvCase& conv, int32_t x) {
   std::vector<int32_t> y(1);
   std::string why;
@@ -99,6 +107,7 @@ TEST(OneDnnKernel, RejectsWhatOneDnnCannotExpressWithTheReason) {
 // convention, and the unfused graph with the graph's convention, to 1 LSB (binary32 noise at a tie): both do what
 // oneDNN documents.
 TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) {
+  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
   for (ActivationKind kind : {ActivationKind::gelu_erf, ActivationKind::sigmoid, ActivationKind::hard_swish}) {
     driver::SuiteOptions options;
     const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, kind);
@@ -158,6 +167,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
 }
 
 TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
+  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
   driver::SuiteOptions options;
   options.samples = 3000;
   std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, ActivationKind::gelu_erf);
@@ -198,19 +208,28 @@ TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
 
 TEST(OneDnnComparisons, ShardsMergeToTheWholeRun) {
   driver::SuiteOptions options;
-  options.samples = 2000;
-  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::tanh)[0];
+  options.samples = 3000;  // seed 1: oneDNN rejects 102 of these samples' draws
+  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::gelu_erf)[0];
   driver::ReferenceCache cache;
   driver::RunOptions whole;
   CaseResult expected = driver::RunCase(spec, whole, cache);
+  ASSERT_GT(expected.unsupported_samples, 0u);
   driver::RunOptions part = whole;
-  part.shard_count = 2;
+  part.shard_count = 3;
+  part.shard_index = 2;  // merged out of order: the result must not depend on it
   CaseResult merged = driver::RunCase(spec, part, cache);
-  part.shard_index = 1;
-  merge_case_result(merged, driver::RunCase(spec, part, cache), whole.seed);
+  for (uint32_t index : {0u, 1u}) {
+    part.shard_index = index;
+    merge_case_result(merged, driver::RunCase(spec, part, cache), whole.seed);
+  }
   EXPECT_EQ(merged.stats.overall.count(), expected.stats.overall.count());
   EXPECT_EQ(merged.stats.overall.max_abs(), expected.stats.overall.max_abs());
   EXPECT_EQ(merged.unsupported_samples, expected.unsupported_samples);
+  EXPECT_EQ(merged.first_unsupported_sample, expected.first_unsupported_sample);
+  EXPECT_EQ(merged.unsupported_sample_reason, expected.unsupported_sample_reason);
+  EXPECT_EQ(merged.implementation, expected.implementation);
+  EXPECT_EQ(merged.reference_escalations, expected.reference_escalations);
+  EXPECT_EQ(merged.stats.worst.sorted(), expected.stats.worst.sorted());
   EXPECT_EQ(merged.verdict, expected.verdict);
 }
 

@@ -52,7 +52,7 @@ TEST(Requant, F32ZeroPointFirstRoundsAfterTheZeroPoint) {
   EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, 0.5f, 1.0f, 10, kInt8, 1), 4);  // rne(3.5)
   EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, 0.5f, 1.0f, 10, kInt8, 0), 2);  // rne(2.5)
   EXPECT_EQ(requant(RequantVariant::f32_zero_point_first, 0.5f, 0.5f, 1.0f, -10, kInt8, -1), -4);
-  // The float32 sum loses low bits: P = 0.5 + 2^-24 is above the tie, P + 2^20 rounds back onto 2^20 + 0.5.
+  // The float32 sum loses low bits: P = 0.5 + 2^-24 is above the tie, P + 16 rounds back onto the tie 16.5.
   const float sw = 1.0f + 0x1p-23f;  // M32 = fl32(0.5 * sw) = 0.5 + 2^-24 exactly; acc = 1
   EXPECT_EQ(requant(RequantVariant::f32_half_even, 0.5f, sw, 1.0f, 1, QuantType{ScalarType::int16, false}, 0), 1);
   EXPECT_EQ(requant(RequantVariant::f32_half_even, 0.5f, sw, 1.0f, 1, QuantType{ScalarType::int16, false}, 16), 17);

@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -180,6 +181,19 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
     return false;
   };
+  // The declared conventions round fl32(acc) once. oneDNN's kernels convert acc - bias and bias to binary32
+  // separately and add them there: the same value while both stay below 2^24 (each converts exactly, the sum
+  // rounds once). Beyond, the library's answer depends on its order of operations, which no convention declares.
+  for (int32_t ch = 0; ch < conv.output_channels(); ++ch) {
+    const int64_t bias = std::abs(int64_t{conv.bias()[static_cast<size_t>(ch)]});
+    if (bias >= (int64_t{1} << 24) || conv.accumulator_bound(ch) - bias >= (int64_t{1} << 24)) {
+      if (unsupported_reason != nullptr) {
+        *unsupported_reason = "output channel " + std::to_string(ch) + ": |bias| or the bias-free accumulator can reach "
+                              "2^24, where oneDNN's binary32 bias addition may differ from fl32(acc)";
+      }
+      return false;
+    }
+  }
   const std::optional<DataType> src_type = EightBitType(QuantType{conv.input_quant().type.scalar, false});
   if (!src_type) return reject("oneDNN's int8 convolution takes u8 or s8 sources, not " + to_string(conv.input_quant().type));
 

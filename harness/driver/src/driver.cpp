@@ -19,6 +19,7 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
+#include "classify.h"
 #include "onednn_case.h"
 #include "table_cache.h"
 
@@ -34,22 +35,9 @@ namespace {
 // Samples between progress reports and stop checks in the sweep and thresholds sources (a conv draw is one batch).
 constexpr uint64_t kSampleBatch = 4096;
 
-bool NearKnee(const std::vector<double>& knees, double v, double su) {
-  for (double p : knees) {
-    if (std::abs(v - p) <= kKneeHalfWidthLsb * su) return true;
-  }
-  return false;
-}
-
 RegionSet Classify(const std::vector<double>& knees, const Convention& c, const reference::ActivationPoint& point,
                    const reference::RequantTrace* requant) {
-  RegionSet regions = 0;
-  if (NearKnee(knees, point.v, c.intermediate.q.scale)) regions |= region_bit(Region::knee);
-  if (point.saturated || (requant && requant->saturated)) regions |= region_bit(Region::saturation);
-  if (point.tie_distance <= kBoundaryTieDistance || (requant && requant->tie_distance <= kBoundaryTieDistance)) {
-    regions |= region_bit(Region::quant_boundary);
-  }
-  return regions;
+  return detail::ClassifySample(knees, c.intermediate.q.scale, point, requant);
 }
 
 // The thresholds source, in sample order: for each output channel of draw 0, for each tie between neighbouring

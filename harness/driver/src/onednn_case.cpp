@@ -4,6 +4,8 @@
 // unfused oneDNN graph, the graph's convention (a verdict).
 #include "onednn_case.h"
 
+#include "classify.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,30 +29,11 @@ namespace fusediff::driver::detail {
 
 namespace {
 
-// The regions of docs/regions.md, for a sample whose reference point is `point`. The knee half-width is measured
-// in the graph's intermediate LSB (su) also when the reference's intermediate is f32, so that all three oneDNN
-// comparisons classify a sample alike.
 RegionSet Classify(const std::vector<double>& knees, double su, const reference::ActivationPoint& point,
                    const reference::RequantTrace* requant) {
-  RegionSet regions = 0;
-  for (double p : knees) {
-    if (std::abs(point.v - p) <= kKneeHalfWidthLsb * su) {
-      regions |= region_bit(Region::knee);
-      break;
-    }
-  }
-  if (point.saturated || (requant && requant->saturated)) regions |= region_bit(Region::saturation);
-  if (point.tie_distance <= kBoundaryTieDistance || (requant && requant->tie_distance <= kBoundaryTieDistance)) {
-    regions |= region_bit(Region::quant_boundary);
-  }
-  return regions;
+  return ClassifySample(knees, su, point, requant);
 }
 
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : " | ") + item;
-  return out;
-}
 
 // The reference side of one output element: the f32 intermediate (per value) or the quantized one (per code).
 struct ReferenceSample {
@@ -70,7 +53,11 @@ class ReferenceSide {
   bool f32() const { return f32_; }
   void prepare(const ConvCase& conv) {
     requantizers_.clear();
-    if (f32_) return;
+    channel_scales_.clear();
+    if (f32_) {
+      for (float sw : conv.weight_scales()) channel_scales_.push_back(reference::Fl32Multiply(conv.input_quant().scale, sw));
+      return;
+    }
     for (int32_t k = 0; k < conv.output_channels(); ++k) {
       requantizers_.emplace_back(convention_, conv.input_quant().scale, conv.weight_scales()[static_cast<size_t>(k)]);
     }
@@ -78,7 +65,8 @@ class ReferenceSide {
   ReferenceSample operator()(const ConvCase& conv, int32_t k, int64_t acc, bool with_decimal = false) {
     ReferenceSample s;
     if (f32_) {
-      s.v32 = reference::F32IntermediateValue(acc, conv.input_quant().scale, conv.weight_scales()[static_cast<size_t>(k)]);
+      // F32IntermediateValue with fl32(sx*sw[k]) computed once per channel.
+      s.v32 = reference::Fl32Multiply(reference::Fl32FromInt64(acc), channel_scales_[static_cast<size_t>(k)]);
       s.point = (*evaluator_)(s.v32);
     } else {
       s.requant = requantizers_[static_cast<size_t>(k)](acc, with_decimal);
@@ -95,6 +83,7 @@ class ReferenceSide {
   std::optional<reference::ActivationTable> owned_table_;
   const reference::ActivationTable* table_ = nullptr;
   std::vector<reference::Requantizer> requantizers_;
+  std::vector<float> channel_scales_;  // f32: fl32(sx * sw[k])
 };
 
 }  // namespace
@@ -146,7 +135,10 @@ CaseResult RunOneDnnCase(CaseResult result, const RunOptions& options, TableCach
     y_fused.assign(conv.output_elements(), 0);
     std::string rejected;
     if (!kernel->Run(conv, targeted.input, y_fused, &rejected)) {
-      if (result.unsupported_samples == 0) result.unsupported_sample_reason = rejected;
+      if (result.unsupported_samples == 0) {
+        result.unsupported_sample_reason = rejected;
+        result.first_unsupported_sample = produced;
+      }
       result.unsupported_samples += take;
       produced += take;
       continue;
@@ -164,13 +156,10 @@ CaseResult RunOneDnnCase(CaseResult result, const RunOptions& options, TableCach
     }
     produced += take;
   }
-  result.implementation = Join(kernel->implementations());
+  result.implementation = join_implementations(kernel->implementations());
   result.reference_escalations = reference.escalations();
   if (!reference.f32()) result.hard_codes = generators::HardCodes(reference_conv);
-  if (result.stats.overall.count() == 0 && result.unsupported_samples > 0) {
-    return unsupported(result.unsupported_sample_reason);
-  }
-  finish_case_result(result, options.seed);
+  finish_case_result(result, options.seed);  // nothing compared because oneDNN rejected every draw: unsupported
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -183,6 +172,7 @@ ReplayTrace ReplayOneDnn(const ReplayKey& key) {
       fused::onednn::OneDnnKernel::Create(spec.convention, spec.fused, &why);
   if (!kernel) throw InputError("replay: fused path " + std::string(to_string(spec.fused)) + " is unsupported here: " + why);
   if (spec.source != SampleSource::conv) throw InputError("replay.source: oneDNN cases have conv samples only");
+  if (spec.mutant != Mutant::none) throw InputError("replay.mutant: mutants apply to the built-in fused paths only");
   const Convention reference_conv = reference_convention(spec);
 
   std::optional<generators::TargetedDraw> targeted;
@@ -210,7 +200,8 @@ ReplayTrace ReplayOneDnn(const ReplayKey& key) {
   const ConvCase::OutputCoord coord = conv->output_coord(element);
   trace.convention = describe(reference_conv);
   trace.fused_convention = describe(declared_convention(spec));
-  trace.implementation = Join(kernel->implementations());
+  trace.implementation = join_implementations(kernel->implementations()) + " (oneDNN " +
+                         fused::onednn::LibraryVersion() + ", ISA " + fused::onednn::EffectiveIsa() + ")";
   trace.black_box = true;
   trace.n = coord.n;
   trace.oy = coord.oy;
@@ -272,4 +263,4 @@ void AddOneDnnProvenance(Provenance&) {}
 namespace fusediff::driver {
 bool OneDnnBuiltIn() { return FUSEDIFF_HAVE_ONEDNN != 0; }
 
-}  // namespace fusediff::driver::detail
+}  // namespace fusediff::driver

@@ -27,6 +27,25 @@ bool RunResult::any_failure() const {
 
 namespace fusediff {
 
+std::string join_implementations(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : " | ") + name;
+  return out;
+}
+
+std::vector<std::string> split_implementations(const std::string& joined) {
+  std::vector<std::string> names;
+  for (size_t begin = 0; begin < joined.size();) {
+    const size_t end = joined.find(" | ", begin);
+    names.push_back(joined.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 3;
+  }
+  return names;
+}
+
 void finish_case_result(CaseResult& result, uint64_t seed) {
   result.intermediate_codes_covered = result.per_code.covered_count();
   result.hard_codes_covered = 0;
@@ -36,6 +55,11 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec})});
   }
   if (result.verdict == Verdict::unsupported) return;
+  if (result.stats.overall.count() == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
+    result.verdict = Verdict::unsupported;
+    result.reason = result.unsupported_sample_reason;
+    return;
+  }
   if (result.spec.comparison == Comparison::cross_convention) {
     result.verdict = Verdict::cross_convention;
     result.reason = "cross-convention measurement, no verdict: the fused path declares " +
@@ -55,16 +79,33 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   if (!(into.tolerance == part.tolerance)) {
     throw InputError("case '" + into.spec.name + "': the parts were judged against different tolerances");
   }
-  if ((into.verdict == Verdict::unsupported) != (part.verdict == Verdict::unsupported)) {
+  // Unsupported as a whole (the path cannot express the case) must hold for every part; a part whose draws the
+  // library happened to reject all is an ordinary part with nothing compared.
+  const auto unsupported_as_a_whole = [](const CaseResult& r) {
+    return r.verdict == Verdict::unsupported && r.unsupported_samples == 0;
+  };
+  if (unsupported_as_a_whole(into) != unsupported_as_a_whole(part)) {
     throw InputError("case '" + into.spec.name + "': unsupported in one part only");
   }
+  if (!unsupported_as_a_whole(into) && into.verdict == Verdict::unsupported) into.verdict = Verdict::pass;  // recomputed
   into.stats.merge(part.stats);
   into.per_code.merge(part.per_code);
-  into.reference_escalations = std::max(into.reference_escalations, part.reference_escalations);
+  // A per-code table is the same in every part (its escalations too); an f32 intermediate counts per sample.
+  if (reference_convention(into.spec).intermediate.kind == IntermediateKind::f32) {
+    into.reference_escalations += part.reference_escalations;
+  } else {
+    into.reference_escalations = std::max(into.reference_escalations, part.reference_escalations);
+  }
   into.complete = into.complete && part.complete;
-  if (into.unsupported_samples == 0) into.unsupported_sample_reason = part.unsupported_sample_reason;
+  if (part.unsupported_samples > 0 &&
+      (into.unsupported_samples == 0 || part.first_unsupported_sample < into.first_unsupported_sample)) {
+    into.first_unsupported_sample = part.first_unsupported_sample;
+    into.unsupported_sample_reason = part.unsupported_sample_reason;
+  }
   into.unsupported_samples += part.unsupported_samples;
-  if (into.implementation.empty()) into.implementation = part.implementation;
+  std::vector<std::string> names = split_implementations(into.implementation);
+  for (const std::string& name : split_implementations(part.implementation)) names.push_back(name);
+  into.implementation = join_implementations(std::move(names));
   into.seconds += part.seconds;
   finish_case_result(into, seed);
 }

@@ -5,7 +5,8 @@
 // FUSEDIFF_WITH_ONEDNN. Depends on the model and oneDNN only.
 //
 // oneDNN 2.x order of computation (doc/primitives/convolution.md, "Data Types" and attributes; conventions.md):
-//   d = fl32(acc_s32)                 (the source zero point compensated in s32, bias added: acc as the model's)
+//   d = fl32(acc_s32 - bias) + fl32(bias)   (zero point compensated in s32; the sum rounded in binary32, which is
+//                                     fl32(acc) exactly while both terms stay below 2^24: Run rejects draws beyond)
 //   d = fl32(d * output_scale[k])     (per output channel)
 //   d = fl32(eltwise_scale * f(d))    (the eltwise post-op, f in binary32, oneDNN's own approximation)
 //   d = fl32(d + dst_zero_point), saturated, rounded to nearest even (cvtps2dq under the default MXCSR)

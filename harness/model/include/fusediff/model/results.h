@@ -37,9 +37,10 @@ struct CaseResult {
   uint64_t reference_escalations = 0;       // codes the double filter handed to exact arithmetic / MPFR
   std::string reference_convention;         // describe() of what the reference ran
   std::string fused_convention;             // describe() of what the fused path declares
-  std::string implementation;               // a library path's implementation(s), e.g. oneDNN "jit_int8:avx512_core_vnni"
+  std::string implementation;               // a library path's implementations, sorted, " | "-joined (join_implementations)
   uint64_t unsupported_samples = 0;         // samples whose draw the library rejected (counted, not compared)
-  std::string unsupported_sample_reason;    // the library's reason for the first such draw
+  uint64_t first_unsupported_sample = 0;    // the lowest sample index among them
+  std::string unsupported_sample_reason;    // the library's reason for that sample's draw
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
   uint32_t shard_count = 1;
@@ -84,8 +85,11 @@ struct RunResult {
 // exactly; coverage, worst replay strings and the verdict are recomputed (check_tolerance). Throws InputError
 // when the two are not the same case under the same tolerance.
 void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed);
+// A library's implementation names, sorted and unique, " | "-joined: the same for any sharding of a run.
+std::string join_implementations(std::vector<std::string> names);
+
 // Recomputes what follows from the statistics: coverage count, worst replay strings and the verdict
-// (unsupported stays unsupported).
+// (unsupported stays unsupported; nothing compared because the library rejected every draw becomes unsupported).
 void finish_case_result(CaseResult& result, uint64_t seed);
 
 }  // namespace fusediff
