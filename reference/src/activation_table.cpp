@@ -41,8 +41,8 @@ struct OutputRule {
     bool operator==(const Result&) const = default;
   };
 
-  // t = F + phi, F = floor(t), half_cmp = sign(phi - 1/2).
-  Result from_split(int64_t floor_t, int half_cmp) const {
+  // t = F + phi, F = floor(t), half_cmp = sign(phi - 1/2). Inlined: once per code of every table.
+  [[gnu::always_inline]] Result from_split(int64_t floor_t, int half_cmp) const {
     constexpr int64_t kLimit = int64_t{1} << 40;  // far beyond every type; keeps the sums below exact
     floor_t = detail::clamp_i64(floor_t, -kLimit, kLimit);
     Result r;

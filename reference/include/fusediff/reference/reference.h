@@ -88,13 +88,13 @@ class Requantizer {
 
 struct ActivationPoint {
   int32_t y = 0;               // reference output code (zero point added, saturated)
+  bool saturated = false;      // the rounded code was clamped to the output type (next to y: 40 bytes, not 48)
   double v = 0;                // (u - zu) * su, rounded to double for display
   double f = 0;                // f(v), rounded to double for display
   double t = 0;                // the value the output rounding rounds: f/sy (+ zy when before rounding), double
   // |t - nearest (k + 1/2)|: from t_d or MPFR's midpoint, or exact. Its comparison with kQuantBoundaryTieDistance
   // (the quant_boundary region) is always exact for piecewise-rational kinds: near that threshold they are exact.
   double tie_distance = 0.5;
-  bool saturated = false;      // the rounded code was clamped to the output type
 };
 
 // Knobs of the table's decision procedure (defaults are the production settings; tests vary them).
