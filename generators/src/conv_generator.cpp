@@ -107,8 +107,10 @@ ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, co
 
   const int32_t k_count = conv.output_channels();
   std::vector<int8_t> weights(conv.weight_elements());
-  for (int8_t& w : weights) w = static_cast<int8_t>(rng.uniform_int(-127, 127));
+  const int32_t weight_min = limits.full_range_weights ? -128 : -127;
+  for (int8_t& w : weights) w = static_cast<int8_t>(rng.uniform_int(weight_min, 127));
   conv.weights(std::move(weights));
+  if (limits.full_range_weights) conv.weight_range(WeightRange::full);
 
   // Typical accumulator magnitude: sqrt(fan_in) * rms(x - zx) * rms(w), with rms(w) ~ 127/sqrt(3).
   const double fan_in = double(conv.input_channels()) * conv.kernel_height() * conv.kernel_width();

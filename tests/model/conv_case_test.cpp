@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "fusediff/model/case_spec.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/errors.h"
 
@@ -32,6 +33,34 @@ TEST(ConvCase, DerivedSizes) {
   EXPECT_NO_THROW(conv.validate());
   // max |x - zx| = 128 for uint8 with zx = 128; sum |w| = 18; bias 7.
   EXPECT_EQ(conv.accumulator_bound(0), 7 + 128 * 18);
+}
+
+// -128 belongs to full-range s8 weights (oneDNN), not to symmetric int8 (TFLite); a v2 replay string carries the
+// range.
+TEST(ConvCase, WeightRangeDecidesWhetherMinus128IsAWeight) {
+  ConvCase conv = SmallCase();
+  std::vector<int8_t> weights = conv.weights();
+  weights[5] = -128;
+  conv.weights(weights);
+  EXPECT_THROW(conv.validate(), InputError);
+  conv.weight_range(WeightRange::full);
+  EXPECT_NO_THROW(conv.validate());
+  EXPECT_EQ(conv.accumulator_bound(0), 7 + 128 * (17 + 128));
+
+  ReplayKey key;
+  key.spec.name = "x";
+  key.spec.convention.intermediate.q = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
+  key.spec.convention.output.q = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
+  key.explicit_conv = ExplicitConv{conv, std::vector<int32_t>(conv.input_elements(), 130), 3};
+  const std::string text = format_replay(key);
+  EXPECT_NE(text.find(";wrange=full"), std::string::npos);
+  const ReplayKey back = parse_replay(text);
+  ASSERT_TRUE(back.explicit_conv);
+  EXPECT_EQ(back.explicit_conv->conv.weight_range(), WeightRange::full);
+  EXPECT_EQ(back.explicit_conv->conv.weights(), conv.weights());
+  std::string symmetric = text;
+  symmetric.erase(symmetric.find(";wrange=full"), 12);
+  EXPECT_THROW(parse_replay(symmetric), InputError);
 }
 
 TEST(ConvCase, RejectsOverflowingAccumulator) {

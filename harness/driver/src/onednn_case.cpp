@@ -29,6 +29,13 @@ namespace fusediff::driver::detail {
 
 namespace {
 
+// oneDNN's int8 convolution takes s8 weights over their whole range: its draws use [-128, 127].
+generators::ConvShapeLimits OneDnnDrawLimits() {
+  generators::ConvShapeLimits limits;
+  limits.full_range_weights = true;
+  return limits;
+}
+
 RegionSet Classify(const std::vector<double>& knees, double su, const reference::ActivationPoint& point,
                    const reference::RequantTrace* requant) {
   return ClassifySample(knees, su, point, requant);
@@ -124,12 +131,12 @@ CaseResult RunOneDnnCase(CaseResult result, const RunOptions& options, TableCach
       break;
     }
     if (draw % options.shard_count != options.shard_index) {
-      produced += std::min<uint64_t>(generators::GenerateConvShape(options.seed, stream, draw).output_elements(),
+      produced += std::min<uint64_t>(generators::GenerateConvShape(options.seed, stream, draw, OneDnnDrawLimits()).output_elements(),
                                      total - produced);
       continue;
     }
     const generators::TargetedDraw targeted =
-        generators::GenerateTargetedDraw(options.seed, stream, draw, spec.convention, spec.mix);
+        generators::GenerateTargetedDraw(options.seed, stream, draw, spec.convention, spec.mix, OneDnnDrawLimits());
     const ConvCase& conv = targeted.conv;
     const uint64_t take = std::min<uint64_t>(conv.output_elements(), total - produced);
     y_fused.assign(conv.output_elements(), 0);
@@ -187,8 +194,9 @@ ReplayTrace ReplayOneDnn(const ReplayKey& key) {
     element = key.explicit_conv->element;
   } else {
     const uint64_t stream = case_stream_id(spec);
-    const generators::SampleLocation location = generators::LocateSample(key.seed, stream, key.sample);
-    targeted = generators::GenerateTargetedDraw(key.seed, stream, location.draw, spec.convention, spec.mix);
+    const generators::SampleLocation location = generators::LocateSample(key.seed, stream, key.sample, OneDnnDrawLimits());
+    targeted = generators::GenerateTargetedDraw(key.seed, stream, location.draw, spec.convention, spec.mix,
+                                                OneDnnDrawLimits());
     conv = &targeted->conv;
     input = &targeted->input;
     element = location.element;

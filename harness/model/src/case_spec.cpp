@@ -206,6 +206,7 @@ std::string EncodeExplicit(const ExplicitConv& e) {
   out += ";b=" + JoinCodes(c.bias());
   out += ";x=" + JoinCodes(e.input);
   out += ";element=" + std::to_string(e.element);
+  if (c.weight_range() == WeightRange::full) out += ";wrange=full";
   if (c.op() == ConvOp::conv_transpose2d) {
     out += ";op=conv_transpose2d;opad=" + std::to_string(c.output_padding_height()) + ":" +
            std::to_string(c.output_padding_width());
@@ -293,6 +294,11 @@ ReplayKey parse_replay(std::string_view text) {
       begin = colon + 1;
     }
     e.conv.weight_scales(scales);
+    if (fields.count("wrange")) {
+      const std::string range = take("wrange");
+      if (range != "full") throw InputError("replay.wrange: '" + range + "' (expected full, or no field for symmetric)");
+      e.conv.weight_range(WeightRange::full);
+    }
     std::vector<int8_t> weights;
     for (int64_t w : SplitIntegers(take("w"), "replay.w")) {
       if (w < -128 || w > 127) throw InputError("replay.w: " + std::to_string(w) + " is outside int8");

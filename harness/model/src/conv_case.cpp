@@ -140,7 +140,7 @@ void ConvCase::validate() const {
                      std::to_string(weight_elements()));
   }
   for (size_t i = 0; i < weights_.size(); ++i) {
-    if (weights_[i] == -128) {
+    if (weights_[i] == -128 && weight_range_ == WeightRange::symmetric) {
       throw InputError("conv.weights[" + std::to_string(i) + "]: -128 is outside symmetric int8 [-127, 127]");
     }
   }

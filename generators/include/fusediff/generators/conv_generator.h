@@ -23,6 +23,8 @@ struct ConvShapeLimits {
   bool single_output_position = false;
   int32_t min_output_channels = 1;
   double transposed_share = 0.25;  // fraction of draws that are ConvTranspose2D
+  // Weights over the full s8 range [-128, 127] (oneDNN's cases) instead of symmetric [-127, 127].
+  bool full_range_weights = false;
 };
 
 // The shape of draw d only (cheap: no tensors), so sample indices can be mapped to draws without building

@@ -18,6 +18,10 @@ namespace fusediff {
 //                   (x[n, iy, ix, c] - zx) * w[k, ky, kx, c]   (PyTorch ConvTranspose2d, group 1, weights OHWI)
 //                   output extent (in - 1)*s - pad_begin - pad_end + d*(kernel - 1) + output_padding + 1.
 enum class ConvOp { conv2d, conv_transpose2d };
+
+// The int8 weight codes a case may use: symmetric [-127, 127] (TFLite's int8 weights, the default) or the full
+// s8 range [-128, 127] (what oneDNN's int8 convolution takes).
+enum class WeightRange { symmetric, full };
 std::string_view to_string(ConvOp op);
 ConvOp parse_conv_op(std::string_view text, std::string_view field);
 
@@ -45,6 +49,7 @@ class ConvCase {
   // OHWI int8 codes, output_channels * kernel_height * kernel_width * input_channels values.
   ConvCase& weights(std::vector<int8_t> w) { weights_ = std::move(w); return *this; }
   ConvCase& bias(std::vector<int32_t> b) { bias_ = std::move(b); return *this; }
+  ConvCase& weight_range(WeightRange r) { weight_range_ = r; return *this; }
 
   ConvOp op() const { return op_; }
   int32_t output_padding_height() const { return output_padding_height_; }
@@ -68,6 +73,7 @@ class ConvCase {
   const std::vector<float>& weight_scales() const { return weight_scales_; }
   const std::vector<int8_t>& weights() const { return weights_; }
   const std::vector<int32_t>& bias() const { return bias_; }
+  WeightRange weight_range() const { return weight_range_; }
 
   // Derived sizes.
   int32_t output_height() const;
@@ -105,6 +111,7 @@ class ConvCase {
   std::vector<float> weight_scales_;
   std::vector<int8_t> weights_;
   std::vector<int32_t> bias_;
+  WeightRange weight_range_ = WeightRange::symmetric;
 };
 
 // One line: "conv2d N1 H7 W5 C3 -> K4, kernel 3x2, stride 1x2, dilation 1x1, pad t0 l1 b1 r0" (+ output padding).
