@@ -261,7 +261,7 @@ class PointDecider {
   // in t, so the exact distance lies on the same side.
   // Writes p only when it decides (returns true).
   bool filtered(double x, std::optional<double> tie_threshold, ActivationPoint& p) const {
-    const FilterEvaluation fe = ActivationFilter(act_, x);
+    const FilterEvaluation fe = detail::filter_evaluation(act_, x);
     if (!fe.usable) return false;
     // t_d = fl(f_d * fl(1/sy)): two roundings of at most 2^-53 each (1/sy is a normal double for every float32
     // sy), so |t_d - f/sy| <= |t_d - f_d/sy| + |f_d - f|/sy <= 2^-52 |t_d| (1 + 2^-50) + 2^-1070 + bound/sy; the
