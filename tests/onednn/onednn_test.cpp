@@ -168,6 +168,19 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   if (::testing::Test::HasFailure()) return;
   EXPECT_EQ(y, (std::vector<int32_t>{1, 1, 1})) << "oneDNN " << fused::onednn::LibraryVersion() << " via "
                                                    << kernel->implementations().front();
+
+  // The same counterexample as a v2 replay string: one line reproduces it through the whole harness.
+  ReplayKey key;
+  key.spec.name = "deconv-defect";
+  key.spec.convention = graph;
+  key.spec.fused = FusedKind::onednn;
+  key.explicit_conv = ExplicitConv{conv, std::vector<int32_t>{10}, 0};
+  const ReplayTrace trace = driver::Replay(parse_replay(format_replay(key)));
+  EXPECT_EQ(trace.acc_reference, 31);
+  EXPECT_EQ(trace.y_reference, 31);  // relu(31) / 1, zero point 0
+  EXPECT_EQ(trace.y_fused, 1);
+  EXPECT_TRUE(trace.f32_intermediate);
+  EXPECT_NE(trace.implementation.find("deconv"), std::string::npos) << trace.implementation;
 }
 
 TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
