@@ -117,11 +117,6 @@ double next_down(double x) {
 }
 double next_up(double x) { return -next_down(-x); }
 
-double tie_distance_double(double t) {
-  if (!(std::fabs(t) < 0x1p52)) return 0.5;  // an integer (or beyond): farthest from any tie
-  return std::fabs(t - (std::floor(t) + 0.5));
-}
-
 // Kinds for which f(v) at rational v != 0 is provably transcendental (Lindemann-Weierstrass: e^a is
 // transcendental for algebraic a != 0, and f is a non-constant rational function of e^v, or for softplus
 // e^f = 1 + e^v with distinct exponents f, v, 0), so t = f/sy + zy can never be exactly a tie.
@@ -283,7 +278,8 @@ class PointDecider {
       rl = rule_.from_double(lo);
       if (!(rl == rule_.from_double(hi))) return false;
     }
-    const double distance = std::fabs(t_d) < 0x1p52 ? std::fabs(t_d - mid) : 0.5;  // tie_distance_double(t_d)
+    // |t_d - nearest tie|; from 2^52 up every double is an integer, farthest from any tie.
+    const double distance = std::fabs(t_d) < 0x1p52 ? std::fabs(t_d - mid) : 0.5;
     if (tie_threshold && !(std::fabs(distance - *tie_threshold) > 2 * e_t + 0x1p-50)) return false;
     p.v = x;
     p.y = rl.y;

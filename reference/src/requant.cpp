@@ -239,7 +239,7 @@ struct Requantizer::Impl {
   RequantTrace f32_zero_point_first(int64_t acc, bool with_decimal) const {
     const float pf = f32_product(acc);
     const float shifted =
-        std::isinf(pf) ? pf : detail::fl32_rational(detail::exact_rational(pf) + cpp_rational(zu));  // zu exact
+        std::isinf(pf) ? pf : Fl32Add(pf, static_cast<float>(zu));  // |zu| < 2^16: exact as a float
     return round_f32_half_even(shifted, 0, with_decimal);
   }
 };

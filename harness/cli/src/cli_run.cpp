@@ -144,12 +144,13 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--alpha", a->alpha, "alpha of leaky_relu / elu");
   run->add_option("--intermediate", a->intermediate, "Intermediate u: TYPE[:SCALE:ZP] (int8, uint8, int16, *_narrow)");
   run->add_option("--output", a->output, "Output y: TYPE[:SCALE:ZP]");
-  run->add_option("--requant", a->requant, "exact | double_rounding | single_rounding | f32_half_even");
+  run->add_option("--requant", a->requant, "exact | double_rounding | single_rounding | f32_half_even | f32_zero_point_first");
   run->add_option("--intermediate-rounding", a->intermediate_rounding,
                   "half_away_from_zero | half_to_even | half_up (exact requant only)");
   run->add_option("--output-rounding", a->output_rounding, "half_away_from_zero | half_to_even | half_up");
   run->add_option("--zero-point-order", a->zero_point_order, "after_rounding | before_rounding");
-  run->add_option("--fused", a->fused, "lut | lut_interp");
+  run->add_option("--fused", a->fused,
+                  "lut | lut_interp | onednn (oneDNN's three comparisons) | onednn_unfused");
   run->add_option("--samples", a->samples, "Samples per conv case")->check(CLI::PositiveNumber);
   run->add_option("--seed", a->seed, "Seed of the counter-based generator");
   run->add_option("--max-abs-lsb", a->max_abs_lsb, "Tolerance override: max |e| in output LSBs")

@@ -20,6 +20,7 @@
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
 #include "classify.h"
+#include "conv_draws.h"
 #include "onednn_case.h"
 #include "table_cache.h"
 
@@ -111,13 +112,6 @@ struct Partial {
   CodeRanges per_code;
 };
 
-// A conv draw as a batch: its index and the global sample indices [first, first + take) it contributes.
-struct DrawBatch {
-  uint32_t draw;
-  uint64_t first;
-  uint64_t take;
-};
-
 // Runs the batches of a case on partials.size() workers (the calling thread is one of them). `next` hands out
 // the next batch (nullopt: none left); it, the stop check and the progress callback run under one lock, so
 // batches are handed out in order and the callback is never concurrent. `work` compares one batch into the
@@ -167,16 +161,7 @@ bool ForEachBatch(const RunOptions& options, std::vector<Partial>& partials, Nex
 void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fused::FusedKernel& kernel,
                      const reference::ActivationTable& table, const ConvCase& conv, const std::vector<int32_t>& input,
                      uint64_t element) {
-  const ConvCase::OutputCoord coord = conv.output_coord(element);
-  trace.n = coord.n;
-  trace.oy = coord.oy;
-  trace.ox = coord.ox;
-  trace.k = coord.k;
-  trace.conv_shape = describe(conv);
-  trace.input_quant = format_quant_params(conv.input_quant());
-  trace.weight_scale = conv.weight_scales()[coord.k];
-  trace.bias = conv.bias()[coord.k];
-  trace.acc_reference = reference::Conv2DAccumulator(conv, input, coord.n, coord.oy, coord.ox, coord.k);
+  const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, conv, input, element);
   std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
   kernel.Run(conv, input, y, acc, u);
   trace.acc_fused = acc[element];
@@ -282,21 +267,9 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
     finished = ForEachBatch<uint64_t>(options, partials, next, work);
   } else {
     const uint64_t stream = case_stream_id(spec);
-    uint64_t produced = 0;
-    uint32_t next_draw = 0;
-    // Hands out this shard's draws in order; another shard's draw only advances the global sample index.
-    const auto next = [&]() -> std::optional<DrawBatch> {
-      while (produced < total) {
-        const uint32_t draw = next_draw++;
-        const uint64_t take = std::min<uint64_t>(
-            generators::GenerateConvShape(options.seed, stream, draw).output_elements(), total - produced);
-        const uint64_t first = produced;
-        produced += take;
-        if (draw % options.shard_count == options.shard_index) return DrawBatch{draw, first, take};
-      }
-      return std::nullopt;
-    };
-    const auto work = [&](const DrawBatch& batch, Partial& partial) -> uint64_t {
+    detail::ShardDraws draws(options, stream, total);
+    const auto next = [&] { return draws.next(); };
+    const auto work = [&](const detail::DrawBatch& batch, Partial& partial) -> uint64_t {
       const generators::TargetedDraw targeted =
           generators::GenerateTargetedDraw(options.seed, stream, batch.draw, convention, spec.mix);
       const ConvCase& conv = targeted.conv;
@@ -320,7 +293,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       }
       return batch.take;
     };
-    finished = ForEachBatch<DrawBatch>(options, partials, next, work);
+    finished = ForEachBatch<detail::DrawBatch>(options, partials, next, work);
   }
   // Every merged structure is order-independent (histogram sums, per-code ranges, a total order on the worst
   // list), so the merged result does not depend on which worker compared which batch.

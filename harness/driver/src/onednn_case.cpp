@@ -4,8 +4,6 @@
 // unfused oneDNN graph, the graph's convention (a verdict).
 #include "onednn_case.h"
 
-#include "classify.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +17,8 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
+#include "classify.h"
+#include "conv_draws.h"
 #if FUSEDIFF_HAVE_ONEDNN
 #include "fusediff/fused/onednn_kernel.h"
 #endif
@@ -35,12 +35,6 @@ generators::ConvShapeLimits OneDnnDrawLimits() {
   limits.full_range_weights = true;
   return limits;
 }
-
-RegionSet Classify(const std::vector<double>& knees, double su, const reference::ActivationPoint& point,
-                   const reference::RequantTrace* requant) {
-  return ClassifySample(knees, su, point, requant);
-}
-
 
 // The reference side of one output element: the f32 intermediate (per value) or the quantized one (per code).
 struct ReferenceSample {
@@ -60,11 +54,7 @@ class ReferenceSide {
   bool f32() const { return f32_; }
   void prepare(const ConvCase& conv) {
     requantizers_.clear();
-    channel_scales_.clear();
-    if (f32_) {
-      for (float sw : conv.weight_scales()) channel_scales_.push_back(reference::Fl32Multiply(conv.input_quant().scale, sw));
-      return;
-    }
+    if (f32_) return;
     for (int32_t k = 0; k < conv.output_channels(); ++k) {
       requantizers_.emplace_back(convention_, conv.input_quant().scale, conv.weight_scales()[static_cast<size_t>(k)]);
     }
@@ -72,8 +62,7 @@ class ReferenceSide {
   ReferenceSample operator()(const ConvCase& conv, int32_t k, int64_t acc, bool with_decimal = false) {
     ReferenceSample s;
     if (f32_) {
-      // F32IntermediateValue with fl32(sx*sw[k]) computed once per channel.
-      s.v32 = reference::Fl32Multiply(reference::Fl32FromInt64(acc), channel_scales_[static_cast<size_t>(k)]);
+      s.v32 = reference::F32IntermediateValue(acc, conv.input_quant().scale, conv.weight_scales()[static_cast<size_t>(k)]);
       s.point = (*evaluator_)(s.v32);
     } else {
       s.requant = requantizers_[static_cast<size_t>(k)](acc, with_decimal);
@@ -90,7 +79,6 @@ class ReferenceSide {
   std::optional<reference::ActivationTable> owned_table_;
   const reference::ActivationTable* table_ = nullptr;
   std::vector<reference::Requantizer> requantizers_;
-  std::vector<float> channel_scales_;  // f32: fl32(sx * sw[k])
 };
 
 }  // namespace
@@ -122,46 +110,39 @@ CaseResult RunOneDnnCase(CaseResult result, const RunOptions& options, TableCach
   }
   const uint64_t total = effective_samples(spec);
   const uint64_t stream = case_stream_id(spec);
-  uint64_t produced = 0;
+  ShardDraws draws(options, stream, total, OneDnnDrawLimits());
   std::vector<int32_t> y_fused;
-  for (uint32_t draw = 0; produced < total; ++draw) {
+  // One draw at a time: oneDNN parallelises each primitive itself.
+  while (const std::optional<DrawBatch> batch = draws.next()) {
     if (options.progress) options.progress(result.stats.overall.count());
     if (options.stop && options.stop->load()) {
       result.complete = false;
       break;
     }
-    if (draw % options.shard_count != options.shard_index) {
-      produced += std::min<uint64_t>(generators::GenerateConvShape(options.seed, stream, draw, OneDnnDrawLimits()).output_elements(),
-                                     total - produced);
-      continue;
-    }
-    const generators::TargetedDraw targeted =
-        generators::GenerateTargetedDraw(options.seed, stream, draw, spec.convention, spec.mix, OneDnnDrawLimits());
+    const generators::TargetedDraw targeted = generators::GenerateTargetedDraw(
+        options.seed, stream, batch->draw, spec.convention, spec.mix, OneDnnDrawLimits());
     const ConvCase& conv = targeted.conv;
-    const uint64_t take = std::min<uint64_t>(conv.output_elements(), total - produced);
     y_fused.assign(conv.output_elements(), 0);
     std::string rejected;
     if (!kernel->Run(conv, targeted.input, y_fused, &rejected)) {
       if (result.unsupported_samples == 0) {
         result.unsupported_sample_reason = rejected;
-        result.first_unsupported_sample = produced;
+        result.first_unsupported_sample = batch->first;
       }
-      result.unsupported_samples += take;
-      produced += take;
+      result.unsupported_samples += batch->take;
       continue;
     }
     const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, targeted.input);
     reference.prepare(conv);
-    for (uint64_t j = 0; j < take; ++j) {
+    for (uint64_t j = 0; j < batch->take; ++j) {
       const int32_t k = static_cast<int32_t>(j % conv.output_channels());  // NHWK: k is the fastest index
       const ReferenceSample r = reference(conv, k, acc[j]);
       const int64_t error = int64_t{y_fused[j]} - r.point.y;
       const int32_t u = r.requant ? r.requant->u : 0;
       if (r.requant) result.per_code.add(u, error);
-      result.stats.add(WorstCase{produced + j, error, acc[j], u, r.point.y, y_fused[j],
-                                 Classify(knees, su, r.point, r.requant ? &*r.requant : nullptr)});
+      result.stats.add(WorstCase{batch->first + j, error, acc[j], u, r.point.y, y_fused[j],
+                                 ClassifySample(knees, su, r.point, r.requant ? &*r.requant : nullptr)});
     }
-    produced += take;
   }
   result.implementation = join_implementations(kernel->implementations());
   result.reference_escalations = reference.escalations();
@@ -205,21 +186,12 @@ ReplayTrace ReplayOneDnn(const ReplayKey& key) {
   std::vector<int32_t> y(conv->output_elements());
   if (!kernel->Run(*conv, *input, y, &why)) throw InputError("replay: " + why);
 
-  const ConvCase::OutputCoord coord = conv->output_coord(element);
   trace.convention = describe(reference_conv);
   trace.fused_convention = describe(declared_convention(spec));
   trace.implementation = join_implementations(kernel->implementations()) + " (oneDNN " +
                          fused::onednn::LibraryVersion() + ", ISA " + fused::onednn::EffectiveIsa() + ")";
   trace.black_box = true;
-  trace.n = coord.n;
-  trace.oy = coord.oy;
-  trace.ox = coord.ox;
-  trace.k = coord.k;
-  trace.conv_shape = describe(*conv);
-  trace.input_quant = format_quant_params(conv->input_quant());
-  trace.weight_scale = conv->weight_scales()[static_cast<size_t>(coord.k)];
-  trace.bias = conv->bias()[static_cast<size_t>(coord.k)];
-  trace.acc_reference = reference::Conv2DAccumulator(*conv, *input, coord.n, coord.oy, coord.ox, coord.k);
+  const ConvCase::OutputCoord coord = TraceConvElement(trace, *conv, *input, element);
   ReferenceSide reference(reference_conv, nullptr);
   reference.prepare(*conv);
   const ReferenceSample r = reference(*conv, coord.k, trace.acc_reference, /*with_decimal=*/true);
@@ -240,7 +212,7 @@ ReplayTrace ReplayOneDnn(const ReplayKey& key) {
   trace.y_reference = r.point.y;
   trace.y_fused = y[element];
   trace.error = int64_t{trace.y_fused} - trace.y_reference;
-  trace.regions = Classify(knee_points(spec.convention.activation), spec.convention.intermediate.q.scale, r.point,
+  trace.regions = ClassifySample(knee_points(spec.convention.activation), spec.convention.intermediate.q.scale, r.point,
                            r.requant ? &*r.requant : nullptr);
   return trace;
 }
