@@ -33,6 +33,48 @@ QuantParams ResolveQuant(const std::string& text, const std::string& field, cons
   }
   return parsed;
 }
+
+// What a suite convention takes from its toolchain where the options leave it open.
+struct ToolchainDefaults {
+  RequantVariant requant;
+  RoundingMode intermediate_rounding;  // for a requant variant without a fixed rounding
+  RoundingMode output_rounding;
+  ZeroPointOrder zero_point_order;
+};
+// gemmlowp/TFLite's default build, for the built-in tables.
+constexpr ToolchainDefaults kTfliteDefaults{RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
+                                            RoundingMode::half_away_from_zero, ZeroPointOrder::after_rounding};
+// oneDNN's own arithmetic: its int8 convolution requantizes in float with the zero point inside the rounding, and
+// rounds half to even with the destination zero point added first.
+constexpr ToolchainDefaults kOneDnnDefaults{RequantVariant::f32_zero_point_first, RoundingMode::half_to_even,
+                                            RoundingMode::half_to_even, ZeroPointOrder::before_rounding};
+
+// The graph convention of one suite case: the activation's default quantization for `intermediate_type` (and
+// the output type that goes with it), every field overridden by the options where given. Validated.
+Convention SuiteConvention(const SuiteOptions& options, ActivationKind kind, const QuantType& intermediate_type,
+                           const ToolchainDefaults& defaults) {
+  Convention c;
+  c.activation = make_activation(kind);
+  if (options.alpha && takes_alpha(kind)) c.activation.alpha = *options.alpha;
+  c.requant = options.requant.value_or(defaults.requant);
+  c.intermediate.q = options.intermediate
+                         ? ResolveQuant(*options.intermediate, "--intermediate", QuantParams{}, false, kind)
+                         : DefaultIntermediate(kind, intermediate_type);
+  c.intermediate.rounding = options.intermediate_rounding.value_or(
+      fixed_rounding(c.requant).value_or(defaults.intermediate_rounding));
+  // 8-bit intermediates write non-negative activations to uint8 (as deployed graphs do), the rest to int8.
+  QuantType output_type = intermediate_type.bits() == 16 ? QuantType{ScalarType::int16, false}
+                                                         : QuantType{ScalarType::int8, false};
+  if (intermediate_type.bits() == 8 && default_domain(kind).output_lo >= 0) {
+    output_type = QuantType{ScalarType::uint8, false};
+  }
+  c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
+                              : DefaultOutput(kind, output_type);
+  c.output.rounding = options.output_rounding.value_or(defaults.output_rounding);
+  c.output.zero_point_order = options.zero_point_order.value_or(defaults.zero_point_order);
+  validate(c);
+  return c;
+}
 }  // namespace
 
 QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type) {
@@ -83,26 +125,7 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   std::vector<CaseSpec> suite;
   for (ActivationKind kind : kinds) {
     for (const Variant& variant : variants) {
-      Convention c;
-      c.activation = make_activation(kind);
-      if (options.alpha && takes_alpha(kind)) c.activation.alpha = *options.alpha;
-      c.requant = options.requant.value_or(RequantVariant::double_rounding);
-      c.intermediate.q = options.intermediate
-                             ? ResolveQuant(*options.intermediate, "--intermediate", QuantParams{}, false, kind)
-                             : DefaultIntermediate(kind, variant.intermediate);
-      c.intermediate.rounding = options.intermediate_rounding.value_or(
-          fixed_rounding(c.requant).value_or(RoundingMode::half_away_from_zero));
-      // 8-bit tables write non-negative activations to uint8 (as deployed graphs do), the rest to int8.
-      QuantType output_type = variant.intermediate.bits() == 16 ? QuantType{ScalarType::int16, false}
-                                                                : QuantType{ScalarType::int8, false};
-      if (variant.intermediate.bits() == 8 && default_domain(kind).output_lo >= 0) {
-        output_type = QuantType{ScalarType::uint8, false};
-      }
-      c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
-                                  : DefaultOutput(kind, output_type);
-      c.output.rounding = options.output_rounding.value_or(RoundingMode::half_away_from_zero);
-      c.output.zero_point_order = options.zero_point_order.value_or(ZeroPointOrder::after_rounding);
-      validate(c);
+      const Convention c = SuiteConvention(options, kind, variant.intermediate, kTfliteDefaults);
       std::vector<SampleSource> sources = {SampleSource::conv, SampleSource::sweep};
       if (options.exhaustive) sources.push_back(SampleSource::thresholds);
       for (SampleSource source : sources) {
@@ -126,35 +149,17 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
 }
 
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {
-  Convention c;
-  c.activation = make_activation(kind);
-  if (options.alpha && takes_alpha(kind)) c.activation.alpha = *options.alpha;
-  // oneDNN's own arithmetic by default: its int8 convolution requantizes in float with the zero point inside the
-  // rounding, and rounds half to even with the destination zero point added first.
-  c.requant = options.requant.value_or(RequantVariant::f32_zero_point_first);
-  const QuantType intermediate_type{ScalarType::int8, false};
-  c.intermediate.q = options.intermediate
-                         ? ResolveQuant(*options.intermediate, "--intermediate", QuantParams{}, false, kind)
-                         : DefaultIntermediate(kind, intermediate_type);
-  c.intermediate.rounding = options.intermediate_rounding.value_or(
-      fixed_rounding(c.requant).value_or(RoundingMode::half_to_even));
-  const QuantType output_type = default_domain(kind).output_lo >= 0 ? QuantType{ScalarType::uint8, false}
-                                                                    : QuantType{ScalarType::int8, false};
-  c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
-                              : DefaultOutput(kind, output_type);
-  c.output.rounding = options.output_rounding.value_or(RoundingMode::half_to_even);
-  c.output.zero_point_order = options.zero_point_order.value_or(ZeroPointOrder::before_rounding);
-  validate(c);
-  struct Comparison_ {
+  const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
+  struct OneDnnComparison {
     FusedKind fused;
     Comparison comparison;
     const char* label;
   };
-  const Comparison_ comparisons[] = {{FusedKind::onednn, Comparison::same_convention, "onednn"},
+  const OneDnnComparison comparisons[] = {{FusedKind::onednn, Comparison::same_convention, "onednn"},
                                      {FusedKind::onednn, Comparison::cross_convention, "onednn.cross"},
                                      {FusedKind::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
   std::vector<CaseSpec> specs;
-  for (const Comparison_& k : comparisons) {
+  for (const OneDnnComparison& k : comparisons) {
     if (options.fused == FusedKind::onednn_unfused && k.fused != FusedKind::onednn_unfused) continue;
     CaseSpec spec;
     spec.mix = options.mix;
