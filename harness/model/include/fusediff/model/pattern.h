@@ -1,0 +1,133 @@
+#pragma once
+// Fusion patterns as data: a producer (a convolution or a fully connected layer) and an ordered list of stages,
+// each with the unfused graph's output boundary (type, scale, zero point) and its arithmetic rule where several
+// exist. The conv+activation of every earlier release is the pattern `conv2d+act`: producer conv2d, one
+// activation stage, whose boundaries are those of the Convention (model/convention.h). std only.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusediff/model/convention.h"
+#include "fusediff/model/quant.h"
+
+namespace fusediff {
+
+// What computes the int32 accumulator. conv2d draws include ConvTranspose2D ones (model/conv_case.h ConvOp; the
+// generators make a quarter of them transposed), as every release before patterns did. fully_connected is a
+// 1x1 spatial conv over C input features: acc[n, k] = bias[k] + sum_c (x[n, c] - zx) * w[k, c].
+enum class Producer { conv2d, fully_connected };
+
+enum class StageKind { activation, add, max_pool, avg_pool, fully_connected };
+
+// How a quantized add of two tensors (a: the producer's u, b: the residual r) rounds into its output boundary s
+// (../shared/conventions.md §1, §4).
+//   tflite:       left shift 20; per-input multipliers sa/(2 max(sa, sb)), sb/(2 max), output multiplier
+//                 2 max(sa, sb) / (2^20 so), each QuantizeMultiplierSmallerThanOneExp; three roundings (SRDHM, then
+//                 RoundingDivideByPOT, half away from zero), + zo, saturate.
+//   onnx_spec:    the exact real sum sa(a - za) + sb(b - zb), divided by so, one rounding half to even, + zo,
+//                 saturate.
+//   ort_mlas:     MLAS on x86 SSE2, binary32: ra = sa/so, rb = sb/so, k = zo - (ra za + rb zb), y = k + ra a + rb b
+//                 (separate multiplies and adds), round half to even, saturate.
+//   ort_mlas_fma: the same with AVX2's fused multiply-adds: y = fma(rb, b, fma(ra, a, k)).
+//   ort_raw:      MLAS's portable fallback: v = (sa(a - za) + sb(b - zb)) / so in binary32, clamped to
+//                 [qmin - zo, qmax - zo], then nearbyint(v + zo).
+enum class AddRule { tflite, onnx_spec, ort_mlas, ort_mlas_fma, ort_raw };
+
+// How an average pool rounds (../shared/conventions.md §2, §4).
+//   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
+//                from the zero point; input and output quantization must be equal (TFLite assumes it).
+//   ort_qlinear: dequantize, binary32 sum, / n, nearbyint(mean / so + zo), saturate.
+//   ort_global:  integer sum - zx n, one requantization by the binary32 multiplier sx / (so n), nearbyint, + zo.
+enum class AvgPoolRule { tflite, ort_qlinear, ort_global };
+
+// How a fully connected layer forms its real multiplier M = sx sw / su (../shared/conventions.md §3):
+//   double_product: in double throughout (TFLite per-channel FC, every conv);
+//   float_product:  sx sw formed in binary32 first, then / su in double (TFLite's per-tensor FC).
+enum class MultiplierRule { double_product, float_product };
+
+// A 2-D pooling window over the spatial dimensions, square, padding on every side (never counted in an average).
+struct PoolWindow {
+  int32_t kernel = 2;
+  int32_t stride = 2;
+  int32_t padding = 0;
+  friend bool operator==(const PoolWindow&, const PoolWindow&) = default;
+};
+
+struct Stage {
+  StageKind kind = StageKind::activation;
+  AddRule add_rule = AddRule::tflite;            // add
+  QuantParams residual;                          // add: the residual r's quantization (r has the sum's shape)
+  PoolWindow window;                             // max_pool, avg_pool
+  AvgPoolRule pool_rule = AvgPoolRule::tflite;   // avg_pool
+  // The stage's output boundary: add (the sum s), avg_pool, fully_connected (requantized by the convention's
+  // requant variant). The activation's is Convention::output; a max pool's is its input's (it selects codes).
+  QuantParams out;
+  int32_t fc_outputs = 0;                        // fully_connected: 0 = drawn per case (1..8)
+  friend bool operator==(const Stage&, const Stage&) = default;
+};
+
+struct Pattern {
+  Producer producer = Producer::conv2d;
+  MultiplierRule multiplier = MultiplierRule::double_product;
+  std::vector<Stage> stages = {Stage{}};  // conv2d+act
+  friend bool operator==(const Pattern&, const Pattern&) = default;
+};
+
+// How a fused path treats the pattern's intermediate boundaries.
+//   keep_all:           every boundary of the unfused graph kept, with its own arithmetic (must match exactly);
+//   add_in_accumulator: the residual added to the accumulator's real value, one rounding into s (u skipped);
+//   pool_first:         the pool applied to the activation's input codes, the activation after it;
+//   fold:               FC -> FC folded into one layer (W = W2 W1, b = W2 b1 + b2, requantized per channel), the
+//                       first layer's output boundary removed.
+enum class Fusion { keep_all, add_in_accumulator, pool_first, fold };
+
+std::string_view to_string(Producer p);
+std::string_view to_string(StageKind k);
+std::string_view to_string(AddRule r);
+std::string_view to_string(AvgPoolRule r);
+std::string_view to_string(MultiplierRule r);
+std::string_view to_string(Fusion f);
+AddRule parse_add_rule(std::string_view text, std::string_view field);
+AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field);
+MultiplierRule parse_multiplier_rule(std::string_view text, std::string_view field);
+Fusion parse_fusion(std::string_view text, std::string_view field);
+
+// "conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc".
+std::string pattern_name(const Pattern& p);
+// The stages of a name, with default parameters (boundaries left for the suite to fill). Throws InputError
+// naming `field` and the known patterns.
+Pattern parse_pattern_name(std::string_view text, std::string_view field);
+
+// The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`).
+struct PatternInfo {
+  std::string_view name;
+  std::string_view description;
+  std::span<const Fusion> fusions;  // the fused variants the built-in path offers for it
+};
+std::span<const PatternInfo> known_patterns();
+
+bool is_conv_act(const Pattern& p);                 // producer conv2d, one activation stage: the original case
+bool has_stage(const Pattern& p, StageKind kind);
+const Stage* find_stage(const Pattern& p, StageKind kind);
+
+// The activation stage's own convention: intermediate = the boundary it reads (the producer's u, or the add's s),
+// output = Convention::output. What the activation tables (reference and fused) are built for.
+Convention activation_convention(const Pattern& p, const Convention& c);
+
+// The quantization of the pattern's final output (the last stage's boundary).
+QuantParams final_output(const Pattern& p, const Convention& c);
+
+// Throws InputError when a pattern is malformed (unknown stage order, more than one stage of a kind, a pool
+// window out of range, a TFLite average pool whose input and output quantization differ, bad boundary).
+void validate(const Pattern& p, const Convention& c);
+
+// Fusion legality, as compiler fusion rules state it. Empty when `fusion` of `p` is legal; otherwise the rule
+// broken, named, e.g. "pool-before-activation: the applied table is not non-decreasing over the reachable codes
+// (code -12 -> 5, code -11 -> 3)". `table` is the activation table as applied (one output code per input code
+// of its intermediate, from the intermediate's qmin), needed for the pool rule; empty when the pattern has no pool.
+std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table);
+
+}  // namespace fusediff
