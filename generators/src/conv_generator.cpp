@@ -133,6 +133,7 @@ ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, co
     const int64_t bias_span = static_cast<int64_t>(0.5 * acc_scale) + 1;  // a calibrated bias is small
     bias[k] = static_cast<int32_t>(rng.uniform_int(-bias_span, bias_span));
   }
+  if (limits.per_tensor_weight_scale) std::fill(weight_scales.begin(), weight_scales.end(), weight_scales.front());
   conv.weight_scales(std::move(weight_scales)).bias(std::move(bias));
   return conv;
 }

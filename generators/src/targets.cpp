@@ -275,6 +275,78 @@ float Jitter(CounterRng& rng, double value) {
 }
 }  // namespace
 
+namespace {
+
+// 8-bit quantization of [lo, hi] with the scale jittered and the zero point near the centre.
+QuantParams JitteredQuant(CounterRng& rng, const QuantType& type, double lo, double hi) {
+  QuantParams q;
+  q.type = type;
+  q.scale = Jitter(rng, (hi - lo) / (double(type.qmax()) - type.qmin()));
+  const double centre = type.qmin() - lo / q.scale;
+  q.zero_point = static_cast<int32_t>(std::clamp<double>(std::round(centre) + rng.uniform_int(-8, 8), type.qmin(), type.qmax()));
+  return q;
+}
+
+QuantType Random8Bit(CounterRng& rng) {
+  return rng.chance(1, 2) ? QuantType{ScalarType::uint8, false} : QuantType{ScalarType::int8, false};
+}
+
+// The pattern mutants: the pattern and its stages' boundaries, inside the mutant's non-equivalent space
+// (model/mutants.cpp in_mutant_space). The conv+act convention drawn above supplies u, the activation and y.
+void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
+  Convention& c = spec.convention;
+  const ActivationDomain domain = default_domain(c.activation.kind);
+  switch (spec.mutant) {
+    case Mutant::residual_after_activation:
+    case Mutant::residual_output_scale:
+    case Mutant::add_skip_intermediate_rounding: {
+      spec.pattern = parse_pattern_name("conv2d+add+act", "mutant");
+      Stage& add = spec.pattern.stages[0];
+      constexpr AddRule kRules[] = {AddRule::tflite, AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma,
+                                    AddRule::ort_raw};
+      add.add_rule = kRules[rng.uniform_int(0, 4)];
+      // u and r each cover about half of the activation's input domain; s covers all of it.
+      const double mid = 0.5 * (domain.input_lo + domain.input_hi), half = 0.5 * (domain.input_hi - domain.input_lo);
+      c.intermediate.q = JitteredQuant(rng, c.intermediate.q.type, mid - half, mid);
+      add.residual = JitteredQuant(rng, Random8Bit(rng), -0.5 * half, 0.5 * half);
+      add.out = JitteredQuant(rng, Random8Bit(rng), domain.input_lo, domain.input_hi);
+      if (add.residual.scale == add.out.scale) add.residual.scale *= 1.5f;
+      break;
+    }
+    case Mutant::maxpool_before_activation: {
+      constexpr ActivationKind kDipping[] = {ActivationKind::gelu_erf, ActivationKind::gelu_tanh, ActivationKind::silu,
+                                             ActivationKind::mish, ActivationKind::hard_swish};
+      c.activation = make_activation(kDipping[rng.uniform_int(0, 4)]);
+      const ActivationDomain d = default_domain(c.activation.kind);
+      c.intermediate.q = JitteredQuant(rng, c.intermediate.q.type, d.input_lo, d.input_hi);
+      c.output.q = JitteredQuant(rng, c.output.q.type, d.output_lo, d.output_hi);
+      spec.pattern = parse_pattern_name("conv2d+act+maxpool", "mutant");
+      spec.pattern.stages[1].window = PoolWindow{static_cast<int32_t>(rng.uniform_int(2, 3)),
+                                                 static_cast<int32_t>(rng.uniform_int(1, 2)), 0};
+      break;
+    }
+    case Mutant::avgpool_truncate: {
+      spec.pattern = parse_pattern_name("conv2d+act+avgpool", "mutant");
+      Stage& pool = spec.pattern.stages[1];
+      pool.window = PoolWindow{static_cast<int32_t>(rng.uniform_int(2, 3)), static_cast<int32_t>(rng.uniform_int(1, 2)), 0};
+      pool.pool_rule = AvgPoolRule::tflite;
+      pool.out = c.output.q;
+      break;
+    }
+    case Mutant::fold_across_activation: {
+      spec.pattern = parse_pattern_name("fc+act+fc", "mutant");
+      Stage& fc = spec.pattern.stages[1];
+      fc.out = JitteredQuant(rng, QuantType{ScalarType::int8, false}, -4.0, 4.0);
+      fc.fc_outputs = static_cast<int32_t>(rng.uniform_int(1, 4));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
 CaseSpec GenerateMutantCase(Mutant mutant, bool targeted, uint64_t seed, uint64_t case_stream, uint32_t index) {
   CounterRng rng(seed, case_stream, index, StreamPurpose::convention);
   const bool tie_mutant = mutant == Mutant::zero_point_before_rounding || mutant == Mutant::output_half_even_for_half_away;
@@ -359,9 +431,109 @@ CaseSpec GenerateMutantCase(Mutant mutant, bool targeted, uint64_t seed, uint64_
     default:
       break;
   }
-  validate(c);
+  AddMutantPattern(spec, rng);
+  validate(spec);
   spec.name = std::string("mutant.") + std::string(to_string(mutant)) + "." + std::to_string(index);
   return spec;
+}
+
+}  // namespace fusediff::generators
+
+namespace fusediff::generators {
+
+ConvShapeLimits PatternDrawLimits(const Pattern& pattern, const ConvShapeLimits& base) {
+  ConvShapeLimits limits = base;
+  if (pattern.producer == Producer::fully_connected) {
+    limits.max_spatial = 1;
+    limits.max_kernel = 1;
+    limits.max_stride = 1;
+    limits.max_dilation = 1;
+    limits.transposed_share = 0;
+    limits.max_channels = 16;
+    limits.per_tensor_weight_scale = pattern.multiplier == MultiplierRule::float_product;
+  }
+  return limits;
+}
+
+namespace {
+
+// The residual code that puts s where the pivot was aimed, from the approximate real value of u (double).
+int32_t AimResidual(CounterRng& rng, Region region, double real_u, const Stage& add, const Convention& act) {
+  const QuantParams& r = add.residual;
+  const QuantParams& s = add.out;
+  const auto t_of = [&](int32_t code) { return (real_u + double(r.scale) * (code - r.zero_point)) / s.scale; };
+  int32_t best = r.type.qmin();
+  double best_score = std::numeric_limits<double>::infinity();
+  std::vector<int32_t> knees;
+  if (region == Region::knee) knees = KneeCodes(act);
+  const int32_t knee = knees.empty() ? 0 : Pick(rng, knees);
+  const bool high = rng.chance(1, 2);
+  for (int32_t code = r.type.qmin(); code <= r.type.qmax(); ++code) {
+    const double t = t_of(code);
+    double score = 0;
+    switch (region) {
+      case Region::quant_boundary: score = std::abs(std::abs(t - std::floor(t)) - 0.5); break;
+      case Region::saturation: {  // just past either end of s's type, or at it
+        const double edge = high ? s.type.qmax() + 0.5 - s.zero_point : s.type.qmin() - 0.5 - s.zero_point;
+        score = std::abs(t - edge);
+        break;
+      }
+      case Region::knee: score = std::abs(t + s.zero_point - knee); break;
+      case Region::bulk: return static_cast<int32_t>(rng.uniform_int(r.type.qmin(), r.type.qmax()));
+    }
+    if (score < best_score) {
+      best_score = score;
+      best = code;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Pattern& pattern,
+                                const Convention& convention, const RegionMix& mix, const ConvShapeLimits& limits) {
+  TargetedDraw targeted = GenerateTargetedDraw(seed, case_stream, draw, convention, mix, limits);
+  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), {}, {}, {}, {}};
+  CounterRng rng(seed, case_stream, draw, StreamPurpose::pattern);
+  const ConvCase& conv = d.conv;
+  if (const Stage* add = find_stage(pattern, StageKind::add)) {
+    const QuantType& type = add->residual.type;
+    d.residual.resize(conv.output_elements());
+    for (int32_t& r : d.residual) r = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
+    const Convention act = activation_convention(pattern, convention);
+    const QuantParams& u = convention.intermediate.q;
+    for (int32_t k = 0; k < conv.output_channels(); ++k) {
+      const Region region = targeted.aimed[static_cast<size_t>(k)];
+      if (region == Region::bulk) continue;
+      // The pivot (0, 0, 0, k) is output element k (NHWK). Its u, approximately, as the aim needs it.
+      const double acc = double(PivotPartialSum(conv, d.input, k) + conv.bias()[static_cast<size_t>(k)]);
+      const double code = std::clamp(std::round(acc * RealMultiplier(convention, conv.input_quant().scale,
+                                                                     conv.weight_scales()[static_cast<size_t>(k)])) +
+                                         u.zero_point,
+                                     double(u.type.qmin()), double(u.type.qmax()));
+      d.residual[static_cast<size_t>(k)] = AimResidual(rng, region, double(u.scale) * (code - u.zero_point), *add, act);
+    }
+  }
+  if (const Stage* fc = find_stage(pattern, StageKind::fully_connected)) {
+    // The layer reads the producer's codes (through the activation in fc+act+fc): sized like GenerateConvCase.
+    const QuantParams in = has_stage(pattern, StageKind::activation) ? convention.output.q : convention.intermediate.q;
+    const int32_t hidden = conv.output_channels();
+    d.fc_weights.resize(static_cast<size_t>(fc->fc_outputs) * hidden);
+    for (int8_t& w : d.fc_weights) w = static_cast<int8_t>(rng.uniform_int(-127, 127));
+    const double rms_in = 0.5 * (in.type.qmax() - in.type.qmin()) / std::sqrt(3.0);
+    const double acc_scale = std::sqrt(double(hidden)) * rms_in * (127.0 / std::sqrt(3.0));
+    const double out_range = double(fc->out.type.qmax()) - fc->out.type.qmin();
+    for (int32_t j = 0; j < fc->fc_outputs; ++j) {
+      const double multiplier = (out_range / 6.0) / acc_scale * std::exp(std::log(2.0) * (rng.uniform01() - 0.5));
+      float sw = static_cast<float>(multiplier * fc->out.scale / in.scale);
+      if (!(sw > 0.0f) || !std::isfinite(sw)) sw = 1.0f;
+      d.fc_weight_scales.push_back(pattern.multiplier == MultiplierRule::float_product && j > 0 ? d.fc_weight_scales.front() : sw);
+      const int64_t span = static_cast<int64_t>(0.5 * acc_scale) + 1;
+      d.fc_bias.push_back(static_cast<int32_t>(rng.uniform_int(-span, span)));
+    }
+  }
+  return d;
 }
 
 }  // namespace fusediff::generators

@@ -122,6 +122,40 @@ QuantParams ReadQuant(const Field& f) {
   return q;
 }
 
+// The pattern object of a /2 file (json_report.cpp PatternToJson).
+void ReadPattern(const Field& f, CaseSpec& spec) {
+  spec.pattern = Parse(f["name"], parse_pattern_name);
+  spec.fusion = Parse(f["fusion"], parse_fusion);
+  if (spec.pattern.producer == Producer::fully_connected) spec.pattern.multiplier = Parse(f["multiplier"], parse_multiplier_rule);
+  const Field stages = f["stages"];
+  if (stages.array_size() != spec.pattern.stages.size()) stages.fail(fmt::format("{} stages", spec.pattern.stages.size()));
+  for (size_t i = 0; i < spec.pattern.stages.size(); ++i) {
+    Stage& st = spec.pattern.stages[i];
+    const Field stage = stages.at(i);
+    if (stage["kind"].str() != to_string(st.kind)) stage["kind"].fail(std::string(to_string(st.kind)));
+    switch (st.kind) {
+      case StageKind::activation: break;
+      case StageKind::add:
+        st.add_rule = Parse(stage["rule"], parse_add_rule);
+        st.residual = ReadQuant(stage["residual"]);
+        st.out = ReadQuant(stage["out"]);
+        break;
+      case StageKind::max_pool:
+      case StageKind::avg_pool:
+        st.window = PoolWindow{stage["window"]["kernel"].i32(), stage["window"]["stride"].i32(), stage["window"]["padding"].i32()};
+        if (st.kind == StageKind::avg_pool) {
+          st.pool_rule = Parse(stage["rule"], parse_avg_pool_rule);
+          st.out = ReadQuant(stage["out"]);
+        }
+        break;
+      case StageKind::fully_connected:
+        st.fc_outputs = stage["outputs"].i32();
+        st.out = ReadQuant(stage["out"]);
+        break;
+    }
+  }
+}
+
 CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
   const int32_t qmin = f["qmin"].i32();
   const uint64_t count = f["code_count"].u64();
@@ -190,6 +224,7 @@ CaseResult ReadCase(const Field& f) {
   c.spec.convention.output.q = ReadQuant(convention["output"]);
   c.spec.convention.output.rounding = Parse(convention["output"]["rounding"], parse_rounding_mode);
   c.spec.convention.output.zero_point_order = Parse(convention["output"]["zero_point_order"], parse_zero_point_order);
+  if (f.has("pattern")) ReadPattern(f["pattern"], c.spec);  // absent in /1 files: conv2d+act, kept whole
   c.spec.fused = Parse(f["fused"], parse_fused_kind);
   if (f.has("comparison")) c.spec.comparison = Parse(f["comparison"], parse_comparison);
   if (f.has("implementation")) c.implementation = f["implementation"].str();
@@ -222,7 +257,7 @@ CaseResult ReadCase(const Field& f) {
   }
   const Field coverage = f["coverage"];
   c.reference_escalations = coverage["reference_escalations"].u64();
-  c.per_code = ReadPerCode(f["per_code"], c.spec.convention.intermediate.q.type);
+  c.per_code = ReadPerCode(f["per_code"], keyed_boundary(c.spec.pattern, reference_convention(c.spec)).type);
   c.intermediate_codes_covered = coverage["intermediate_codes"].u64();
   const Field hard = coverage["hard_codes"];
   for (size_t i = 0; i < hard.array_size(); ++i) c.hard_codes.push_back(hard.at(i).i32());
@@ -270,7 +305,9 @@ CaseResult ReadCase(const Field& f) {
 RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
-  if (top["format"].str() != kResultsFormat) top["format"].fail(std::string("\"") + kResultsFormat + "\"");
+  if (top["format"].str() != kResultsFormat && top["format"].str() != kResultsFormatV1) {
+    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV1 + "\")");
+  }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();
   run.provenance.tool_version = top["tool"]["version"].str();

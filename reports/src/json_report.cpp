@@ -52,6 +52,41 @@ ordered_json ConventionToJson(const Convention& c) {
   return j;
 }
 
+ordered_json PatternToJson(const Pattern& p, Fusion fusion) {
+  ordered_json j;
+  j["name"] = pattern_name(p);
+  j["fusion"] = std::string(to_string(fusion));
+  if (p.producer == Producer::fully_connected) j["multiplier"] = std::string(to_string(p.multiplier));
+  ordered_json stages = ordered_json::array();
+  for (const Stage& s : p.stages) {
+    ordered_json stage;
+    stage["kind"] = std::string(to_string(s.kind));
+    switch (s.kind) {
+      case StageKind::activation: break;
+      case StageKind::add:
+        stage["rule"] = std::string(to_string(s.add_rule));
+        stage["residual"] = QuantToJson(s.residual);
+        stage["out"] = QuantToJson(s.out);
+        break;
+      case StageKind::max_pool:
+      case StageKind::avg_pool:
+        stage["window"] = {{"kernel", s.window.kernel}, {"stride", s.window.stride}, {"padding", s.window.padding}};
+        if (s.kind == StageKind::avg_pool) {
+          stage["rule"] = std::string(to_string(s.pool_rule));
+          stage["out"] = QuantToJson(s.out);
+        }
+        break;
+      case StageKind::fully_connected:
+        stage["outputs"] = s.fc_outputs;
+        stage["out"] = QuantToJson(s.out);
+        break;
+    }
+    stages.push_back(std::move(stage));
+  }
+  j["stages"] = std::move(stages);
+  return j;
+}
+
 ordered_json RegionsToJson(RegionSet regions) {
   ordered_json list = ordered_json::array();
   for (Region r : kAllRegions) {
@@ -100,6 +135,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   }
   j["activation"] = std::move(activation);
   j["convention"] = ConventionToJson(c.spec.convention);
+  j["pattern"] = PatternToJson(c.spec.pattern, c.spec.fusion);
   j["fused"] = std::string(to_string(c.spec.fused));
   j["comparison"] = std::string(to_string(c.spec.comparison));
   j["reference_convention"] = c.reference_convention;
@@ -123,7 +159,8 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   coverage["intermediate_codes"] = c.intermediate_codes_covered;
   // An f32 reference intermediate has no codes: its per_code is empty.
   const bool f32_reference = reference_convention(c.spec).intermediate.kind == IntermediateKind::f32;
-  coverage["intermediate_code_count"] = f32_reference ? 0u : c.spec.convention.intermediate.q.type.code_count();
+  coverage["intermediate_code_count"] =
+      f32_reference ? 0u : keyed_boundary(c.spec.pattern, reference_convention(c.spec)).type.code_count();
   coverage["reference_escalations"] = c.reference_escalations;
   coverage["hard_codes"] = c.hard_codes;
   coverage["hard_codes_covered"] = c.hard_codes_covered;

@@ -333,4 +333,37 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   }
 }
 
+namespace {
+class OneDnnPath final : public FusedPath {
+ public:
+  explicit OneDnnPath(std::unique_ptr<OneDnnKernel> kernel) : kernel_(std::move(kernel)) {}
+  bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
+    return kernel_->Run(draw.conv, draw.input, y, rejected);
+  }
+  std::vector<std::string> implementations() const override { return kernel_->implementations(); }
+  WeightRange weight_range() const override { return WeightRange::full; }
+  bool concurrent() const override { return false; }
+
+ private:
+  std::unique_ptr<OneDnnKernel> kernel_;
+};
+}  // namespace
+
+std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason) {
+  if (!is_conv_act(spec.pattern) || spec.fusion != Fusion::keep_all) {
+    if (unsupported_reason) {
+      *unsupported_reason = "oneDNN runs conv2d+act only here (2.6 has no conv+pool fusion; its add and inner-product "
+                            "post-op chains are not wired yet), not " + pattern_name(spec.pattern);
+    }
+    return nullptr;
+  }
+  if (spec.mutant != Mutant::none) {
+    if (unsupported_reason) *unsupported_reason = "mutants are injected into the built-in fused paths only";
+    return nullptr;
+  }
+  std::unique_ptr<OneDnnKernel> kernel = OneDnnKernel::Create(spec.convention, spec.fused, unsupported_reason);
+  if (!kernel) return nullptr;
+  return std::make_unique<OneDnnPath>(std::move(kernel));
+}
+
 }  // namespace fusediff::fused::onednn

@@ -20,7 +20,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 
   const std::vector<Command> commands = {AddRunCommand(app),     AddReplayCommand(app),  AddReportCommand(app),
                                          AddCompareCommand(app), AddMergeCommand(app),   AddMutantsCommand(app),
-                                         AddTableCommand(app),   AddGateCommand(app)};
+                                         AddTableCommand(app),   AddGateCommand(app),    AddPatternsCommand(app)};
 
   std::vector<std::string> storage(args);
   std::vector<char*> argv;

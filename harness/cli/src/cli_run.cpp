@@ -50,7 +50,7 @@ class InterruptScope {
 
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv, junit, shard, mix, threads;
+      zero_point_order, fused, mutant = "none", json, csv, junit, shard, mix, threads, pattern;
   bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -78,6 +78,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   suite.samples = a.samples;
   if (!a.mix.empty()) suite.mix = parse_region_mix(a.mix, "--mix");
   suite.exhaustive = a.exhaustive;
+  if (!a.pattern.empty()) suite.pattern = a.pattern;
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.csv.empty()) CheckOutputPath(a.csv, "--csv");
   if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
@@ -157,7 +158,7 @@ Command AddRunCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--mutant", a->mutant, "Inject a known fused-path bug: use-output-scale");
   run->add_option("--worst", a->worst, "Worst samples kept per case")->check(CLI::Range(0, 1000));
-  run->add_option("--json", a->json, "Write results JSON (fusediff-results/1)");
+  run->add_option("--json", a->json, "Write results JSON (fusediff-results/2)");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
   run->add_option("--shard", a->shard,
@@ -166,6 +167,9 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--threads", a->threads,
                   "Worker threads per case (default: every hardware thread); results are identical for any count");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");
+  run->add_option("--pattern", a->pattern,
+                  "Only this fusion pattern: conv2d+act, conv2d+add+act, conv2d+act+maxpool, conv2d+act+avgpool, "
+                  "fc+act, fc+fc, fc+act+fc (fusediff patterns --list)");
   run->add_option("--mix", a->mix,
                   "Regions conv draws aim at, relative weights: knee=W,saturation=W,quant_boundary=W,bulk=W "
                   "(default knee=1,saturation=1,quant_boundary=2,bulk=1; bulk=1 alone is uniform)");

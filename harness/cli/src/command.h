@@ -30,6 +30,7 @@ Command AddCompareCommand(CLI::App& app);
 Command AddMergeCommand(CLI::App& app);
 Command AddTableCommand(CLI::App& app);  // `table generate`
 Command AddGateCommand(CLI::App& app);
+Command AddPatternsCommand(CLI::App& app);  // `patterns --list`
 
 // The command line as one shell-quoted string (for provenance).
 std::string JoinCommandLine(const std::vector<std::string>& args);

@@ -21,6 +21,7 @@
 #include "fusediff/reference/reference.h"
 #include "classify.h"
 #include "conv_draws.h"
+#include "comparison.h"
 #include "onednn_case.h"
 #include "table_cache.h"
 
@@ -110,6 +111,16 @@ struct CodeRanges {
 struct Partial {
   CaseStats stats;
   CodeRanges per_code;
+  // Samples of draws the path refused: counted, never compared. The lowest sample index and the path's reason.
+  uint64_t unsupported_samples = 0;
+  uint64_t first_unsupported_sample = UINT64_MAX;
+  std::string unsupported_reason;
+
+  // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none).
+  void Record(std::optional<size_t> code_index, const WorstCase& sample) {
+    if (code_index) per_code.add(*code_index, sample.error);
+    stats.add(sample);
+  }
 };
 
 // Runs the batches of a case on partials.size() workers (the calling thread is one of them). `next` hands out
@@ -157,21 +168,93 @@ bool ForEachBatch(const RunOptions& options, std::vector<Partial>& partials, Nex
   return !stopped;
 }
 
-// Every stage of output `element` of one conv draw: both accumulators, the exact requantized value, both codes.
-void TraceConvSample(ReplayTrace& trace, const Convention& convention, const fused::FusedKernel& kernel,
-                     const reference::ActivationTable& table, const ConvCase& conv, const std::vector<int32_t>& input,
-                     uint64_t element) {
-  const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, conv, input, element);
-  std::vector<int32_t> y(conv.output_elements()), acc(conv.output_elements()), u(conv.output_elements());
-  kernel.Run(conv, input, y, acc, u);
-  trace.acc_fused = acc[element];
-  trace.u_fused = u[element];
-  trace.y_fused = y[element];
-  const reference::Requantizer requantizer(convention, conv.input_quant().scale, conv.weight_scales()[coord.k]);
-  const reference::RequantTrace requant = requantizer(trace.acc_reference, /*with_decimal=*/true);
-  trace.requant_exact = requant.exact_value;
-  trace.u = requant.u;
-  trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
+// Folds the workers' partials into the case result. Every merged structure is order-independent (histogram sums,
+// per-code ranges, a total order on the worst list, the lowest unsupported sample), so the merged result does not
+// depend on which worker compared which batch. `key`: the keyed codes' type (none: no per-code statistics).
+void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::optional<QuantType> key) {
+  result.stats = std::move(partials[0].stats);
+  for (size_t w = 1; w < partials.size(); ++w) result.stats.merge(partials[w].stats);
+  for (const Partial& p : partials) {
+    result.unsupported_samples += p.unsupported_samples;
+    if (p.unsupported_samples > 0 && (result.unsupported_sample_reason.empty() ||
+                                      p.first_unsupported_sample < result.first_unsupported_sample)) {
+      result.first_unsupported_sample = p.first_unsupported_sample;
+      result.unsupported_sample_reason = p.unsupported_reason;
+    }
+  }
+  if (!key) return;
+  // A code's range over all workers, then as CodeErrors: covered, with the range [min, max] of its errors unless
+  // every one was 0 (what CodeErrors::add of every sample gives).
+  const int32_t qmin = key->qmin();
+  const uint32_t code_count = key->code_count();
+  result.per_code = CodeErrors(qmin, code_count);
+  for (size_t i = 0; i < code_count; ++i) {
+    std::array<int32_t, 2> r = partials[0].per_code.range[i];
+    for (size_t w = 1; w < partials.size(); ++w) {
+      r[0] = std::min(r[0], partials[w].per_code.range[i][0]);
+      r[1] = std::max(r[1], partials[w].per_code.range[i][1]);
+    }
+    if (r[0] == CodeRanges::kUnseen) continue;
+    const int32_t code = qmin + static_cast<int32_t>(i);
+    result.per_code.mark_covered(code);
+    if (r[0] != 0 || r[1] != 0) result.per_code.set_range(code, CodeErrors::Range{r[0], r[1]});
+  }
+}
+
+// Every conv-source case, whatever its pattern or path: draws through detail::DrawComparison, one sample per element
+// of the final tensor, compared by the one Record.
+CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache& tables,
+                       std::chrono::steady_clock::time_point start) {
+  const CaseSpec& spec = result.spec;
+  std::string why;
+  std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, &tables, &why);
+  if (!comparison) {
+    result.verdict = Verdict::unsupported;
+    result.reason = why;
+    return result;
+  }
+  const std::optional<QuantType> key = comparison->key_type();
+  const int32_t key_min = key ? key->qmin() : 0;
+  // A library that parallelises itself, and the f32 evaluator (it counts escalations), run on one thread.
+  const unsigned threads = comparison->path().concurrent() && !comparison->f32_reference() ? options.threads : 1;
+  std::vector<Partial> partials(threads, Partial{CaseStats{}, CodeRanges(key ? key->code_count() : 0)});
+  for (Partial& partial : partials) partial.stats.worst = WorstCases(options.worst_count);
+
+  const uint64_t stream = case_stream_id(spec);
+  detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
+  const auto next = [&] { return draws.next(); };
+  const auto work = [&](const detail::DrawBatch& batch, Partial& partial) -> uint64_t {
+    const PatternDraw draw = comparison->Draw(options.seed, stream, batch.draw);
+    std::vector<detail::ComparedSample> samples;
+    std::string rejected;
+    if (!comparison->Compare(draw, samples, &rejected)) {
+      if (batch.first < partial.first_unsupported_sample) {
+        partial.first_unsupported_sample = batch.first;
+        partial.unsupported_reason = rejected;
+      }
+      partial.unsupported_samples += batch.take;
+      return 0;
+    }
+    for (uint64_t j = 0; j < batch.take; ++j) {
+      const detail::ComparedSample& c = samples[j];
+      const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
+      partial.Record(code, WorstCase{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions});
+    }
+    return batch.take;
+  };
+  const bool finished = ForEachBatch<detail::DrawBatch>(options, partials, next, work);
+  MergePartials(result, partials, key);
+  if (!finished) result.complete = false;
+  result.implementation = join_implementations(comparison->path().implementations());
+  result.reference_escalations = comparison->escalations();
+  if (key && keyed_by_activation_input(spec.pattern)) {
+    result.hard_codes = generators::HardCodes(activation_convention(spec.pattern, reference_convention(spec)));
+  }
+  // Coverage, replay strings and verdict as a merge of shards recomputes them (nothing compared because the path
+  // refused every draw: unsupported).
+  finish_case_result(result, options.seed);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 }  // namespace
@@ -194,9 +277,21 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   if (options.tolerance) result.tolerance = *options.tolerance;
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
   validate(spec);
-  result.reference_convention = describe(reference_convention(spec));
-  result.fused_convention = describe(declared_convention(spec));
-  if (is_onednn(spec.fused)) return detail::RunOneDnnCase(std::move(result), options, *cache.impl_);
+  // The reference runs the graph's pattern with every boundary kept; the path declares its own fusion.
+  result.reference_convention = describe(reference_convention(spec)) + describe_pattern(spec.pattern, Fusion::keep_all);
+  result.fused_convention = describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion);
+  if (spec.source == SampleSource::conv) return RunDrawCase(std::move(result), options, *cache.impl_, start);
+  if (is_onednn(spec.fused)) {
+    result.verdict = Verdict::unsupported;
+    result.reason = "oneDNN runs whole convolutions: only the conv source applies (not " +
+                    std::string(to_string(spec.source)) + ")";
+    return result;
+  }
+  if (!is_conv_act(spec.pattern)) {
+    result.verdict = Verdict::unsupported;
+    result.reason = "the " + std::string(to_string(spec.source)) + " source feeds codes to one table: conv2d+act only";
+    return result;
+  }
 
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
@@ -218,7 +313,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   for (Partial& partial : partials) partial.stats.worst = WorstCases(options.worst_count);
   bool finished = true;
 
-  if (spec.source == SampleSource::sweep || spec.source == SampleSource::thresholds) {
+  {
     // Both sources are flat sample lists: batches are blocks of kSampleBatch sample indices.
     std::optional<ConvCase> conv;
     std::vector<reference::Requantizer> requantizers;
@@ -249,70 +344,21 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
           const int32_t y_ref = facts.y[i];
           const int32_t y_fused = kernel->ApplyTable(u);
           const int64_t error = int64_t{y_fused} - y_ref;
-          partial.per_code.add(i, error);
-          partial.stats.add(WorstCase{i, error, 0, u, y_ref, y_fused, facts.regions[i]});
+          partial.Record(i, WorstCase{i, error, 0, u, y_ref, y_fused, facts.regions[i]});
         } else {
           const ThresholdSample& s = samples[i];
           const reference::RequantTrace requant = requantizers[s.k](s.acc);
           const size_t code = static_cast<size_t>(requant.u - u_min);
           const int32_t y_fused = kernel->PostProcess(*conv, s.k, static_cast<int32_t>(s.acc));
           const int64_t error = int64_t{y_fused} - facts.y[code];
-          partial.per_code.add(code, error);
-          partial.stats.add(
-              WorstCase{i, error, s.acc, requant.u, facts.y[code], y_fused, facts.classify(requant.u, requant)});
+          partial.Record(code, WorstCase{i, error, s.acc, requant.u, facts.y[code], y_fused, facts.classify(requant.u, requant)});
         }
       }
       return compared;
     };
     finished = ForEachBatch<uint64_t>(options, partials, next, work);
-  } else {
-    const uint64_t stream = case_stream_id(spec);
-    detail::ShardDraws draws(options, stream, total);
-    const auto next = [&] { return draws.next(); };
-    const auto work = [&](const detail::DrawBatch& batch, Partial& partial) -> uint64_t {
-      const generators::TargetedDraw targeted =
-          generators::GenerateTargetedDraw(options.seed, stream, batch.draw, convention, spec.mix);
-      const ConvCase& conv = targeted.conv;
-      const std::vector<int32_t>& input = targeted.input;
-      const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);
-      std::vector<int32_t> y_fused(conv.output_elements(), 0);
-      kernel->Run(conv, input, y_fused);
-      std::vector<reference::Requantizer> requantizers;
-      requantizers.reserve(conv.output_channels());
-      for (int32_t k = 0; k < conv.output_channels(); ++k) {
-        requantizers.emplace_back(convention, conv.input_quant().scale, conv.weight_scales()[k]);
-      }
-      for (uint64_t j = 0; j < batch.take; ++j) {
-        const int32_t k = static_cast<int32_t>(j % conv.output_channels());  // NHWK: k is the fastest index
-        const reference::RequantTrace requant = requantizers[k](acc[j]);
-        const size_t code = static_cast<size_t>(requant.u - u_min);
-        const int64_t error = int64_t{y_fused[j]} - facts.y[code];
-        partial.per_code.add(code, error);
-        partial.stats.add(WorstCase{batch.first + j, error, acc[j], requant.u, facts.y[code], y_fused[j],
-                                    facts.classify(requant.u, requant)});
-      }
-      return batch.take;
-    };
-    finished = ForEachBatch<detail::DrawBatch>(options, partials, next, work);
   }
-  // Every merged structure is order-independent (histogram sums, per-code ranges, a total order on the worst
-  // list), so the merged result does not depend on which worker compared which batch.
-  result.stats = std::move(partials[0].stats);
-  for (size_t w = 1; w < partials.size(); ++w) result.stats.merge(partials[w].stats);
-  // A code's range over all workers, then as CodeErrors: covered, with the range [min, max] of its errors unless
-  // every one was 0 (what CodeErrors::add of every sample gives).
-  result.per_code = CodeErrors(u_min, code_count);
-  for (size_t i = 0; i < code_count; ++i) {
-    std::array<int32_t, 2> r = partials[0].per_code.range[i];
-    for (size_t w = 1; w < partials.size(); ++w) {
-      r[0] = std::min(r[0], partials[w].per_code.range[i][0]);
-      r[1] = std::max(r[1], partials[w].per_code.range[i][1]);
-    }
-    if (r[0] == CodeRanges::kUnseen) continue;
-    const int32_t code = u_min + static_cast<int32_t>(i);
-    result.per_code.mark_covered(code);
-    if (r[0] != 0 || r[1] != 0) result.per_code.set_range(code, CodeErrors::Range{r[0], r[1]});
-  }
+  MergePartials(result, partials, QuantType(convention.intermediate.q.type));
   if (!finished) result.complete = false;
 
   result.hard_codes = generators::HardCodes(convention);
@@ -322,11 +368,132 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   return result;
 }
 
-ReplayTrace Replay(const ReplayKey& key) {
-  if (is_onednn(key.spec.fused)) return detail::ReplayOneDnn(key);
+namespace {
+
+// Replay of a conv-source sample (a generated draw, or an explicit one from a v2 string): the one comparison for
+// the values, then the producer's stages for display where the element is one of the producer's outputs.
+ReplayTrace ReplayDraw(const ReplayKey& key) {
   const CaseSpec& spec = key.spec;
+  std::string why;
+  std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, nullptr, &why);
+  if (!comparison) {
+    throw InputError("replay: fused path " + std::string(to_string(spec.fused)) + " is unsupported here: " + why);
+  }
+  ReplayTrace trace;
+  trace.key = key;
+  PatternDraw draw;
+  uint64_t element = 0;
+  if (key.explicit_conv) {
+    const ExplicitConv& e = *key.explicit_conv;
+    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias};
+    element = e.element;
+  } else {
+    const uint64_t stream = case_stream_id(spec);
+    const generators::SampleLocation location =
+        detail::LocatePatternSample(key.seed, stream, key.sample, comparison->limits(), spec.pattern);
+    draw = comparison->Draw(key.seed, stream, location.draw);
+    element = location.element;
+    trace.draw = location.draw;
+  }
+  std::vector<detail::ComparedSample> samples;
+  std::string rejected;
+  if (!comparison->Compare(draw, samples, &rejected)) throw InputError("replay: the path refused the draw: " + rejected);
+  if (element >= samples.size()) throw InputError("replay.element: past the draw's " + std::to_string(samples.size()) + " outputs");
+  const detail::ComparedSample& sample = samples[element];
+
+  const Convention reference_conv = reference_convention(spec);
+  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all);
+  if (is_onednn(spec.fused) || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
+    trace.fused_convention = describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion);
+  }
+  if (is_onednn(spec.fused)) {
+    trace.black_box = true;
+    trace.implementation = join_implementations(comparison->path().implementations()) + " (" + LibraryDescription() + ")";
+  }
+  trace.y_reference = sample.y_ref;
+  trace.y_fused = sample.y_fused;
+  trace.error = sample.error();
+  trace.regions = sample.regions;
+  trace.u = sample.code;
+
+  const bool elementwise = !has_stage(spec.pattern, StageKind::max_pool) && !has_stage(spec.pattern, StageKind::avg_pool) &&
+                           !has_stage(spec.pattern, StageKind::fully_connected);
+  if (!elementwise) {
+    // The element indexes the final tensor: its coordinates there, and the accumulator that fed it.
+    trace.conv_shape = describe(draw.conv);
+    trace.input_quant = format_quant_params(draw.conv.input_quant());
+    const PatternGeometry g = pattern_output_geometry(spec.pattern, draw.conv);
+    trace.k = static_cast<int32_t>(element % static_cast<uint64_t>(g.channels));
+    trace.ox = static_cast<int32_t>(element / g.channels % static_cast<uint64_t>(g.width));
+    trace.oy = static_cast<int32_t>(element / g.channels / g.width % static_cast<uint64_t>(g.height));
+    trace.n = static_cast<int32_t>(element / g.channels / g.width / g.height);
+    trace.acc_reference = sample.acc;
+    trace.black_box = true;  // the fused path's intermediates are not traced through pools and layers
+    trace.pattern_stages.push_back("element of the final tensor " + std::to_string(g.batch) + "x" + std::to_string(g.height) +
+                                   "x" + std::to_string(g.width) + "x" + std::to_string(g.channels) + "; key code " +
+                                   std::to_string(sample.code) + " (" + format_quant_params(keyed_boundary(spec.pattern, reference_conv)) + ")");
+    return trace;
+  }
+  const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
+  const Convention act = activation_convention(spec.pattern, reference_conv);
+  if (reference_conv.intermediate.kind == IntermediateKind::f32) {
+    const float v32 = reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
+                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
+    trace.f32_intermediate = true;
+    // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
+    char exact[192];
+    std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
+    trace.requant_exact = exact;
+    trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
+    reference::ActivationEvaluator evaluator(reference_conv);
+    const reference::ActivationPoint point = evaluator(v32);
+    trace.v = point.v;
+    trace.t = point.t;
+    trace.u = 0;
+    return trace;
+  }
+  const auto [sx, sw] = reference::MultiplierOperands(spec.pattern.multiplier, draw.conv.input_quant().scale,
+                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
+  const reference::RequantTrace requant = reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
+  trace.requant_exact = requant.exact_value;
+  const Stage* add = find_stage(spec.pattern, StageKind::add);
+  if (add) {
+    trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" + format_quant_params(reference_conv.intermediate.q) +
+                                   "), residual r = " + std::to_string(draw.residual[element]) + " (" +
+                                   format_quant_params(add->residual) + ") -> s = " + std::to_string(sample.code) + " (" +
+                                   format_quant_params(add->out) + ", add " + std::string(to_string(add->add_rule)) + ")");
+  }
+  if (is_conv_act(spec.pattern) && !is_onednn(spec.fused) && spec.fusion == Fusion::keep_all) {
+    // The built-in kernel's own accumulator and code, side by side with the reference's.
+    std::unique_ptr<fused::FusedKernel> kernel = fused::FusedKernel::Create(spec.convention, spec.fused, spec.mutant, &why);
+    if (kernel) {
+      std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
+      kernel->Run(draw.conv, draw.input, y, acc, u);
+      trace.acc_fused = acc[element];
+      trace.u_fused = u[element];
+    }
+  } else {
+    trace.black_box = true;
+  }
+  if (has_stage(spec.pattern, StageKind::activation)) {
+    const reference::ActivationTable table(act);
+    const reference::ActivationPoint& point = table.at(sample.code);
+    trace.v = point.v;
+    trace.t = point.t;
+    trace.f_exact = reference::ExactActivationDecimal(act, sample.code, 30);
+  }
+  return trace;
+}
+
+}  // namespace
+
+ReplayTrace Replay(const ReplayKey& key) {
+  const CaseSpec& spec = key.spec;
+  validate(spec);
+  if (key.explicit_conv || spec.source == SampleSource::conv) return ReplayDraw(key);
+  if (is_onednn(spec.fused)) throw InputError("replay.source: oneDNN cases have conv samples only");
+  if (!is_conv_act(spec.pattern)) throw InputError("replay.source: the " + std::string(to_string(spec.source)) + " source is conv2d+act only");
   const Convention& convention = spec.convention;
-  validate(convention);
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
       fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported);
@@ -336,17 +503,15 @@ ReplayTrace Replay(const ReplayKey& key) {
   ReplayTrace trace;
   trace.key = key;
   trace.convention = describe(convention);
-  if (key.explicit_conv) {
-    const ExplicitConv& e = *key.explicit_conv;
-    TraceConvSample(trace, convention, *kernel, table, e.conv, e.input, e.element);
-  } else if (spec.source == SampleSource::sweep) {
+  if (spec.source == SampleSource::sweep) {
     if (key.sample >= convention.intermediate.q.type.code_count()) {
       throw InputError("replay.sample: " + std::to_string(key.sample) + " is past the sweep's " +
                        std::to_string(convention.intermediate.q.type.code_count()) + " codes");
     }
     trace.u = convention.intermediate.q.type.qmin() + static_cast<int32_t>(key.sample);
     trace.y_fused = kernel->ApplyTable(trace.u);
-  } else if (spec.source == SampleSource::thresholds) {
+    trace.regions = Classify(knee_points(convention.activation), convention, table.at(trace.u), nullptr);
+  } else {
     const ConvCase conv = generators::GenerateConvCase(key.seed, case_stream_id(spec), 0, convention);
     const std::vector<ThresholdSample> samples = ThresholdSamples(conv, convention);
     if (key.sample >= samples.size()) {
@@ -367,18 +532,8 @@ ReplayTrace Replay(const ReplayKey& key) {
     trace.requant_exact = requant.exact_value;
     trace.u = requant.u;
     trace.regions = Classify(knee_points(convention.activation), convention, table.at(requant.u), &requant);
-  } else {
-    const uint64_t stream = case_stream_id(spec);
-    const generators::SampleLocation location = generators::LocateSample(key.seed, stream, key.sample);
-    const generators::TargetedDraw targeted =
-        generators::GenerateTargetedDraw(key.seed, stream, location.draw, convention, spec.mix);
-    trace.draw = location.draw;
-    TraceConvSample(trace, convention, *kernel, table, targeted.conv, targeted.input, location.element);
   }
   const reference::ActivationPoint& point = table.at(trace.u);
-  if (spec.source == SampleSource::sweep && !key.explicit_conv) {
-    trace.regions = Classify(knee_points(convention.activation), convention, point, nullptr);
-  }
   trace.v = point.v;
   trace.f_exact = reference::ExactActivationDecimal(convention, trace.u, 30);
   trace.t = point.t;

@@ -10,6 +10,7 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/tolerance.h"
 #include "fusediff/reference/reference.h"
+#include "comparison.h"
 #include "table_cache.h"
 
 namespace fusediff::driver {
@@ -26,21 +27,6 @@ uint64_t Fnv1a(const std::string& text) {
 }
 
 
-// y_reference for every output of a conv draw.
-std::vector<int32_t> ReferenceOutputs(const Convention& c, const ConvCase& conv, const std::vector<int32_t>& input,
-                                      const reference::ActivationTable& table) {
-  const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, input);
-  std::vector<reference::Requantizer> requantizers;
-  for (int32_t k = 0; k < conv.output_channels(); ++k) {
-    requantizers.emplace_back(c, conv.input_quant().scale, conv.weight_scales()[k]);
-  }
-  std::vector<int32_t> y(acc.size());
-  for (size_t j = 0; j < acc.size(); ++j) {
-    y[j] = table.at(requantizers[j % conv.output_channels()](acc[j]).u).y;
-  }
-  return y;
-}
-
 uint64_t Median(std::vector<uint64_t> values) {
   std::sort(values.begin(), values.end());
   if (values.empty()) return 0;
@@ -50,15 +36,30 @@ uint64_t Median(std::vector<uint64_t> values) {
 
 }  // namespace
 
+namespace {
+PatternDraw DrawOf(const ExplicitConv& e) {
+  return PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias};
+}
+ExplicitConv ExplicitOf(PatternDraw d, uint64_t element) {
+  ExplicitConv e;
+  e.conv = std::move(d.conv);
+  e.input = std::move(d.input);
+  e.residual = std::move(d.residual);
+  e.fc_weight_scales = std::move(d.fc_weight_scales);
+  e.fc_weights = std::move(d.fc_weights);
+  e.fc_bias = std::move(d.fc_bias);
+  e.element = element;
+  return e;
+}
+}  // namespace
+
 std::pair<int32_t, int32_t> EvaluateExplicit(const CaseSpec& spec, const ExplicitConv& sample) {
   std::string why;
-  auto kernel = fused::FusedKernel::Create(spec.convention, spec.fused, spec.mutant, &why);
-  if (!kernel) throw std::runtime_error("EvaluateExplicit: unsupported case: " + why);
-  const reference::ActivationTable table(spec.convention);
-  std::vector<int32_t> y_fused(sample.conv.output_elements());
-  kernel->Run(sample.conv, sample.input, y_fused);
-  const std::vector<int32_t> y_ref = ReferenceOutputs(spec.convention, sample.conv, sample.input, table);
-  return {y_ref[sample.element], y_fused[sample.element]};
+  std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, nullptr, &why);
+  if (!comparison) throw std::runtime_error("EvaluateExplicit: unsupported case: " + why);
+  std::vector<detail::ComparedSample> samples;
+  if (!comparison->Compare(DrawOf(sample), samples, &why)) throw std::runtime_error("EvaluateExplicit: refused: " + why);
+  return {samples.at(sample.element).y_ref, samples.at(sample.element).y_fused};
 }
 
 SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t budget, const RegionMix& mix) {
@@ -68,40 +69,35 @@ SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t bud
   SearchRun run;
   // 8-bit tables are cheap: a new convention every draw. int16 reference tables (65,536 codes) are shared by 16.
   CaseSpec spec;
-  std::unique_ptr<fused::FusedKernel> kernel;
+  std::unique_ptr<detail::DrawComparison> comparison;
+  std::vector<detail::ComparedSample> samples;
   for (uint32_t draw = 0; run.samples < budget; ++draw) {
     const uint32_t per_convention = mutant == Mutant::interp_truncate ? 16 : 1;
     if (draw % per_convention == 0) {
       spec = generators::GenerateMutantCase(mutant, targeted, seed, space_stream, draw / per_convention);
       std::string why;
-      kernel = fused::FusedKernel::Create(spec.convention, spec.fused, spec.mutant, &why);
-      if (!kernel) throw std::logic_error("GenerateMutantCase made an unsupported case: " + why);
+      comparison = detail::DrawComparison::Create(spec, &tables, &why);
+      if (!comparison) throw std::logic_error("GenerateMutantCase made an unsupported case: " + why);
     }
     const uint64_t stream = case_stream_id(spec);
-    ExplicitConv sample;
-    if (targeted) {
-      generators::ConvShapeLimits aimed_shapes;
-      aimed_shapes.single_output_position = true;  // every sample of the draw is a pivot: K-1 aimed, 1 bulk
-      aimed_shapes.min_output_channels = 4;
-      generators::TargetedDraw aimed =
-          generators::GenerateTargetedDraw(seed, stream, draw, spec.convention, mix, aimed_shapes);
-      sample.conv = std::move(aimed.conv);
-      sample.input = std::move(aimed.input);
-    } else {
-      sample.conv = generators::GenerateConvCase(seed, stream, draw, spec.convention);
-      sample.input = generators::GenerateConvInput(seed, stream, draw, sample.conv);
+    // Targeted: aimed draws; for conv2d+act and elementwise patterns, one output position, so that every sample of
+    // the draw is a pivot (K-1 aimed, 1 bulk). Uniform: the same generator with the bulk region alone (no aim).
+    generators::ConvShapeLimits limits = comparison->limits();
+    const bool windows = has_stage(spec.pattern, StageKind::max_pool) || has_stage(spec.pattern, StageKind::avg_pool);
+    if (targeted && !windows && spec.pattern.producer == Producer::conv2d) {
+      limits.single_output_position = true;
+      limits.min_output_channels = 4;
     }
+    const PatternDraw pattern_draw = generators::GeneratePatternDraw(seed, stream, draw, spec.pattern, spec.convention,
+                                                                     targeted ? mix : RegionMix{0, 0, 0, 1}, limits);
     const int64_t tolerance = default_tolerance(spec.fused, spec.convention.activation.kind).max_abs_lsb;
-    std::vector<int32_t> y_fused(sample.conv.output_elements());
-    kernel->Run(sample.conv, sample.input, y_fused);
-    const std::vector<int32_t> y_ref =
-        ReferenceOutputs(spec.convention, sample.conv, sample.input, tables.get(spec.convention));
-    for (size_t j = 0; j < y_ref.size() && run.samples < budget; ++j) {
+    std::string rejected;
+    if (!comparison->Compare(pattern_draw, samples, &rejected)) throw std::logic_error("built-in path refused a draw: " + rejected);
+    for (size_t j = 0; j < samples.size() && run.samples < budget; ++j) {
       ++run.samples;
-      if (std::abs(int64_t{y_fused[j]} - y_ref[j]) > tolerance) {
+      if (std::abs(samples[j].error()) > tolerance) {
         run.detected = true;
-        sample.element = j;
-        run.counterexample = Counterexample{spec, std::move(sample), y_ref[j], y_fused[j], tolerance};
+        run.counterexample = Counterexample{spec, ExplicitOf(pattern_draw, j), samples[j].y_ref, samples[j].y_fused, tolerance};
         return run;
       }
     }
@@ -229,11 +225,70 @@ std::optional<Counterexample> Drop(const Counterexample& c, int32_t drop_c, int3
 
 }  // namespace
 
+// Batch n alone, and the one output channel (pools: the conv's channel k) or output feature (FC chains: the second
+// layer's j, the pattern's fc_outputs becoming 1) the failing element belongs to. The element's value is computed
+// from the same codes, so the failure stays unless the path depends on the others (then the slice is not kept).
+Counterexample SliceToElement(const Counterexample& c) {
+  const ConvCase& conv = c.sample.conv;
+  const PatternGeometry g = pattern_output_geometry(c.spec.pattern, conv);
+  const uint64_t e = c.sample.element;
+  const int32_t ch = static_cast<int32_t>(e % static_cast<uint64_t>(g.channels));
+  const int32_t n = static_cast<int32_t>(e / g.channels / g.width / g.height);
+  const uint64_t within = e % (static_cast<uint64_t>(g.channels) * g.width * g.height);  // offset inside batch n
+  Counterexample out = c;
+  ConvCase& small = out.sample.conv;
+  small.batch(1);
+  std::vector<int32_t> input(c.sample.input.begin() + static_cast<ptrdiff_t>(conv.input_elements() / conv.batch()) * n,
+                             c.sample.input.begin() + static_cast<ptrdiff_t>(conv.input_elements() / conv.batch()) * (n + 1));
+  out.sample.input = std::move(input);
+  Stage* fc = nullptr;
+  for (Stage& st : out.spec.pattern.stages) fc = st.kind == StageKind::fully_connected ? &st : fc;
+  if (fc) {
+    // Keep every hidden feature; the second layer keeps output j only.
+    out.sample.fc_weights.assign(c.sample.fc_weights.begin() + static_cast<ptrdiff_t>(ch) * conv.output_channels(),
+                                 c.sample.fc_weights.begin() + static_cast<ptrdiff_t>(ch + 1) * conv.output_channels());
+    out.sample.fc_weight_scales = {c.sample.fc_weight_scales[static_cast<size_t>(ch)]};
+    out.sample.fc_bias = {c.sample.fc_bias[static_cast<size_t>(ch)]};
+    fc->fc_outputs = 1;
+    out.sample.element = 0;
+    return out;
+  }
+  // Output channel ch alone: its weights, scale and bias.
+  std::vector<int8_t> weights;
+  const size_t per_channel = conv.weight_elements() / static_cast<size_t>(conv.output_channels());
+  weights.assign(conv.weights().begin() + static_cast<ptrdiff_t>(per_channel) * ch,
+                 conv.weights().begin() + static_cast<ptrdiff_t>(per_channel) * (ch + 1));
+  small.output_channels(1).weights(std::move(weights)).weight_scales({conv.weight_scales()[static_cast<size_t>(ch)]})
+      .bias({conv.bias()[static_cast<size_t>(ch)]});
+  out.sample.element = within / static_cast<uint64_t>(g.channels);
+  return out;
+}
+
 Counterexample Shrink(const Counterexample& failing) {
   Counterexample best = failing;
-  const Counterexample field = ReceptiveField(failing);
+  if (!is_conv_act(failing.spec.pattern)) {
+    const Counterexample sliced = SliceToElement(failing);
+    if (StillFails(sliced)) best = sliced;
+    const bool elementwise = !has_stage(best.spec.pattern, StageKind::max_pool) &&
+                             !has_stage(best.spec.pattern, StageKind::avg_pool) &&
+                             !has_stage(best.spec.pattern, StageKind::fully_connected);
+    if (!elementwise) {
+      const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);
+      best.y_reference = y_ref;
+      best.y_fused = y_fused;
+      return best;
+    }
+    // An elementwise pattern shrinks like conv2d+act below, its residual reduced to the failing element's.
+  }
+  Counterexample field = ReceptiveField(best);
+  if (!best.sample.residual.empty()) field.sample.residual = {best.sample.residual[best.sample.element]};
   if (StillFails(field)) best = field;
-  else return best;  // a failure that is not local to one output (none in the catalog): keep the original
+  else {  // a failure that is not local to one output: keep what we have
+    const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);
+    best.y_reference = y_ref;
+    best.y_fused = y_fused;
+    return best;
+  }
   bool progress = true;
   while (progress) {
     progress = false;

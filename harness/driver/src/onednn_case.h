@@ -1,15 +1,18 @@
 #pragma once
-// Internal to the driver: cases whose fused path is oneDNN (FusedKind::onednn, onednn_unfused). Compiled against
-// oneDNN only with FUSEDIFF_WITH_ONEDNN; without it every such case is `unsupported` and replay refuses.
+// Internal to the driver: what the driver needs of oneDNN beyond its fused path (comparison.h creates that):
+// provenance. Compiled against oneDNN only with FUSEDIFF_WITH_ONEDNN.
+#include <string>
+
 #include "fusediff/driver/driver.h"
-#include "table_cache.h"
 
 namespace fusediff::driver::detail {
 
-// `result` arrives with spec, shard, tolerance and worst-case capacity set; returns it finished.
-CaseResult RunOneDnnCase(CaseResult result, const RunOptions& options, TableCache& tables);
-ReplayTrace ReplayOneDnn(const ReplayKey& key);
 // oneDNN's version and dispatch ISA; empty without oneDNN.
 void AddOneDnnProvenance(Provenance& provenance);
 
 }  // namespace fusediff::driver::detail
+
+namespace fusediff::driver {
+// "oneDNN 2.6.3 (commit N/A), ISA avx512_core_bf16"; empty without oneDNN.
+std::string LibraryDescription();
+}  // namespace fusediff::driver

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/reference.h"
 
 namespace fusediff::driver {
 
@@ -123,6 +124,13 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   }
 
   std::vector<CaseSpec> suite;
+  if (options.pattern) parse_pattern_name(*options.pattern, "--pattern");  // a clear error for an unknown name
+  if (options.pattern && *options.pattern != "conv2d+act") {
+    if (options.fused && *options.fused != FusedKind::lut) {
+      throw InputError("--pattern " + *options.pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
+    }
+    return PatternCases(options, options.pattern);
+  }
   for (ActivationKind kind : kinds) {
     for (const Variant& variant : variants) {
       const Convention c = SuiteConvention(options, kind, variant.intermediate, kTfliteDefaults);
@@ -145,7 +153,123 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
       for (CaseSpec& spec : OneDnnComparisons(options, kind)) suite.push_back(std::move(spec));
     }
   }
+  // Every other pattern, where the options leave the built-in 8-bit conventions in place.
+  if (!options.pattern && !options.fused && !options.intermediate && !options.output) {
+    for (CaseSpec& spec : PatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
+  }
   return suite;
+}
+
+namespace {
+// A quantization of [lo, hi] on an 8-bit type (asymmetric, as DefaultIntermediate's).
+QuantParams Int8Range(double lo, double hi) { return QuantizeRange(lo, hi, QuantType{ScalarType::int8, false}); }
+
+// The activation's table values (reference, exact) over its input boundary: what pool legality reads.
+std::vector<int32_t> ReferenceTableValues(const Convention& act) {
+  const reference::ActivationTable table(act);
+  std::vector<int32_t> y(table.size());
+  for (size_t i = 0; i < y.size(); ++i) y[i] = table.at(act.intermediate.q.type.qmin() + static_cast<int32_t>(i)).y;
+  return y;
+}
+}  // namespace
+
+std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<std::string> only) {
+  struct Variant {
+    std::string pattern;
+    std::vector<ActivationKind> activations;
+  };
+  using K = ActivationKind;
+  const std::vector<Variant> variants = {
+      {"conv2d+add+act", {K::relu, K::gelu_erf, K::sigmoid}},
+      {"conv2d+act+maxpool", {K::relu, K::sigmoid, K::gelu_erf, K::silu, K::hard_swish}},
+      {"conv2d+act+avgpool", {K::relu, K::gelu_erf, K::sigmoid}},
+      {"fc+act", {K::relu, K::gelu_erf, K::sigmoid}},
+      {"fc+fc", {K::relu}},
+      {"fc+act+fc", {K::relu}},
+  };
+  std::vector<CaseSpec> cases;
+  for (const Variant& v : variants) {
+    if (only && *only != v.pattern) continue;
+    for (ActivationKind kind : v.activations) {
+      if (options.activation && *options.activation != kind) continue;
+      const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kTfliteDefaults);
+      const Pattern base = parse_pattern_name(v.pattern, "--pattern");
+      const std::string act = base.producer == Producer::fully_connected && !has_stage(base, StageKind::activation)
+                                  ? std::string("linear")
+                                  : std::string(to_string(kind));
+      auto add_case = [&](Pattern pattern, Fusion fusion, const std::string& variant) {
+        CaseSpec spec;
+        spec.mix = options.mix;
+        spec.source = SampleSource::conv;
+        spec.convention = c;
+        spec.pattern = std::move(pattern);
+        spec.fusion = fusion;
+        spec.fused = FusedKind::lut;
+        spec.mutant = options.mutant;
+        spec.samples = options.samples;
+        spec.comparison = Comparison::same_convention;
+        if (fusion != Fusion::keep_all) {
+          // A fusion that keeps the graph's meaning (max pool first under a non-decreasing table) gets a verdict;
+          // the others are measurements across conventions.
+          const std::vector<int32_t> table = has_stage(spec.pattern, StageKind::activation)
+                                                 ? ReferenceTableValues(activation_convention(spec.pattern, c))
+                                                 : std::vector<int32_t>{};
+          const bool legal = fusion_illegality(spec.pattern, fusion, c, table).empty();
+          const bool same_meaning = legal && fusion == Fusion::pool_first && has_stage(spec.pattern, StageKind::max_pool);
+          spec.comparison = same_meaning ? Comparison::same_convention : Comparison::cross_convention;
+        }
+        spec.name = v.pattern + "." + act + (variant.empty() ? "" : "." + variant) + "." + std::string(to_string(fusion));
+        cases.push_back(std::move(spec));
+      };
+      const ActivationDomain d = default_domain(kind);
+      if (v.pattern == "conv2d+add+act") {
+        for (AddRule rule : {AddRule::tflite, AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma, AddRule::ort_raw}) {
+          Pattern p = base;
+          Stage& add = p.stages[0];
+          add.add_rule = rule;
+          // The residual spans half the activation's input domain around 0; the sum spans all of it.
+          const double half = 0.5 * (d.input_hi - d.input_lo);
+          add.residual = Int8Range(-0.5 * half, 0.5 * half);
+          add.out = c.intermediate.q;
+          add_case(p, Fusion::keep_all, std::string(to_string(rule)));
+          if (rule == AddRule::tflite) add_case(p, Fusion::add_in_accumulator, std::string(to_string(rule)));
+        }
+      } else if (v.pattern == "conv2d+act+maxpool") {
+        Pattern p = base;
+        p.stages[1].window = PoolWindow{2, 2, 0};
+        add_case(p, Fusion::keep_all, "2x2s2");
+        add_case(p, Fusion::pool_first, "2x2s2");
+      } else if (v.pattern == "conv2d+act+avgpool") {
+        for (AvgPoolRule rule : {AvgPoolRule::tflite, AvgPoolRule::ort_qlinear, AvgPoolRule::ort_global}) {
+          Pattern p = base;
+          Stage& pool = p.stages[1];
+          pool.window = PoolWindow{3, 1, 1};
+          pool.pool_rule = rule;
+          pool.out = c.output.q;
+          add_case(p, Fusion::keep_all, std::string(to_string(rule)));
+          if (rule == AvgPoolRule::tflite) add_case(p, Fusion::pool_first, std::string(to_string(rule)));
+        }
+      } else if (v.pattern == "fc+act") {
+        for (MultiplierRule rule : {MultiplierRule::double_product, MultiplierRule::float_product}) {
+          Pattern p = base;
+          p.multiplier = rule;
+          add_case(p, Fusion::keep_all, std::string(to_string(rule)));
+        }
+      } else {  // fc+fc, fc+act+fc
+        for (MultiplierRule rule : {MultiplierRule::double_product, MultiplierRule::float_product}) {
+          if (v.pattern == "fc+act+fc" && rule == MultiplierRule::float_product) continue;
+          Pattern p = base;
+          p.multiplier = rule;
+          Stage& fc = p.stages.back();
+          fc.out = Int8Range(-8.0, 8.0);
+          fc.fc_outputs = 4;
+          add_case(p, Fusion::keep_all, std::string(to_string(rule)));
+          add_case(p, Fusion::fold, std::string(to_string(rule)));
+        }
+      }
+    }
+  }
+  return cases;
 }
 
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {

@@ -49,7 +49,9 @@ Convention reference_convention(const CaseSpec& spec) {
 
 void validate(const CaseSpec& spec) {
   validate(spec.convention);
-  if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention) {
+  validate(spec.pattern, spec.convention);
+  if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
+      spec.fusion == Fusion::keep_all) {
     throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
                      "graph's; " + std::string(to_string(spec.fused)) + " declares the graph's own");
   }
@@ -83,6 +85,35 @@ SampleSource parse_sample_source(std::string_view text, std::string_view field) 
 }
 
 namespace {
+// A pattern's stages and their parameters. The fusion is part of the sample key only where it changes the draws
+// (never: every fused variant of one pattern sees the same draws, so that they can be set side by side).
+std::string PatternFields(const Pattern& p, Fusion fusion, bool for_samples) {
+  std::string out = ";pattern=" + pattern_name(p);
+  if (p.producer == Producer::fully_connected) out += ";mult=" + std::string(to_string(p.multiplier));
+  for (const Stage& st : p.stages) {
+    switch (st.kind) {
+      case StageKind::activation: break;
+      case StageKind::add:
+        out += ";add=" + std::string(to_string(st.add_rule)) + ";r=" + format_quant_params(st.residual) +
+               ";s=" + format_quant_params(st.out);
+        break;
+      case StageKind::max_pool:
+      case StageKind::avg_pool:
+        out += ";pool=" + std::to_string(st.window.kernel) + ":" + std::to_string(st.window.stride) + ":" +
+               std::to_string(st.window.padding);
+        if (st.kind == StageKind::avg_pool) {
+          out += ";pool_rule=" + std::string(to_string(st.pool_rule)) + ";p=" + format_quant_params(st.out);
+        }
+        break;
+      case StageKind::fully_connected:
+        out += ";fc_out=" + format_quant_params(st.out) + ";fc_n=" + std::to_string(st.fc_outputs);
+        break;
+    }
+  }
+  if (!for_samples && fusion != Fusion::keep_all) out += ";fusion=" + std::string(to_string(fusion));
+  return out;
+}
+
 // The fields that fix a case, in a fixed order: shared by canonical_key and the replay string. `for_samples`:
 // the sample key, where oneDNN's comparisons of one graph coincide.
 std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
@@ -102,6 +133,8 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   if (!for_samples && s.comparison != Comparison::same_convention) {
     out += ";comparison=" + std::string(to_string(s.comparison));  // absent for same_convention: old keys hold
   }
+  // Absent for conv2d+act kept whole: the keys (and so the sample streams) of earlier releases hold.
+  if (!is_conv_act(s.pattern) || s.fusion != Fusion::keep_all) out += PatternFields(s.pattern, s.fusion, for_samples);
   return out;
 }
 }  // namespace
@@ -206,6 +239,13 @@ std::string EncodeExplicit(const ExplicitConv& e) {
   out += ";b=" + JoinCodes(c.bias());
   out += ";x=" + JoinCodes(e.input);
   out += ";element=" + std::to_string(e.element);
+  if (!e.residual.empty()) out += ";res=" + JoinCodes(e.residual);
+  if (!e.fc_weights.empty()) {
+    std::string fc_scales;
+    for (float s : e.fc_weight_scales) fc_scales += (fc_scales.empty() ? "" : ":") + format_float32(s);
+    out += ";fws=" + fc_scales + ";fw=" + JoinCodes(std::vector<int32_t>(e.fc_weights.begin(), e.fc_weights.end())) +
+           ";fb=" + JoinCodes(e.fc_bias);
+  }
   if (c.weight_range() == WeightRange::full) out += ";wrange=full";
   if (c.op() == ConvOp::conv_transpose2d) {
     out += ";op=conv_transpose2d;opad=" + std::to_string(c.output_padding_height()) + ":" +
@@ -227,6 +267,40 @@ std::string format_replay(const ReplayKey& key) {
   if (key.spec.table) text += ";table=" + table_fingerprint_hex(*key.spec.table);
   return text;
 }
+
+namespace {
+// The inverse of PatternFields; `take` removes a required field and returns its text.
+template <typename Take>
+void ParsePatternFields(CaseSpec& s, Take& take) {
+  s.pattern = parse_pattern_name(take("pattern"), "replay.pattern");
+  if (s.pattern.producer == Producer::fully_connected) s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
+  for (Stage& st : s.pattern.stages) {
+    switch (st.kind) {
+      case StageKind::activation: break;
+      case StageKind::add:
+        st.add_rule = parse_add_rule(take("add"), "replay.add");
+        st.residual = parse_quant_params(take("r"), "replay.r", QuantParams{});
+        st.out = parse_quant_params(take("s"), "replay.s", QuantParams{});
+        break;
+      case StageKind::max_pool:
+      case StageKind::avg_pool: {
+        const std::vector<int64_t> w = SplitIntegers(take("pool"), "replay.pool");
+        if (w.size() != 3) throw InputError("replay.pool: expected KERNEL:STRIDE:PADDING");
+        st.window = PoolWindow{static_cast<int32_t>(w[0]), static_cast<int32_t>(w[1]), static_cast<int32_t>(w[2])};
+        if (st.kind == StageKind::avg_pool) {
+          st.pool_rule = parse_avg_pool_rule(take("pool_rule"), "replay.pool_rule");
+          st.out = parse_quant_params(take("p"), "replay.p", QuantParams{});
+        }
+        break;
+      }
+      case StageKind::fully_connected:
+        st.out = parse_quant_params(take("fc_out"), "replay.fc_out", QuantParams{});
+        st.fc_outputs = static_cast<int32_t>(parse_int(take("fc_n"), "replay.fc_n"));
+        break;
+    }
+  }
+}
+}  // namespace
 
 ReplayKey parse_replay(std::string_view text) {
   constexpr std::string_view kPrefixV1 = "fusediff-replay/1;";
@@ -275,6 +349,8 @@ ReplayKey parse_replay(std::string_view text) {
   if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
   if (fields.count("comparison")) s.comparison = parse_comparison(take("comparison"), "replay.comparison");
   s.mutant = parse_mutant(take("mutant"), "replay.mutant");
+  if (fields.count("pattern")) ParsePatternFields(s, take);
+  if (fields.count("fusion")) s.fusion = parse_fusion(take("fusion"), "replay.fusion");
   if (v2) {
     ExplicitConv e;
     const std::vector<int64_t> shape = SplitIntegers(take("shape"), "replay.shape");
@@ -324,7 +400,27 @@ ReplayKey parse_replay(std::string_view text) {
     for (int32_t x : e.input) {
       if (!e.conv.input_quant().type.contains(x)) throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
     }
-    if (e.element >= e.conv.output_elements()) throw InputError("replay.element: past the conv's outputs");
+    if (fields.count("res")) {
+      for (int64_t r : SplitIntegers(take("res"), "replay.res")) e.residual.push_back(static_cast<int32_t>(r));
+    }
+    if (fields.count("fw")) {
+      const std::string fws = take("fws");
+      for (size_t begin = 0; begin <= fws.size();) {
+        const size_t colon = fws.find(':', begin);
+        e.fc_weight_scales.push_back(parse_float32(std::string_view(fws).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                                                   "replay.fws[" + std::to_string(e.fc_weight_scales.size()) + "]"));
+        if (colon == std::string::npos) break;
+        begin = colon + 1;
+      }
+      for (int64_t w : SplitIntegers(take("fw"), "replay.fw")) {
+        if (w < -127 || w > 127) throw InputError("replay.fw: " + std::to_string(w) + " is outside [-127, 127]");
+        e.fc_weights.push_back(static_cast<int8_t>(w));
+      }
+      for (int64_t b : SplitIntegers(take("fb"), "replay.fb")) e.fc_bias.push_back(static_cast<int32_t>(b));
+    }
+    if (e.element >= pattern_output_geometry(s.pattern, e.conv).elements()) {
+      throw InputError("replay.element: past the pattern's outputs");
+    }
     key.explicit_conv = std::move(e);
   }
   if (auto it = fields.find("table"); it != fields.end()) {

@@ -46,6 +46,28 @@ constexpr MutantInfo kCatalog[] = {
      "output rounding half_away_from_zero, fused lut; differs only at exact output ties with an even floor", true},
     {Mutant::interp_truncate, "interp-truncate",
      "the lut_interp lookup drops its +64 rounding term: (slope*f) >> 7", "fused lut_interp", false},
+    {Mutant::residual_after_activation, "residual-after-activation",
+     "conv2d+add+act computed as Act(u) + r: the residual added after the activation, into the output boundary "
+     "by the add rule",
+     "pattern conv2d+add+act", false},
+    {Mutant::residual_output_scale, "residual-output-scale",
+     "the add reads the residual r with the sum's scale ss in place of its own sr (zero point unchanged)",
+     "pattern conv2d+add+act, sr != ss", false},
+    {Mutant::add_skip_intermediate_rounding, "add-skip-intermediate-rounding",
+     "u is not rounded where the declared convention keeps it: s = round((acc sx sw + sr (r - zr)) / ss) + zs in "
+     "double, half away from zero, then the activation",
+     "pattern conv2d+add+act; differs where the rounding of u moves s", true},
+    {Mutant::maxpool_before_activation, "maxpool-before-activation",
+     "the max pool moved before the activation: the table applied to the largest u of each window",
+     "pattern conv2d+act+maxpool with a table that decreases somewhere (gelu, silu, mish, hard_swish): differs "
+     "only where a window holds codes on both sides of the activation's minimum",
+     true},
+    {Mutant::avgpool_truncate, "avgpool-truncate",
+     "the average pool divides its raw code sum by the tap count truncating (C division) instead of rounding",
+     "pattern conv2d+act+avgpool, rule tflite; differs where the remainder reaches half the tap count", false},
+    {Mutant::fold_across_activation, "fold-across-activation",
+     "fc+act+fc folded into one layer (W = W2 W1, b = W2 b1 + b2, requantized per channel) across the activation",
+     "pattern fc+act+fc with an activation that is not the identity over the first layer's range", false},
 };
 }  // namespace
 
@@ -70,8 +92,38 @@ Mutant parse_mutant(std::string_view text, std::string_view field) {
   throw InputError(std::string(field) + ": unknown mutant '" + std::string(text) + "' (expected one of " + known + ")");
 }
 
+bool is_pattern_mutant(Mutant m) {
+  switch (m) {
+    case Mutant::residual_after_activation:
+    case Mutant::residual_output_scale:
+    case Mutant::add_skip_intermediate_rounding:
+    case Mutant::maxpool_before_activation:
+    case Mutant::avgpool_truncate:
+    case Mutant::fold_across_activation:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool in_mutant_space(Mutant m, const CaseSpec& spec) {
   const Convention& c = spec.convention;
+  const std::string pattern = pattern_name(spec.pattern);
+  const Stage* add = find_stage(spec.pattern, StageKind::add);
+  const Stage* avg = find_stage(spec.pattern, StageKind::avg_pool);
+  switch (m) {
+    case Mutant::residual_after_activation:
+    case Mutant::add_skip_intermediate_rounding:
+      return add != nullptr && spec.source == SampleSource::conv;
+    case Mutant::residual_output_scale: return add != nullptr && add->residual.scale != add->out.scale;
+    case Mutant::maxpool_before_activation: return pattern == "conv2d+act+maxpool";
+    case Mutant::avgpool_truncate: return avg != nullptr && avg->pool_rule == AvgPoolRule::tflite;
+    case Mutant::fold_across_activation: return pattern == "fc+act+fc";
+    default:
+      // The conv+act mutants live in the conv+act fused kernel.
+      if (!is_conv_act(spec.pattern)) return false;
+      break;
+  }
   switch (m) {
     case Mutant::none: return false;
     case Mutant::use_output_scale: return c.intermediate.q.scale != c.output.q.scale;
@@ -92,8 +144,8 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
     case Mutant::output_half_even_for_half_away:
       return spec.fused == FusedKind::lut && c.output.rounding == RoundingMode::half_away_from_zero;
     case Mutant::interp_truncate: return spec.fused == FusedKind::lut_interp;
+    default: return false;  // the pattern mutants, above
   }
-  return false;
 }
 
 }  // namespace fusediff

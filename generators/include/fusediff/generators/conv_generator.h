@@ -25,6 +25,8 @@ struct ConvShapeLimits {
   double transposed_share = 0.25;  // fraction of draws that are ConvTranspose2D
   // Weights over the full s8 range [-128, 127] (oneDNN's cases) instead of symmetric [-127, 127].
   bool full_range_weights = false;
+  // One weight scale for every output channel (TFLite's per-tensor fully connected layer).
+  bool per_tensor_weight_scale = false;
 };
 
 // The shape of draw d only (cheap: no tensors), so sample indices can be mapped to draws without building

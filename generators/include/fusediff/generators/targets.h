@@ -16,6 +16,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/error_stats.h"
+#include "fusediff/model/pattern.h"
 #include "fusediff/model/region_mix.h"
 
 namespace fusediff::generators {
@@ -53,6 +54,18 @@ struct TargetedDraw {
 };
 TargetedDraw GenerateTargetedDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Convention& convention,
                                   const RegionMix& mix, const ConvShapeLimits& limits = {});
+
+// The draw limits of a pattern's producer: a fully connected producer is a 1x1 conv over a 1x1 input (up to 16
+// features), with one weight scale for all outputs under the float_product multiplier rule.
+ConvShapeLimits PatternDrawLimits(const Pattern& pattern, const ConvShapeLimits& base = {});
+
+// A pattern draw: the producer's targeted draw (GenerateTargetedDraw, over the convention's u boundary), then the
+// tensors of the stages. An add's residual is uniform, except at an aimed pivot (a channel's first output element),
+// where r is chosen, from the approximate real sum, to put s on what the channel was aimed at: nearest a rounding
+// tie of s (quant_boundary), at or beyond an end of s's type (saturation), on a knee code of the activation
+// (knee). A second FC layer's weights and scales are sized like the producer's (its output spans its boundary).
+PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Pattern& pattern,
+                                const Convention& convention, const RegionMix& mix, const ConvShapeLimits& limits = {});
 
 // A case in a mutant's non-equivalent space (model/mutants.h), drawn from (seed, stream, index). `targeted`
 // also aims in convention space: scale ratios and zero points that create exact ties (dyadic su/sy with a

@@ -13,7 +13,9 @@
 
 namespace fusediff::reports {
 
-inline constexpr const char* kResultsFormat = "fusediff-results/1";
+// /2 adds each case's pattern and fusion; /1 files (conv2d+act, kept whole) are still read.
+inline constexpr const char* kResultsFormat = "fusediff-results/2";
+inline constexpr const char* kResultsFormatV1 = "fusediff-results/1";
 
 // The results as JSON (format "fusediff-results/1"); deterministic for the same seed except `created` and
 // `command_line` (no timings, keys in a fixed order).

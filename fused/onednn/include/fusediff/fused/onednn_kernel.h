@@ -25,6 +25,7 @@
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/fused/fused_path.h"
 
 namespace fusediff::fused::onednn {
 
@@ -54,5 +55,10 @@ class OneDnnKernel {
   explicit OneDnnKernel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The fused-path interface over OneDnnKernel: conv2d+act only (oneDNN 2.6 has no conv+pool fusion and fusediff has
+// no other post-op chain yet); draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each
+// primitive itself).
+std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason);
 
 }  // namespace fusediff::fused::onednn

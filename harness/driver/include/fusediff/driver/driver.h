@@ -39,7 +39,6 @@ struct RunOptions {
 //   quant_boundary: the value rounded by the last requant step, or f(v)/sy (output rounding), lies within
 //                   1/16 LSB of a rounding tie
 //   bulk:           none of the above
-inline constexpr double kKneeHalfWidthLsb = 2.0;
 inline constexpr double kBoundaryTieDistance = kQuantBoundaryTieDistance;
 
 // Caches the exact reference's y_ref table per convention across cases.

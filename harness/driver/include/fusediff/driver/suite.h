@@ -26,12 +26,25 @@ struct SuiteOptions {
   Mutant mutant = Mutant::none;
   RegionMix mix;             // what conv draws aim at (bulk only = uniform)
   bool exhaustive = false;   // add a thresholds case per convention (the sweep is always there)
+  std::optional<std::string> pattern;  // only this pattern (model/pattern.h names); default: every pattern
 };
 
 // Every activation x {int8 intermediate with lut, int16 intermediate with lut_interp} x {conv, sweep}, reshaped
 // by the options. Default quantization per activation covers its interesting input domain and output range
 // (docs/default-suite.md). Throws InputError on bad option values.
 std::vector<CaseSpec> BuildSuite(const SuiteOptions& options);
+
+// The cases of the patterns beyond conv2d+act (docs/patterns.md), on 8-bit lut tables under TFLite's conventions:
+//   conv2d+add+act:     relu, gelu_erf, sigmoid x every add rule, kept (a verdict); and the add folded into the
+//                       accumulator (add_in_accumulator, tflite rule: cross-convention);
+//   conv2d+act+maxpool: relu, sigmoid (monotone: pooling first is legal, a verdict) and gelu_erf, silu, hard_swish
+//                       (pooling first is illegal: cross-convention), kept and pooled first;
+//   conv2d+act+avgpool: relu, gelu_erf, sigmoid x every pool rule kept; pooled first (tflite; cross-convention);
+//   fc+act:             relu, gelu_erf, sigmoid x both multiplier rules;
+//   fc+fc:              both multiplier rules, kept and folded (cross-convention);
+//   fc+act+fc:          relu, kept and folded across the activation (illegal: cross-convention).
+// `only`: one pattern's cases. The activation option filters them.
+std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<std::string> only);
 
 // oneDNN's three comparisons for one activation, on the same draws of the graph's convention (int8 intermediate,
 // requant f32_zero_point_first, output half_to_even with the zero point before rounding, unless the options say

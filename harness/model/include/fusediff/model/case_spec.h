@@ -10,6 +10,7 @@
 
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/pattern.h"
 #include "fusediff/model/region_mix.h"
 
 namespace fusediff {
@@ -52,6 +53,13 @@ enum class Mutant {
   skip_intermediate_quantization,
   output_half_even_for_half_away,
   interp_truncate,
+  // Pattern mutants (model/pattern.h): a keep_all fused path that fuses wrongly.
+  residual_after_activation,
+  residual_output_scale,
+  add_skip_intermediate_rounding,
+  maxpool_before_activation,
+  avgpool_truncate,
+  fold_across_activation,
 };
 
 // Where a case's samples come from.
@@ -78,6 +86,11 @@ struct CaseSpec {
   SampleSource source = SampleSource::conv;
   // The graph's convention: the quantize-then-activate semantics of the unfused graph. The draws aim at it.
   Convention convention;
+  // The fusion pattern (model/pattern.h): conv2d+act unless set. `convention` holds its producer's requantization
+  // and boundary u (intermediate) and its activation with that stage's output boundary; the other stages carry
+  // their own boundaries.
+  Pattern pattern;
+  Fusion fusion = Fusion::keep_all;  // how the fused path treats the pattern's boundaries
   Comparison comparison = Comparison::same_convention;
   FusedKind fused = FusedKind::lut;
   Mutant mutant = Mutant::none;
@@ -125,7 +138,12 @@ uint64_t effective_samples(const CaseSpec& spec);
 struct ExplicitConv {
   ConvCase conv;
   std::vector<int32_t> input;
-  uint64_t element = 0;  // output index of the sample
+  uint64_t element = 0;  // index of the sample in the pattern's final tensor (conv2d+act: the conv's output)
+  // The tensors a pattern's stages add (model/pattern.h PatternDraw); empty for conv2d+act.
+  std::vector<int32_t> residual;
+  std::vector<float> fc_weight_scales;
+  std::vector<int8_t> fc_weights;
+  std::vector<int32_t> fc_bias;
 };
 struct ReplayKey {
   uint64_t seed = 0;

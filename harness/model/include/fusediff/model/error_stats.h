@@ -18,6 +18,8 @@ inline constexpr std::array<Region, 4> kAllRegions = {Region::knee, Region::satu
 std::string_view to_string(Region r);
 // quant_boundary: a rounding step's exact value lies within this distance (in units of that step) of a tie.
 inline constexpr double kQuantBoundaryTieDistance = 1.0 / 16.0;
+// knee: the activation's input value lies within this many of its input boundary's LSBs of a knee point.
+inline constexpr double kKneeHalfWidthLsb = 2.0;
 using RegionSet = uint8_t;  // bit (1 << Region)
 inline constexpr RegionSet region_bit(Region r) { return static_cast<RegionSet>(1u << static_cast<unsigned>(r)); }
 

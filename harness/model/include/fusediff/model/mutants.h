@@ -30,4 +30,7 @@ Mutant parse_mutant(std::string_view text, std::string_view field);
 // saturation also needs an accumulator beyond the intermediate range to actually occur).
 bool in_mutant_space(Mutant m, const CaseSpec& spec);
 
+// A mutant of a pattern's fused path (pattern_kernel), as opposed to the conv2d+act kernel's.
+bool is_pattern_mutant(Mutant m);
+
 }  // namespace fusediff

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
 #include "fusediff/model/quant.h"
 
@@ -65,7 +66,7 @@ struct Stage {
   // The stage's output boundary: add (the sum s), avg_pool, fully_connected (requantized by the convention's
   // requant variant). The activation's is Convention::output; a max pool's is its input's (it selects codes).
   QuantParams out;
-  int32_t fc_outputs = 0;                        // fully_connected: 0 = drawn per case (1..8)
+  int32_t fc_outputs = 4;                        // fully_connected: its output features (1..64)
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
@@ -101,6 +102,10 @@ std::string pattern_name(const Pattern& p);
 // naming `field` and the known patterns.
 Pattern parse_pattern_name(std::string_view text, std::string_view field);
 
+// " pattern conv2d+add+act (add tflite r=int8:0.05:3 s=int8:0.1:-2), fusion add_in_accumulator": appended to a
+// convention's description; empty for conv2d+act kept whole, so the descriptions of earlier releases hold.
+std::string describe_pattern(const Pattern& p, Fusion fusion);
+
 // The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`).
 struct PatternInfo {
   std::string_view name;
@@ -119,6 +124,11 @@ Convention activation_convention(const Pattern& p, const Convention& c);
 
 // The quantization of the pattern's final output (the last stage's boundary).
 QuantParams final_output(const Pattern& p, const Convention& c);
+// The boundary whose codes key the per-code statistics (CaseResult::per_code, hard codes): the activation's input
+// for an elementwise pattern (conv2d+act, conv2d+add+act, fc+act), the final output for one with a pool or a
+// second layer, where an output code does not follow from one input code.
+QuantParams keyed_boundary(const Pattern& p, const Convention& c);
+bool keyed_by_activation_input(const Pattern& p);
 
 // Throws InputError when a pattern is malformed (unknown stage order, more than one stage of a kind, a pool
 // window out of range, a TFLite average pool whose input and output quantization differ, bad boundary).
@@ -129,5 +139,30 @@ void validate(const Pattern& p, const Convention& c);
 // (code -12 -> 5, code -11 -> 3)". `table` is the activation table as applied (one output code per input code
 // of its intermediate, from the intermediate's qmin), needed for the pool rule; empty when the pattern has no pool.
 std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table);
+
+// One draw of a pattern: the producer's case and input, and the tensors its stages add.
+//   residual:   add: one code per producer output element (NHWK order), quantized by the add's `residual`;
+//   fc_*:       fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale per output, int32 bias at
+//               scale s_in * fc_weight_scales[j] (s_in: the boundary the layer reads).
+struct PatternDraw {
+  ConvCase conv;
+  std::vector<int32_t> input;
+  std::vector<int32_t> residual;
+  std::vector<float> fc_weight_scales;
+  std::vector<int8_t> fc_weights;
+  std::vector<int32_t> fc_bias;
+};
+
+// The final tensor of a pattern over a producer of this shape (NHWC). A pool's output extent is
+// floor((in + 2 padding - kernel) / stride) + 1, or 0 when the padded input is smaller than the window.
+struct PatternGeometry {
+  int32_t batch = 0, height = 0, width = 0, channels = 0;
+  size_t elements() const {
+    return static_cast<size_t>(batch) * static_cast<size_t>(height) * static_cast<size_t>(width) *
+           static_cast<size_t>(channels);
+  }
+};
+int32_t pooled_extent(int32_t in, const PoolWindow& w);
+PatternGeometry pattern_output_geometry(const Pattern& p, const ConvCase& producer);
 
 }  // namespace fusediff

@@ -124,6 +124,7 @@ struct ReplayTrace {
   int32_t y_fused = 0;
   int64_t error = 0;
   RegionSet regions = 0;
+  std::vector<std::string> pattern_stages;  // a pattern's boundaries beyond the producer, one line each
 };
 
 }  // namespace fusediff

@@ -1,0 +1,77 @@
+#include "comparison.h"
+
+#include "fusediff/generators/targets.h"
+#include "fusediff/model/errors.h"
+#if FUSEDIFF_HAVE_ONEDNN
+#include "fusediff/fused/onednn_kernel.h"
+#endif
+
+namespace fusediff::driver::detail {
+
+std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why) {
+  if (is_onednn(spec.fused)) {
+#if FUSEDIFF_HAVE_ONEDNN
+    return fused::onednn::CreatePath(spec, why);
+#else
+    if (why) *why = "fusediff was built without oneDNN (configure with -DFUSEDIFF_WITH_ONEDNN=ON)";
+    return nullptr;
+#endif
+  }
+  return fused::CreateBuiltInPath(spec, why);
+}
+
+std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, TableCache* tables, std::string* why) {
+  validate(spec);
+  std::unique_ptr<DrawComparison> c(new DrawComparison());
+  c->spec_ = spec;
+  c->path_ = CreateFusedPath(spec, why);
+  if (!c->path_) return nullptr;
+  c->reference_convention_ = reference_convention(spec);
+  c->f32_ = c->reference_convention_.intermediate.kind == IntermediateKind::f32;
+  const reference::ActivationTable* table = nullptr;
+  if (!c->f32_ && has_stage(spec.pattern, StageKind::activation)) {
+    const Convention act = activation_convention(spec.pattern, c->reference_convention_);
+    if (tables) {
+      table = &tables->get(act);
+    } else {
+      c->owned_table_.emplace(act);
+      table = &*c->owned_table_;
+    }
+  }
+  // The knee half-width is the graph's activation input LSB, whatever the reference's intermediate.
+  const double knee_scale = activation_convention(spec.pattern, spec.convention).intermediate.q.scale;
+  c->reference_ = std::make_unique<reference::GraphReference>(spec.pattern, c->reference_convention_, table, knee_scale);
+  generators::ConvShapeLimits base;
+  base.full_range_weights = c->path_->weight_range() == WeightRange::full;
+  c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
+  return c;
+}
+
+PatternDraw DrawComparison::Draw(uint64_t seed, uint64_t stream, uint32_t draw) const {
+  return generators::GeneratePatternDraw(seed, stream, draw, spec_.pattern, spec_.convention, spec_.mix, limits_);
+}
+
+std::optional<QuantType> DrawComparison::key_type() const {
+  if (f32_) return std::nullopt;
+  return keyed_boundary(spec_.pattern, reference_convention_).type;
+}
+
+bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected) {
+  const size_t n = pattern_output_geometry(spec_.pattern, draw.conv).elements();
+  std::vector<int32_t> y_fused(n, 0);
+  if (!path_->Run(draw, y_fused, rejected)) return false;
+  const std::vector<reference::GraphElement> ref = (*reference_)(draw);
+  if (ref.size() != n) throw std::logic_error("DrawComparison: reference and fused tensors differ in size");
+  out.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions};
+  }
+  return true;
+}
+
+uint64_t DrawSamples(const Pattern& pattern, uint64_t seed, uint64_t stream, uint32_t draw,
+                     const generators::ConvShapeLimits& limits) {
+  return pattern_output_geometry(pattern, generators::GenerateConvShape(seed, stream, draw, limits)).elements();
+}
+
+}  // namespace fusediff::driver::detail

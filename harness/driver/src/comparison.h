@@ -1,0 +1,67 @@
+#pragma once
+// Internal to the driver: the one comparison of a draw, for every path (built-in tables, built-in patterns,
+// oneDNN) and every caller (RunCase, replay, the mutant search). The reference side is reference::GraphReference,
+// the fused side a fused::FusedPath; nothing else assembles either.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusediff/fused/fused_path.h"
+#include "fusediff/generators/conv_generator.h"
+#include "fusediff/model/case_spec.h"
+#include "fusediff/reference/graph.h"
+#include "table_cache.h"
+
+namespace fusediff::driver::detail {
+
+// One compared element of a draw.
+struct ComparedSample {
+  int64_t acc = 0;
+  int32_t code = 0;  // the keyed code (model/pattern.h keyed_boundary); 0 for an f32 reference
+  int32_t y_ref = 0;
+  int32_t y_fused = 0;
+  RegionSet regions = 0;
+  int64_t error() const { return int64_t{y_fused} - y_ref; }
+};
+
+// The fused path of a case: oneDNN's for its kinds, else the built-in one. Null with *why where unsupported.
+std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why);
+
+class DrawComparison {
+ public:
+  // Null with *why set when the case's path cannot run it. `tables`: the caller's cache (null: its own).
+  static std::unique_ptr<DrawComparison> Create(const CaseSpec& spec, TableCache* tables, std::string* why);
+
+  // The draw limits every draw of this case uses (its pattern's producer, the path's weight range), and draw d.
+  const generators::ConvShapeLimits& limits() const { return limits_; }
+  PatternDraw Draw(uint64_t seed, uint64_t stream, uint32_t draw) const;
+
+  // Runs the draw through both sides. False with *rejected when the path refused the draw (nothing compared).
+  // Otherwise `out` holds one sample per element of the final tensor, in its NHWC order.
+  bool Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected);
+
+  fused::FusedPath& path() { return *path_; }
+  const CaseSpec& spec() const { return spec_; }
+  bool f32_reference() const { return f32_; }
+  // The keyed codes' type (per-code statistics); unset for an f32 reference.
+  std::optional<QuantType> key_type() const;
+  uint64_t escalations() const { return reference_->escalations(); }
+
+ private:
+  DrawComparison() = default;
+  CaseSpec spec_;
+  Convention reference_convention_;
+  bool f32_ = false;
+  std::unique_ptr<fused::FusedPath> path_;
+  std::optional<reference::ActivationTable> owned_table_;
+  std::unique_ptr<reference::GraphReference> reference_;
+  generators::ConvShapeLimits limits_;
+};
+
+// Samples per draw of a case: the final tensor's elements for the draw's shape.
+uint64_t DrawSamples(const Pattern& pattern, uint64_t seed, uint64_t stream, uint32_t draw,
+                     const generators::ConvShapeLimits& limits);
+
+}  // namespace fusediff::driver::detail

@@ -1,0 +1,300 @@
+#include "fusediff/model/pattern.h"
+
+#include <algorithm>
+#include <array>
+
+#include "fusediff/model/errors.h"
+
+namespace fusediff {
+
+namespace {
+template <typename Enum, size_t N>
+Enum ParseNamed(std::string_view text, std::string_view field, std::string_view what,
+                const std::array<std::pair<std::string_view, Enum>, N>& names) {
+  std::string expected;
+  for (const auto& [name, value] : names) {
+    if (text == name) return value;
+    expected += (expected.empty() ? "" : ", ") + std::string(name);
+  }
+  throw InputError(std::string(field) + ": unknown " + std::string(what) + " '" + std::string(text) + "' (expected " +
+                   expected + ")");
+}
+
+constexpr std::array<std::pair<std::string_view, AddRule>, 5> kAddRules{{{"tflite", AddRule::tflite},
+                                                                          {"onnx_spec", AddRule::onnx_spec},
+                                                                          {"ort_mlas", AddRule::ort_mlas},
+                                                                          {"ort_mlas_fma", AddRule::ort_mlas_fma},
+                                                                          {"ort_raw", AddRule::ort_raw}}};
+constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 3> kPoolRules{
+    {{"tflite", AvgPoolRule::tflite}, {"ort_qlinear", AvgPoolRule::ort_qlinear}, {"ort_global", AvgPoolRule::ort_global}}};
+constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplierRules{
+    {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
+constexpr std::array<std::pair<std::string_view, Fusion>, 4> kFusions{{{"keep_all", Fusion::keep_all},
+                                                                        {"add_in_accumulator", Fusion::add_in_accumulator},
+                                                                        {"pool_first", Fusion::pool_first},
+                                                                        {"fold", Fusion::fold}}};
+
+template <typename Enum, size_t N>
+std::string_view NameOf(Enum value, const std::array<std::pair<std::string_view, Enum>, N>& names) {
+  for (const auto& [name, v] : names) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+constexpr Fusion kKeepAll[] = {Fusion::keep_all};
+constexpr Fusion kAddFusions[] = {Fusion::keep_all, Fusion::add_in_accumulator};
+constexpr Fusion kPoolFusions[] = {Fusion::keep_all, Fusion::pool_first};
+constexpr Fusion kFoldFusions[] = {Fusion::keep_all, Fusion::fold};
+
+constexpr PatternInfo kPatterns[] = {
+    {"conv2d+act", "Act(Conv(x)): u rounded at its own scale, then the activation table", kKeepAll},
+    {"conv2d+add+act",
+     "Act(Conv(x) + r): u rounded, the sum s = u + r rounded at its own scale by the add rule, then the activation",
+     kAddFusions},
+    {"conv2d+act+maxpool", "MaxPool(Act(Conv(x))): max over windows of activation outputs", kPoolFusions},
+    {"conv2d+act+avgpool", "AvgPool(Act(Conv(x))): average over windows of activation outputs, by the pool rule",
+     kPoolFusions},
+    {"fc+act", "Act(FC(x)): a fully connected layer with its own multiplier rule, then the activation", kKeepAll},
+    {"fc+fc", "FC2(FC1(x)): the first layer's output rounded at its own scale, then the second layer", kFoldFusions},
+    {"fc+act+fc", "FC2(Act(FC1(x))): a nonlinearity between the layers (folding is illegal)", kFoldFusions},
+};
+
+}  // namespace
+
+std::string_view to_string(Producer p) { return p == Producer::conv2d ? "conv2d" : "fc"; }
+
+std::string_view to_string(StageKind k) {
+  switch (k) {
+    case StageKind::activation: return "act";
+    case StageKind::add: return "add";
+    case StageKind::max_pool: return "maxpool";
+    case StageKind::avg_pool: return "avgpool";
+    case StageKind::fully_connected: return "fc";
+  }
+  return "?";
+}
+
+std::string_view to_string(AddRule r) { return NameOf(r, kAddRules); }
+std::string_view to_string(AvgPoolRule r) { return NameOf(r, kPoolRules); }
+std::string_view to_string(MultiplierRule r) { return NameOf(r, kMultiplierRules); }
+std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
+AddRule parse_add_rule(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "add rule", kAddRules);
+}
+AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "average-pool rule", kPoolRules);
+}
+MultiplierRule parse_multiplier_rule(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "multiplier rule", kMultiplierRules);
+}
+Fusion parse_fusion(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "fusion", kFusions);
+}
+
+std::string pattern_name(const Pattern& p) {
+  std::string name(to_string(p.producer));
+  for (const Stage& s : p.stages) name += "+" + std::string(to_string(s.kind));
+  return name;
+}
+
+Pattern parse_pattern_name(std::string_view text, std::string_view field) {
+  for (const PatternInfo& info : kPatterns) {
+    if (text != info.name) continue;
+    Pattern p;
+    p.stages.clear();
+    size_t begin = 0;
+    bool producer = true;
+    for (;;) {
+      const size_t plus = text.find('+', begin);
+      const std::string_view part = text.substr(begin, plus == std::string_view::npos ? std::string_view::npos : plus - begin);
+      if (producer) {
+        p.producer = part == "fc" ? Producer::fully_connected : Producer::conv2d;
+        producer = false;
+      } else {
+        Stage s;
+        if (part == "act") s.kind = StageKind::activation;
+        else if (part == "add") s.kind = StageKind::add;
+        else if (part == "maxpool") s.kind = StageKind::max_pool;
+        else if (part == "avgpool") s.kind = StageKind::avg_pool;
+        else s.kind = StageKind::fully_connected;
+        p.stages.push_back(s);
+      }
+      if (plus == std::string_view::npos) break;
+      begin = plus + 1;
+    }
+    return p;
+  }
+  std::string expected;
+  for (const PatternInfo& info : kPatterns) expected += (expected.empty() ? "" : ", ") + std::string(info.name);
+  throw InputError(std::string(field) + ": unknown pattern '" + std::string(text) + "' (expected " + expected + ")");
+}
+
+std::span<const PatternInfo> known_patterns() { return kPatterns; }
+
+std::string describe_pattern(const Pattern& p, Fusion fusion) {
+  if (is_conv_act(p) && fusion == Fusion::keep_all) return {};
+  std::string out = " pattern " + pattern_name(p);
+  std::string params;
+  if (p.producer == Producer::fully_connected) params += "multiplier " + std::string(to_string(p.multiplier));
+  for (const Stage& s : p.stages) {
+    std::string part;
+    switch (s.kind) {
+      case StageKind::activation: break;
+      case StageKind::add:
+        part = "add " + std::string(to_string(s.add_rule)) + " r=" + format_quant_params(s.residual) +
+               " s=" + format_quant_params(s.out);
+        break;
+      case StageKind::max_pool:
+      case StageKind::avg_pool:
+        part = std::string(to_string(s.kind)) + " " + std::to_string(s.window.kernel) + "x" +
+               std::to_string(s.window.kernel) + "/" + std::to_string(s.window.stride) + " pad " +
+               std::to_string(s.window.padding);
+        if (s.kind == StageKind::avg_pool) part += " " + std::string(to_string(s.pool_rule)) + " p=" + format_quant_params(s.out);
+        break;
+      case StageKind::fully_connected:
+        part = "fc " + std::to_string(s.fc_outputs) + " outputs y2=" + format_quant_params(s.out);
+        break;
+    }
+    if (!part.empty()) params += (params.empty() ? "" : "; ") + part;
+  }
+  if (!params.empty()) out += " (" + params + ")";
+  return out + ", fusion " + std::string(to_string(fusion));
+}
+
+bool is_conv_act(const Pattern& p) {
+  return p.producer == Producer::conv2d && p.stages.size() == 1 && p.stages[0].kind == StageKind::activation;
+}
+
+bool has_stage(const Pattern& p, StageKind kind) { return find_stage(p, kind) != nullptr; }
+
+const Stage* find_stage(const Pattern& p, StageKind kind) {
+  for (const Stage& s : p.stages) {
+    if (s.kind == kind) return &s;
+  }
+  return nullptr;
+}
+
+Convention activation_convention(const Pattern& p, const Convention& c) {
+  Convention a = c;
+  if (const Stage* add = find_stage(p, StageKind::add)) {
+    a.intermediate.q = add->out;
+    a.intermediate.kind = IntermediateKind::quantized;
+  }
+  return a;
+}
+
+QuantParams final_output(const Pattern& p, const Convention& c) {
+  QuantParams q = c.intermediate.q;  // the producer's boundary
+  for (const Stage& s : p.stages) {
+    switch (s.kind) {
+      case StageKind::activation: q = c.output.q; break;
+      case StageKind::max_pool: break;
+      case StageKind::add:
+      case StageKind::avg_pool:
+      case StageKind::fully_connected: q = s.out; break;
+    }
+  }
+  return q;
+}
+
+void validate(const Pattern& p, const Convention& c) {
+  bool known = false;
+  for (const PatternInfo& info : kPatterns) known = known || pattern_name(p) == info.name;
+  if (!known) {
+    throw InputError("pattern: '" + pattern_name(p) + "' is not a known stage order (fusediff patterns --list)");
+  }
+  if (c.intermediate.kind != IntermediateKind::quantized && !is_conv_act(p)) {
+    throw InputError("pattern " + pattern_name(p) + ": an f32 intermediate exists for conv2d+act only");
+  }
+  for (const Stage& s : p.stages) {
+    const std::string field = "pattern." + std::string(to_string(s.kind));
+    switch (s.kind) {
+      case StageKind::activation: break;
+      case StageKind::add:
+        validate(s.residual, field + ".residual");
+        validate(s.out, field + ".out");
+        break;
+      case StageKind::max_pool:
+      case StageKind::avg_pool:
+        if (s.window.kernel < 1 || s.window.kernel > 4 || s.window.stride < 1 || s.window.stride > 4 ||
+            s.window.padding < 0 || s.window.padding >= s.window.kernel) {
+          throw InputError(field + ".window: kernel " + std::to_string(s.window.kernel) + ", stride " +
+                           std::to_string(s.window.stride) + ", padding " + std::to_string(s.window.padding) +
+                           " (expected kernel and stride in [1, 4], 0 <= padding < kernel)");
+        }
+        if (s.kind == StageKind::avg_pool) {
+          validate(s.out, field + ".out");
+          // The pool reads the activation's output codes.
+          if (s.pool_rule == AvgPoolRule::tflite && !(s.out == c.output.q)) {
+            throw InputError(field + ".out: " + format_quant_params(s.out) + " differs from its input " +
+                             format_quant_params(c.output.q) +
+                             "; a TFLite average pool assumes equal input and output quantization");
+          }
+        }
+        break;
+      case StageKind::fully_connected:
+        validate(s.out, field + ".out");
+        if (s.fc_outputs < 1 || s.fc_outputs > 64) throw InputError(field + ".outputs: expected 1 to 64");
+        break;
+    }
+  }
+}
+
+std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table) {
+  const std::string name = pattern_name(p);
+  bool offered = false;
+  for (const PatternInfo& info : kPatterns) {
+    if (info.name != name) continue;
+    offered = std::find(info.fusions.begin(), info.fusions.end(), fusion) != info.fusions.end();
+  }
+  if (!offered) {
+    return "fusion-offered: pattern " + name + " has no " + std::string(to_string(fusion)) + " fusion";
+  }
+  if (fusion == Fusion::pool_first) {
+    const Stage* avg = find_stage(p, StageKind::avg_pool);
+    if (avg) return "pool-before-activation: an average pool commutes with no nonlinear activation";
+    // Max pooling commutes with a table that is non-decreasing over the codes it can read.
+    for (size_t i = 1; i < table.size(); ++i) {
+      if (table[i] < table[i - 1]) {
+        const int32_t qmin = c.intermediate.q.type.qmin();
+        return "pool-before-activation: the applied table is not non-decreasing over the reachable codes (code " +
+               std::to_string(qmin + static_cast<int32_t>(i) - 1) + " -> " + std::to_string(table[i - 1]) + ", code " +
+               std::to_string(qmin + static_cast<int32_t>(i)) + " -> " + std::to_string(table[i]) + ")";
+      }
+    }
+  }
+  if (fusion == Fusion::fold && has_stage(p, StageKind::activation)) {
+    return "fold-linear-only: FC -> FC folds only without a nonlinearity between the layers";
+  }
+  return {};
+}
+
+bool keyed_by_activation_input(const Pattern& p) {
+  return has_stage(p, StageKind::activation) && !has_stage(p, StageKind::max_pool) &&
+         !has_stage(p, StageKind::avg_pool) && !has_stage(p, StageKind::fully_connected);
+}
+
+QuantParams keyed_boundary(const Pattern& p, const Convention& c) {
+  return keyed_by_activation_input(p) ? activation_convention(p, c).intermediate.q : final_output(p, c);
+}
+
+int32_t pooled_extent(int32_t in, const PoolWindow& w) {
+  const int32_t padded = in + 2 * w.padding;
+  return padded < w.kernel ? 0 : (padded - w.kernel) / w.stride + 1;
+}
+
+PatternGeometry pattern_output_geometry(const Pattern& p, const ConvCase& producer) {
+  PatternGeometry g{producer.batch(), producer.output_height(), producer.output_width(), producer.output_channels()};
+  for (const Stage& s : p.stages) {
+    if (s.kind == StageKind::max_pool || s.kind == StageKind::avg_pool) {
+      g.height = pooled_extent(g.height, s.window);
+      g.width = pooled_extent(g.width, s.window);
+    } else if (s.kind == StageKind::fully_connected) {
+      g.channels = s.fc_outputs;  // over a 1x1 producer output: [N, K] -> [N, fc_outputs]
+    }
+  }
+  return g;
+}
+
+}  // namespace fusediff
