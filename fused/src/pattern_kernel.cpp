@@ -184,8 +184,8 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
   const size_t n = producer.u.size();
   const int32_t channels = draw.conv.output_channels();
 
-  if (p.stages.size() == 1 || (k.add_stage == nullptr && k.pool_stage == nullptr && k.fc_stage == nullptr)) {
-    std::copy(producer.y_of_u.begin(), producer.y_of_u.end(), y.begin());  // fc+act
+  if (k.add_stage == nullptr && k.pool_stage == nullptr && k.fc_stage == nullptr) {
+    std::copy(producer.y_of_u.begin(), producer.y_of_u.end(), y.begin());  // fc+act: the table over u
     return;
   }
   if (k.add_stage) {

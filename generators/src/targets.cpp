@@ -287,10 +287,6 @@ QuantParams JitteredQuant(CounterRng& rng, const QuantType& type, double lo, dou
   return q;
 }
 
-QuantType Random8Bit(CounterRng& rng) {
-  return rng.chance(1, 2) ? QuantType{ScalarType::uint8, false} : QuantType{ScalarType::int8, false};
-}
-
 // The pattern mutants: the pattern and its stages' boundaries, inside the mutant's non-equivalent space
 // (model/mutants.cpp in_mutant_space). The conv+act convention drawn above supplies u, the activation and y.
 void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
@@ -308,9 +304,12 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       // u and r each cover about half of the activation's input domain; s covers all of it.
       const double mid = 0.5 * (domain.input_lo + domain.input_hi), half = 0.5 * (domain.input_hi - domain.input_lo);
       c.intermediate.q = JitteredQuant(rng, c.intermediate.q.type, mid - half, mid);
-      add.residual = JitteredQuant(rng, Random8Bit(rng), -0.5 * half, 0.5 * half);
-      add.out = JitteredQuant(rng, Random8Bit(rng), domain.input_lo, domain.input_hi);
+      // ONNX Runtime's QLinearAdd takes one scalar type for all three tensors: u's.
+      add.residual = JitteredQuant(rng, c.intermediate.q.type, -0.5 * half, 0.5 * half);
+      add.out = JitteredQuant(rng, c.intermediate.q.type, domain.input_lo, domain.input_hi);
       if (add.residual.scale == add.out.scale) add.residual.scale *= 1.5f;
+      // residual-after-activation adds r into the output boundary: the output shares the type too.
+      c.output.q = JitteredQuant(rng, c.intermediate.q.type, domain.output_lo, domain.output_hi);
       break;
     }
     case Mutant::maxpool_before_activation: {

@@ -77,7 +77,8 @@ std::string RenderReplay(const ReplayTrace& t) {
     out += fmt::format("            input {}  sw[k]={}  bias[k]={}\n", t.input_quant, format_float32(t.weight_scale), t.bias);
     out += fmt::format("coordinates n={} oy={} ox={} k={}\n", t.n, t.oy, t.ox, t.k);
     if (t.black_box) {
-      out += fmt::format("acc         reference {}  (the library's is internal)\n", t.acc_reference);
+      out += fmt::format("acc         reference {}  ({})\n", t.acc_reference,
+                         t.implementation.empty() ? "the fused path's is not traced" : "the library's is internal");
     } else {
       out += fmt::format("acc         reference {}  fused {}{}\n", t.acc_reference, t.acc_fused,
                          t.acc_reference == t.acc_fused ? "" : "  (DIFFERENT)");
@@ -92,9 +93,12 @@ std::string RenderReplay(const ReplayTrace& t) {
   } else {
     out += fmt::format("u           {} (sweep)\n", t.u);
   }
-  out += fmt::format("v           {:.17g}\n", t.v);
-  out += fmt::format("f(v)        {}\n", t.f_exact);
-  out += fmt::format("t           {:.17g}  (value the output rounding rounds)\n", t.t);
+  for (const std::string& line : t.pattern_stages) out += fmt::format("stage       {}\n", line);
+  if (!t.f_exact.empty()) {  // an activation whose input the element is (not behind a pool or a layer)
+    out += fmt::format("v           {:.17g}\n", t.v);
+    out += fmt::format("f(v)        {}\n", t.f_exact);
+    out += fmt::format("t           {:.17g}  (value the output rounding rounds)\n", t.t);
+  }
   out += fmt::format("y           reference {}  fused {}  error {:+d} LSB  [{}]\n", t.y_reference, t.y_fused, t.error,
                      RegionNames(t.regions));
   return out;

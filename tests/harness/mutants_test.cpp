@@ -27,10 +27,20 @@ TEST(MutantCatalog, EveryMutantIsFoundShrunkAndReplayed) {
     }
     ASSERT_TRUE(r.shrunk.has_value());
     const ConvCase& conv = r.shrunk->sample.conv;
+    const Pattern& pattern = r.shrunk->spec.pattern;
+    EXPECT_EQ(pattern_output_geometry(pattern, conv).elements(), 1u);  // one sample of the final tensor
     EXPECT_LE(conv.input_channels(), 4);
     EXPECT_LE(conv.kernel_height(), 3);
     EXPECT_LE(conv.kernel_width(), 3);
-    EXPECT_EQ(conv.output_elements(), 1u);
+    EXPECT_EQ(conv.batch(), 1);
+    if (const Stage* pool = find_stage(pattern, StageKind::max_pool) ? find_stage(pattern, StageKind::max_pool)
+                                                                      : find_stage(pattern, StageKind::avg_pool)) {
+      // The pooled element's window alone: one output channel, at most a window of conv outputs.
+      EXPECT_EQ(conv.output_channels(), 1);
+      EXPECT_LE(conv.output_elements(), size_t(pool->window.kernel) * size_t(pool->window.kernel));
+    } else if (pattern.producer == Producer::conv2d) {
+      EXPECT_EQ(conv.output_elements(), 1u);
+    }
     const ReplayTrace t = driver::Replay(parse_replay(r.replay));
     EXPECT_EQ(t.y_reference, r.shrunk->y_reference);
     EXPECT_EQ(t.y_fused, r.shrunk->y_fused);

@@ -456,6 +456,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
                                                       draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
   const reference::RequantTrace requant = reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
   trace.requant_exact = requant.exact_value;
+  trace.u = requant.u;
   const Stage* add = find_stage(spec.pattern, StageKind::add);
   if (add) {
     trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" + format_quant_params(reference_conv.intermediate.q) +

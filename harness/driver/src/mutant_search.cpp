@@ -84,6 +84,9 @@ SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t bud
     // the draw is a pivot (K-1 aimed, 1 bulk). Uniform: the same generator with the bulk region alone (no aim).
     generators::ConvShapeLimits limits = comparison->limits();
     const bool windows = has_stage(spec.pattern, StageKind::max_pool) || has_stage(spec.pattern, StageKind::avg_pool);
+    // A pooled counterexample shrinks to its window by cropping a Conv2D's input (CropToWindow); pooling after a
+    // transposed convolution is rare in practice, so the pool mutants search Conv2D draws only.
+    if (windows) limits.transposed_share = 0;
     if (targeted && !windows && spec.pattern.producer == Producer::conv2d) {
       limits.single_output_position = true;
       limits.min_output_channels = 4;
@@ -183,29 +186,38 @@ Counterexample ReceptiveField(const Counterexample& c) {
 }
 
 // Drops input channel `drop_c`, kernel row `drop_ky` or kernel column `drop_kx` (-1: keep all), moving the
-// dropped taps' contribution into the bias. Returns nullopt when the bias would leave int32.
+// dropped taps' contribution into each output channel's bias. The conv has one output position whose receptive
+// field is the whole input (after ReceptiveField, or a fully connected layer). Returns nullopt when a bias would
+// leave int32.
 std::optional<Counterexample> Drop(const Counterexample& c, int32_t drop_c, int32_t drop_ky, int32_t drop_kx) {
-  const ConvCase& conv = c.sample.conv;  // single output, input == receptive field
+  const ConvCase& conv = c.sample.conv;
   const int32_t zx = conv.input_quant().zero_point;
-  int64_t moved = 0;
+  const int32_t channels_out = conv.output_channels();
+  std::vector<int64_t> moved(static_cast<size_t>(channels_out), 0);
   std::vector<int8_t> weights;
   std::vector<int32_t> input;
-  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
-    for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
-      for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
-        const int32_t x = c.sample.input[conv.input_index(0, ky, kx, ci)];
-        const int8_t w = conv.weights()[conv.weight_index(0, ky, kx, ci)];
-        if (ci == drop_c || ky == drop_ky || kx == drop_kx) {
-          moved += int64_t{x - zx} * w;
-        } else {
-          input.push_back(x);
-          weights.push_back(w);
+  for (int32_t k = 0; k < channels_out; ++k) {
+    for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+      for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
+        for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+          const int32_t x = c.sample.input[conv.input_index(0, ky, kx, ci)];
+          const int8_t w = conv.weights()[conv.weight_index(k, ky, kx, ci)];
+          if (ci == drop_c || ky == drop_ky || kx == drop_kx) {
+            moved[static_cast<size_t>(k)] += int64_t{x - zx} * w;
+          } else {
+            weights.push_back(w);
+            if (k == 0) input.push_back(x);
+          }
         }
       }
     }
   }
-  const int64_t bias = int64_t{conv.bias()[0]} + moved;
-  if (bias < INT32_MIN || bias > INT32_MAX) return std::nullopt;
+  std::vector<int32_t> bias;
+  for (int32_t k = 0; k < channels_out; ++k) {
+    const int64_t b = int64_t{conv.bias()[static_cast<size_t>(k)]} + moved[static_cast<size_t>(k)];
+    if (b < INT32_MIN || b > INT32_MAX) return std::nullopt;
+    bias.push_back(static_cast<int32_t>(b));
+  }
   Counterexample out = c;
   const int32_t kh = conv.kernel_height() - (drop_ky >= 0 ? 1 : 0);
   const int32_t kw = conv.kernel_width() - (drop_kx >= 0 ? 1 : 0);
@@ -213,13 +225,80 @@ std::optional<Counterexample> Drop(const Counterexample& c, int32_t drop_c, int3
   out.sample.conv = ConvCase()
                         .input_size(kh, kw)
                         .input_channels(channels)
+                        .output_channels(channels_out)
                         .kernel_size(kh, kw)
                         .input_quant(conv.input_quant())
                         .weight_scales(conv.weight_scales())
                         .weights(std::move(weights))
-                        .bias({static_cast<int32_t>(bias)});
+                        .bias(std::move(bias));
   out.sample.input = std::move(input);
-  if (out.sample.conv.accumulator_bound(0) > INT32_MAX) return std::nullopt;
+  for (int32_t k = 0; k < channels_out; ++k) {
+    if (out.sample.conv.accumulator_bound(k) > INT32_MAX) return std::nullopt;
+  }
+  return out;
+}
+
+// Input channel `drop` removed from input and weights (the accumulators change).
+Counterexample WithoutInputChannel(const Counterexample& c, int32_t drop) {
+  const ConvCase& conv = c.sample.conv;
+  std::vector<int32_t> input;
+  for (size_t i = 0; i < c.sample.input.size(); ++i) {
+    if (static_cast<int32_t>(i % static_cast<size_t>(conv.input_channels())) != drop) input.push_back(c.sample.input[i]);
+  }
+  std::vector<int8_t> weights;
+  for (size_t i = 0; i < conv.weights().size(); ++i) {
+    if (static_cast<int32_t>(i % static_cast<size_t>(conv.input_channels())) != drop) weights.push_back(conv.weights()[i]);
+  }
+  Counterexample out = c;
+  out.sample.conv.input_channels(conv.input_channels() - 1).weights(std::move(weights));
+  out.sample.input = std::move(input);
+  return out;
+}
+
+// A pooled element's window alone: the conv outputs it reads become the whole (padding-free) output of a conv over
+// exactly the input they need (padding taps materialised as zx codes). Only for a Conv2D whose window lies inside
+// the map (pool padding 0 there); nullopt otherwise.
+std::optional<Counterexample> CropToWindow(const Counterexample& c) {
+  const ConvCase& conv = c.sample.conv;
+  const Stage* pool = find_stage(c.spec.pattern, StageKind::max_pool);
+  if (!pool) pool = find_stage(c.spec.pattern, StageKind::avg_pool);
+  if (!pool || conv.op() != ConvOp::conv2d || conv.batch() != 1 || conv.output_channels() != 1) return std::nullopt;
+  const PatternGeometry g = pattern_output_geometry(c.spec.pattern, conv);
+  const int32_t py = static_cast<int32_t>(c.sample.element / static_cast<uint64_t>(g.width));
+  const int32_t px = static_cast<int32_t>(c.sample.element % static_cast<uint64_t>(g.width));
+  const PoolWindow& w = pool->window;
+  const int32_t oy0 = py * w.stride - w.padding, ox0 = px * w.stride - w.padding;
+  if (oy0 < 0 || ox0 < 0 || oy0 + w.kernel > conv.output_height() || ox0 + w.kernel > conv.output_width()) return std::nullopt;
+  const int32_t rows = (w.kernel - 1) * conv.stride_height() + (conv.kernel_height() - 1) * conv.dilation_height() + 1;
+  const int32_t cols = (w.kernel - 1) * conv.stride_width() + (conv.kernel_width() - 1) * conv.dilation_width() + 1;
+  std::vector<int32_t> input;
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t iy = oy0 * conv.stride_height() - conv.padding_top() + r;
+    for (int32_t q = 0; q < cols; ++q) {
+      const int32_t ix = ox0 * conv.stride_width() - conv.padding_left() + q;
+      const bool inside = iy >= 0 && iy < conv.input_height() && ix >= 0 && ix < conv.input_width();
+      for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+        input.push_back(inside ? c.sample.input[conv.input_index(0, iy, ix, ci)] : conv.input_quant().zero_point);
+      }
+    }
+  }
+  Counterexample out = c;
+  out.sample.conv = ConvCase()
+                        .input_size(rows, cols)
+                        .input_channels(conv.input_channels())
+                        .output_channels(1)
+                        .kernel_size(conv.kernel_height(), conv.kernel_width())
+                        .stride(conv.stride_height(), conv.stride_width())
+                        .dilation(conv.dilation_height(), conv.dilation_width())
+                        .input_quant(conv.input_quant())
+                        .weight_scales(conv.weight_scales())
+                        .weights(conv.weights())
+                        .bias(conv.bias());
+  out.sample.input = std::move(input);
+  out.sample.element = 0;
+  for (Stage& st : out.spec.pattern.stages) {
+    if (st.kind == StageKind::max_pool || st.kind == StageKind::avg_pool) st.window.padding = 0;
+  }
   return out;
 }
 
@@ -260,6 +339,14 @@ Counterexample SliceToElement(const Counterexample& c) {
                  conv.weights().begin() + static_cast<ptrdiff_t>(per_channel) * (ch + 1));
   small.output_channels(1).weights(std::move(weights)).weight_scales({conv.weight_scales()[static_cast<size_t>(ch)]})
       .bias({conv.bias()[static_cast<size_t>(ch)]});
+  if (!c.sample.residual.empty()) {  // the residual has the producer's shape: its (n, ., ., ch) slice
+    out.sample.residual.clear();
+    for (int32_t y = 0; y < conv.output_height(); ++y) {
+      for (int32_t x = 0; x < conv.output_width(); ++x) {
+        out.sample.residual.push_back(c.sample.residual[conv.output_index(n, y, x, ch)]);
+      }
+    }
+  }
   out.sample.element = within / static_cast<uint64_t>(g.channels);
   return out;
 }
@@ -272,6 +359,36 @@ Counterexample Shrink(const Counterexample& failing) {
     const bool elementwise = !has_stage(best.spec.pattern, StageKind::max_pool) &&
                              !has_stage(best.spec.pattern, StageKind::avg_pool) &&
                              !has_stage(best.spec.pattern, StageKind::fully_connected);
+    if (const std::optional<Counterexample> window = CropToWindow(best); window && StillFails(*window)) best = *window;
+    if (!elementwise && best.spec.pattern.producer == Producer::conv2d) {
+      // Several output positions share the input: a dropped channel changes every accumulator, so it is kept only
+      // where the sample still fails with the new values.
+      for (bool progress = true; progress && best.sample.conv.input_channels() > 1;) {
+        progress = false;
+        for (int32_t ci = best.sample.conv.input_channels() - 1; ci >= 0; --ci) {
+          const Counterexample candidate = WithoutInputChannel(best, ci);
+          if (StillFails(candidate)) {
+            best = candidate;
+            progress = true;
+            break;
+          }
+        }
+      }
+    }
+    if (best.spec.pattern.producer == Producer::fully_connected) {
+      // The first layer's input features, one at a time, into its biases.
+      for (bool progress = true; progress;) {
+        progress = false;
+        for (int32_t ci = best.sample.conv.input_channels() - 1; ci >= 0 && best.sample.conv.input_channels() > 1; --ci) {
+          const std::optional<Counterexample> candidate = Drop(best, ci, -1, -1);
+          if (candidate && StillFails(*candidate)) {
+            best = *candidate;
+            progress = true;
+            break;
+          }
+        }
+      }
+    }
     if (!elementwise) {
       const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);
       best.y_reference = y_ref;

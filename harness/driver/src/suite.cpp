@@ -5,6 +5,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/mutants.h"
 #include "fusediff/reference/reference.h"
 
 namespace fusediff::driver {
@@ -131,7 +132,9 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
     }
     return PatternCases(options, options.pattern);
   }
-  for (ActivationKind kind : kinds) {
+  // A conv2d+act mutant runs on the conv2d+act cases, a pattern mutant on the pattern cases.
+  const bool pattern_mutant = is_pattern_mutant(options.mutant);
+  for (ActivationKind kind : pattern_mutant ? std::vector<ActivationKind>{} : kinds) {
     for (const Variant& variant : variants) {
       const Convention c = SuiteConvention(options, kind, variant.intermediate, kTfliteDefaults);
       std::vector<SampleSource> sources = {SampleSource::conv, SampleSource::sweep};
@@ -154,7 +157,8 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
     }
   }
   // Every other pattern, where the options leave the built-in 8-bit conventions in place.
-  if (!options.pattern && !options.fused && !options.intermediate && !options.output) {
+  if (!options.pattern && !options.fused && !options.intermediate && !options.output &&
+      (options.mutant == Mutant::none || pattern_mutant)) {
     for (CaseSpec& spec : PatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
   }
   return suite;

@@ -56,12 +56,12 @@ constexpr MutantInfo kCatalog[] = {
     {Mutant::add_skip_intermediate_rounding, "add-skip-intermediate-rounding",
      "u is not rounded where the declared convention keeps it: s = round((acc sx sw + sr (r - zr)) / ss) + zs in "
      "double, half away from zero, then the activation",
-     "pattern conv2d+add+act; differs where the rounding of u moves s", true},
+     "pattern conv2d+add+act; differs where the rounding (or the saturation) of u moves s", false},
     {Mutant::maxpool_before_activation, "maxpool-before-activation",
      "the max pool moved before the activation: the table applied to the largest u of each window",
      "pattern conv2d+act+maxpool with a table that decreases somewhere (gelu, silu, mish, hard_swish): differs "
-     "only where a window holds codes on both sides of the activation's minimum",
-     true},
+     "where a window's largest u lies in the activation's dip and another of its codes maps higher",
+     false},
     {Mutant::avgpool_truncate, "avgpool-truncate",
      "the average pool divides its raw code sum by the tap count truncating (C division) instead of rounding",
      "pattern conv2d+act+avgpool, rule tflite; differs where the remainder reaches half the tap count", false},

@@ -1,0 +1,128 @@
+// The unfused graph of a pattern draw, on hand-worked examples with dyadic scales (every value exact on paper).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "fusediff/model/errors.h"
+#include "fusediff/reference/graph.h"
+
+namespace fusediff::reference {
+namespace {
+
+// acc = x * w for a 1x1 conv with zero points 0 and unit scales: u = acc exactly (requant `exact`).
+Convention UnitRelu() {
+  Convention c;
+  c.requant = RequantVariant::exact;
+  c.activation = make_activation(ActivationKind::relu);
+  c.intermediate.q = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  c.output.q = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  return c;
+}
+
+ConvCase Pointwise(int32_t height, int32_t width, std::vector<int8_t> weights) {
+  ConvCase conv;
+  const int32_t k = static_cast<int32_t>(weights.size());
+  conv.input_size(height, width).input_channels(1).output_channels(k).kernel_size(1, 1)
+      .input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
+      .weight_scales(std::vector<float>(static_cast<size_t>(k), 1.0f)).weights(std::move(weights))
+      .bias(std::vector<int32_t>(static_cast<size_t>(k), 0));
+  return conv;
+}
+
+TEST(GraphReference, AddRoundsTheSumAtItsOwnScaleThenActivates) {
+  const Convention c = UnitRelu();
+  Pattern p = parse_pattern_name("conv2d+add+act", "t");
+  p.stages[0].add_rule = AddRule::onnx_spec;
+  p.stages[0].residual = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
+  p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  const ActivationTable table(activation_convention(p, c));
+  const GraphReference graph(p, c, &table, 1.0);
+  // u = 3 * 2 = 6; r = 1 is 0.5; s = 6.5 rounds half to even: 6; relu(6) = 6.
+  const std::vector<GraphElement> out = graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {1}, {}, {}, {}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].acc, 6);
+  EXPECT_EQ(out[0].key_code, 6);  // the activation reads s
+  EXPECT_EQ(out[0].y, 6);
+  EXPECT_TRUE(out[0].regions & region_bit(Region::quant_boundary));  // s sat exactly on a tie
+  // r = 3 (1.5): s = 7.5 -> 8; r = -20 (-10): s = -4 -> relu 0.
+  EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {3}, {}, {}, {}})[0].y, 8);
+  EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {-20}, {}, {}, {}})[0].y, 0);
+  EXPECT_THROW(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {}, {}, {}, {}}), InputError);  // no residual
+}
+
+TEST(GraphReference, MaxPoolTakesTheLargestActivationOutputAndItsPath) {
+  const Convention c = UnitRelu();
+  Pattern p = parse_pattern_name("conv2d+act+maxpool", "t");
+  p.stages[1].window = PoolWindow{2, 2, 0};
+  const ActivationTable table(activation_convention(p, c));
+  const GraphReference graph(p, c, &table, 1.0);
+  // 2x3 input, w = -1: u = -x; relu; one 2x2 window (the third column has no window).
+  const std::vector<GraphElement> out = graph(PatternDraw{Pointwise(2, 3, {-1}), {5, -7, 9, 2, -3, 4}, {}, {}, {}, {}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].y, 7);     // max(relu(-5), relu(7), relu(-2), relu(3))
+  EXPECT_EQ(out[0].acc, 7);   // the selected element's accumulator
+  EXPECT_EQ(out[0].key_code, 7);
+}
+
+TEST(GraphReference, AveragePoolRoundsByItsRule) {
+  Convention c = UnitRelu();
+  Pattern p = parse_pattern_name("conv2d+act+avgpool", "t");
+  p.stages[1].window = PoolWindow{2, 2, 0};
+  p.stages[1].out = c.output.q;
+  const ActivationTable table(activation_convention(p, c));
+  // relu outputs {1, 4, 0, 0}: mean 1.25 -> 1; {1, 4}: 2.5 -> TFLite 3 (away from code 0), ORT 2 (half to even).
+  const PatternDraw window{Pointwise(2, 2, {1}), {1, 4, -6, -9}, {}, {}, {}, {}};
+  EXPECT_EQ(GraphReference(p, c, &table, 1.0)(window)[0].y, 1);
+  const PatternDraw pair{Pointwise(1, 2, {1}), {1, 4}, {}, {}, {}, {}};
+  Pattern wide = p;
+  wide.stages[1].window = PoolWindow{2, 2, 1};  // padding 1: the taps outside are never counted
+  const std::vector<GraphElement> tflite = GraphReference(wide, c, &table, 1.0)(pair);
+  ASSERT_EQ(tflite.size(), 2u);  // 1x2 with padding 1 -> 1x2 windows of one or two in-bounds taps
+  EXPECT_EQ(tflite[0].y, 1);     // {1} alone
+  EXPECT_EQ(tflite[1].y, 4);     // {4} alone
+  Pattern both = p;
+  both.stages[1].window = PoolWindow{2, 1, 0};
+  const PatternDraw tall{Pointwise(2, 1, {1}), {1, 4}, {}, {}, {}, {}};
+  EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tall).size(), 0u);  // a 2x1 map has no 2x2 window
+  const PatternDraw square{Pointwise(2, 2, {1}), {1, 4, -1, -1}, {}, {}, {}, {}};  // {1, 4, 0, 0}: 1.25
+  both.stages[1].pool_rule = AvgPoolRule::ort_qlinear;
+  EXPECT_EQ(GraphReference(both, c, &table, 1.0)(square)[0].y, 1);
+  const PatternDraw tie{Pointwise(2, 2, {1}), {1, 4, 3, 2}, {}, {}, {}, {}};  // mean 10/4 = 2.5
+  EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tie)[0].y, 2);  // half to even
+  both.stages[1].pool_rule = AvgPoolRule::tflite;
+  EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tie)[0].y, 3);  // (10 + 2) / 4
+}
+
+TEST(GraphReference, FullyConnectedChainRoundsTheHiddenLayer) {
+  Convention c = UnitRelu();
+  Pattern p = parse_pattern_name("fc+fc", "t");
+  p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  p.stages[0].fc_outputs = 1;
+  // FC1: 2 features -> 2 hidden with u scale 2: u = round(acc / 2), half away from zero (exact requant).
+  c.intermediate.q.scale = 2.0f;
+  ConvCase fc1;
+  fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
+      .weight_scales({1.0f, 1.0f}).weights({1, 0, 0, 1}).bias({0, 0});
+  // x = (3, -5): acc1 = (3, -5) -> u = (2, -3) (1.5 -> 2, -2.5 -> -3); FC2 w = (1, 1), scale 1 on u's scale 2:
+  // acc2 = -1, y = round(-1 * 2 / 1) = -2. Without the hidden rounding the answer would be 2 * (-1) = -2 too,
+  // but x = (3, 5) gives u = (2, 3), acc2 = 5, y = 10 where the unrounded value is 8.
+  const GraphReference graph(p, c, nullptr, 1.0);
+  EXPECT_EQ(graph(PatternDraw{fc1, {3, -5}, {}, {1.0f}, {1, 1}, {0}})[0].y, -2);
+  const std::vector<GraphElement> out = graph(PatternDraw{fc1, {3, 5}, {}, {1.0f}, {1, 1}, {0}});
+  EXPECT_EQ(out[0].acc, 5);
+  EXPECT_EQ(out[0].y, 10);
+  EXPECT_EQ(out[0].key_code, 10);  // keyed by the output code
+  EXPECT_THROW(graph(PatternDraw{fc1, {3, 5}, {}, {1.0f}, {1}, {0}}), InputError);  // weights of the wrong size
+}
+
+TEST(GraphReference, FloatProductMultiplierFormsSxSwInBinary32) {
+  const auto [a, b] = MultiplierOperands(MultiplierRule::float_product, 0.1f, 0.3f);
+  EXPECT_EQ(b, 1.0f);
+  EXPECT_EQ(a, 0.1f * 0.3f);  // one binary32 rounding of the exact product (-ffp-contract=off)
+  const auto [x, w] = MultiplierOperands(MultiplierRule::double_product, 0.1f, 0.3f);
+  EXPECT_EQ(x, 0.1f);
+  EXPECT_EQ(w, 0.3f);
+}
+
+}  // namespace
+}  // namespace fusediff::reference
