@@ -14,6 +14,7 @@
 #include "fusediff/fused/fixedpoint.h"
 #include "fusediff/fused/lut.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/mutants.h"
 
 namespace fusediff::fused {
 namespace {
@@ -498,19 +499,19 @@ void FusedKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std:
                       std::span<int32_t> acc, std::span<int32_t> u) const {
   const size_t outputs = conv.output_elements();
   if (input.size() != conv.input_elements()) {
-    throw InputError("FusedKernel::Run: input has " + std::to_string(input.size()) + " codes, the conv needs " +
+    throw std::invalid_argument("FusedKernel::Run: input has " + std::to_string(input.size()) + " codes, the conv needs " +
                      std::to_string(conv.input_elements()));
   }
   if (y.size() != outputs) {
-    throw InputError("FusedKernel::Run: y has " + std::to_string(y.size()) + " slots, the conv has " +
+    throw std::invalid_argument("FusedKernel::Run: y has " + std::to_string(y.size()) + " slots, the conv has " +
                      std::to_string(outputs) + " outputs");
   }
   if (!acc.empty() && acc.size() != outputs) {
-    throw InputError("FusedKernel::Run: acc has " + std::to_string(acc.size()) + " slots, expected 0 or " +
+    throw std::invalid_argument("FusedKernel::Run: acc has " + std::to_string(acc.size()) + " slots, expected 0 or " +
                      std::to_string(outputs));
   }
   if (!u.empty() && u.size() != outputs) {
-    throw InputError("FusedKernel::Run: u has " + std::to_string(u.size()) + " slots, expected 0 or " +
+    throw std::invalid_argument("FusedKernel::Run: u has " + std::to_string(u.size()) + " slots, expected 0 or " +
                      std::to_string(outputs));
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "fusediff/fused/fused_kernel.h"
@@ -173,7 +174,7 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
   const Convention& c = k.spec.convention;
   const PatternGeometry geometry = pattern_output_geometry(p, draw.conv);
   if (y.size() != geometry.elements()) {
-    throw InputError("PatternKernel::Run: y has " + std::to_string(y.size()) + " slots, the pattern has " +
+    throw std::invalid_argument("PatternKernel::Run: y has " + std::to_string(y.size()) + " slots, the pattern has " +
                      std::to_string(geometry.elements()) + " outputs");
   }
   if (k.fold) {
@@ -189,7 +190,7 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
     return;
   }
   if (k.add_stage) {
-    if (draw.residual.size() != n) throw InputError("PatternKernel::Run: residual size does not match the conv output");
+    if (draw.residual.size() != n) throw std::invalid_argument("PatternKernel::Run: residual size does not match the conv output");
     for (size_t i = 0; i < n; ++i) {
       const int32_t r = draw.residual[i];
       if (k.add_after_activation) {

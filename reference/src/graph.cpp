@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "fusediff/model/errors.h"
@@ -151,7 +152,7 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
       }
       case StageKind::add: {
         if (draw.residual.size() != t.e.size()) {
-          throw InputError("pattern draw: residual has " + std::to_string(draw.residual.size()) + " codes, the sum has " +
+          throw std::invalid_argument("pattern draw: residual has " + std::to_string(draw.residual.size()) + " codes, the sum has " +
                            std::to_string(t.e.size()) + " elements (no broadcast)");
         }
         for (size_t i = 0; i < t.e.size(); ++i) {
@@ -215,14 +216,14 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
       }
       case StageKind::fully_connected: {
         if (t.shape.height != 1 || t.shape.width != 1) {
-          throw InputError("pattern draw: a fully connected stage reads a flattened [N, K] tensor; the producer output is " +
+          throw std::invalid_argument("pattern draw: a fully connected stage reads a flattened [N, K] tensor; the producer output is " +
                            std::to_string(t.shape.height) + "x" + std::to_string(t.shape.width));
         }
         const int32_t in = t.shape.channels;
         const int32_t out = stage.fc_outputs;
         if (draw.fc_weights.size() != static_cast<size_t>(in) * static_cast<size_t>(out) ||
             draw.fc_bias.size() != static_cast<size_t>(out) || draw.fc_weight_scales.size() != static_cast<size_t>(out)) {
-          throw InputError("pattern draw: FC stage tensors do not match [" + std::to_string(out) + ", " +
+          throw std::invalid_argument("pattern draw: FC stage tensors do not match [" + std::to_string(out) + ", " +
                            std::to_string(in) + "]");
         }
         Tensor next;

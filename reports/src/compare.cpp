@@ -12,7 +12,7 @@
 
 namespace fusediff::reports {
 
-bool Comparison::any_regression() const {
+bool RunComparison::any_regression() const {
   for (const CaseComparison& c : cases) {
     if (c.regression) return true;
   }
@@ -109,8 +109,8 @@ void CompareCase(CaseComparison& out, uint64_t baseline_seed, uint64_t current_s
 }
 }  // namespace
 
-Comparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules) {
-  Comparison result;
+RunComparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules) {
+  RunComparison result;
   result.sample_set_changed = SampleSetId(baseline) != SampleSetId(current);
   std::map<std::string, const CaseResult*> current_by_name;
   for (const CaseResult& c : current.cases) current_by_name[c.spec.name] = &c;
@@ -145,7 +145,7 @@ Comparison Compare(const RunResult& baseline, const RunResult& current, const Co
   return result;
 }
 
-std::string RenderComparison(const Comparison& comparison, const RunResult& baseline, const RunResult& current) {
+std::string RenderComparison(const RunComparison& comparison, const RunResult& baseline, const RunResult& current) {
   size_t width = 4;
   for (const CaseComparison& c : comparison.cases) width = std::max(width, c.name.size());
   auto cells = [](const CaseResult* r) -> std::string {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
 
 namespace fusediff::reports {

@@ -246,10 +246,10 @@ TEST(FusedKernelRun, RejectsSpansOfTheWrongSize) {
                                  FusedKind::lut);
   std::vector<int32_t> y(8), small(7);
   const std::vector<int32_t> short_input(11, 10);
-  EXPECT_THROW(kernel->Run(conv, short_input, y), InputError);
-  EXPECT_THROW(kernel->Run(conv, kHandInput, small), InputError);
-  EXPECT_THROW(kernel->Run(conv, kHandInput, y, small), InputError);
-  EXPECT_THROW(kernel->Run(conv, kHandInput, y, {}, small), InputError);
+  EXPECT_THROW(kernel->Run(conv, short_input, y), std::invalid_argument);
+  EXPECT_THROW(kernel->Run(conv, kHandInput, small), std::invalid_argument);
+  EXPECT_THROW(kernel->Run(conv, kHandInput, y, small), std::invalid_argument);
+  EXPECT_THROW(kernel->Run(conv, kHandInput, y, {}, small), std::invalid_argument);
   EXPECT_NO_THROW(kernel->Run(conv, kHandInput, y));
 }
 

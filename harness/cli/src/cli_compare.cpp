@@ -26,7 +26,7 @@ Command AddCompareCommand(CLI::App& app) {
                        a->rules.empty() ? reports::CompareRules{} : reports::ReadCompareRules(a->rules);
                    const RunResult baseline = reports::ReadResultsFile(a->baseline);
                    const RunResult current = reports::ReadResultsFile(a->current);
-                   const reports::Comparison comparison = reports::Compare(baseline, current, rules);
+                   const reports::RunComparison comparison = reports::Compare(baseline, current, rules);
                    ctx.out << reports::RenderComparison(comparison, baseline, current);
                    return comparison.any_regression() ? kExitFail : kExitPass;
                  }};

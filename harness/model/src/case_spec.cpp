@@ -418,6 +418,21 @@ ReplayKey parse_replay(std::string_view text) {
       }
       for (int64_t b : SplitIntegers(take("fb"), "replay.fb")) e.fc_bias.push_back(static_cast<int32_t>(b));
     }
+    // The stages' tensors must fit the pattern and the conv: a replay string is user input.
+    const size_t residual = has_stage(s.pattern, StageKind::add) ? e.conv.output_elements() : 0;
+    if (e.residual.size() != residual) {
+      throw InputError("replay.res: " + std::to_string(e.residual.size()) + " codes, the pattern needs " + std::to_string(residual));
+    }
+    for (int32_t r : e.residual) {
+      if (!find_stage(s.pattern, StageKind::add)->residual.type.contains(r)) throw InputError("replay.res: " + std::to_string(r) + " is outside the residual type");
+    }
+    const Stage* fc = find_stage(s.pattern, StageKind::fully_connected);
+    const size_t outputs = fc ? static_cast<size_t>(fc->fc_outputs) : 0;
+    if ((fc && (e.conv.output_height() != 1 || e.conv.output_width() != 1)) || e.fc_weight_scales.size() != outputs ||
+        e.fc_bias.size() != outputs || e.fc_weights.size() != outputs * static_cast<size_t>(e.conv.output_channels())) {
+      throw InputError("replay.fw: the second layer's tensors do not fit " + std::to_string(outputs) + " outputs over " +
+                       std::to_string(e.conv.output_channels()) + " features of a 1x1 producer output");
+    }
     if (e.element >= pattern_output_geometry(s.pattern, e.conv).elements()) {
       throw InputError("replay.element: past the pattern's outputs");
     }

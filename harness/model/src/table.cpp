@@ -62,6 +62,5 @@ std::string table_kind_mismatch(FusedKind kind, const Convention& c) {
   return "unknown table kind";
 }
 
-std::string_view to_string(FusedOp op) { return op == FusedOp::conv2d ? "conv2d" : "conv_transpose2d"; }
 
 }  // namespace fusediff

@@ -71,9 +71,9 @@ FusedOpDescriptor ParseDescriptor(std::string_view json_text, const std::string&
     }
     const std::string op = top.String(root, "op");
     if (op == "conv2d") {
-      d.op = FusedOp::conv2d;
+      d.op = ConvOp::conv2d;
     } else if (op == "conv_transpose2d") {
-      d.op = FusedOp::conv_transpose2d;
+      d.op = ConvOp::conv_transpose2d;
     } else {
       top.Fail("op", "unknown op '" + op + "' (expected conv2d or conv_transpose2d)");
     }

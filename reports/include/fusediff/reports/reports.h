@@ -70,13 +70,13 @@ struct CaseComparison {
   std::vector<std::string> notes;        // what changed but is not a regression (resampled, new case)
   bool regression = false;
 };
-struct Comparison {
+struct RunComparison {
   bool sample_set_changed = false;
   std::vector<CaseComparison> cases;  // baseline order, then new cases in current order
   bool any_regression() const;
 };
-Comparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules);
-std::string RenderComparison(const Comparison& comparison, const RunResult& baseline, const RunResult& current);
+RunComparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules);
+std::string RenderComparison(const RunComparison& comparison, const RunResult& baseline, const RunResult& current);
 
 // One CSV row per case: name, verdict, samples, exact fraction, bias, std, percentiles, max |e|, convention.
 std::string ToCsv(const RunResult& run);

@@ -71,12 +71,13 @@ enum class Mutant {
 //               the post-processing (no convolution).
 enum class SampleSource { conv, sweep, thresholds };
 
+std::string_view to_string(Mutant m);  // kebab-case: "use-output-scale"; "none"
+Mutant parse_mutant(std::string_view text, std::string_view field);
+
 std::string_view to_string(FusedKind k);
-std::string_view to_string(Mutant m);       // kebab-case: "use-output-scale"; "none"
 std::string_view to_string(SampleSource s);
 std::string_view to_string(Comparison c);
 FusedKind parse_fused_kind(std::string_view text, std::string_view field);
-Mutant parse_mutant(std::string_view text, std::string_view field);
 SampleSource parse_sample_source(std::string_view text, std::string_view field);
 Comparison parse_comparison(std::string_view text, std::string_view field);
 bool is_onednn(FusedKind k);

@@ -23,8 +23,6 @@ struct MutantInfo {
 std::span<const MutantInfo> mutant_catalog();
 const MutantInfo& mutant_info(Mutant m);
 
-std::string_view to_string(Mutant m);  // kebab-case; "none"
-Mutant parse_mutant(std::string_view text, std::string_view field);
 
 // True when `spec` lies in the mutant's non-equivalent space (necessary, not sufficient: e.g. no-intermediate-
 // saturation also needs an accumulator beyond the intermediate range to actually occur).

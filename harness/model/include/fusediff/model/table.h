@@ -48,11 +48,9 @@ std::string table_kind_mismatch(FusedKind kind, const Convention& convention);
 // The fused node's contract (format "fusediff-fused-op/1"): which table, which activation, and the types on
 // either side of the removed intermediate tensor.
 inline constexpr const char* kFusedOpFormat = "fusediff-fused-op/1";
-enum class FusedOp { conv2d, conv_transpose2d };
-std::string_view to_string(FusedOp op);
 
 struct FusedOpDescriptor {
-  FusedOp op = FusedOp::conv2d;
+  ConvOp op = ConvOp::conv2d;  // the producer (model/conv_case.h)
   int64_t group = 1;
   Convention convention;
   FusedKind table_kind = FusedKind::lut;
