@@ -4,7 +4,10 @@
 // (fixedpoint.h), native binary32 arithmetic for ONNX Runtime's MLAS (this target builds with
 // -ffp-contract=off; the FMA rule calls std::fma), an integer kernel for the ONNX specification's exact rule.
 // The rules, their sources and their preconditions are those of model/pattern.h and reference/stages.h; a
-// quantization a rule refuses throws InputError from the constructor, a code outside its type from operator().
+// quantization a rule refuses throws InputError from the constructor, a code outside its type from operator(),
+// and so does an ort_global window whose tap count puts the multiplier sx / (so n) outside ORT's range. One
+// precondition is the kernel's own: onnx_spec's integer kernel needs the three scales within a factor 2^80 of
+// each other (the reference has no such limit).
 #include <cstdint>
 #include <span>
 

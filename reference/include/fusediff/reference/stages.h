@@ -26,6 +26,9 @@
 //                k = fl32(float(zo) - fl32(fl32(ra za) + fl32(rb zb))), y = fl32(fl32(k + fl32(ra a)) + fl32(rb b)).
 //   ort_mlas_fma ORT onnxruntime/core/mlas/lib/intrinsics/avx2/qladd_avx2.cpp MlasQLinearAddKernelAvx2Helper: the
 //                same ra, rb, k; y = fma(a, ra, fma(b, rb, k)) (two _mm256_fmadd_ps: b's term first, then a's).
+//                k is modelled as written; that file is built with -mavx2 -mfma (cmake/onnxruntime_mlas.cmake), so
+//                a compiler that contracts (GCC does by default in C++) may fuse ra za + rb zb into one FMA: not
+//                verified against a released binary.
 //                Both: r = cvtps2dq(y) (round half to even; |y| >= 2^31 gives the "integer indefinite" INT32_MIN),
 //                then saturating packs (int32 -> int16 -> 8-bit): code = clamp(r, type's full range), then
 //                clamped to o's range (narrow types). zo is already inside k.
@@ -35,9 +38,12 @@
 //                code = nearbyint(fl32(v + zo)) (half to even).
 //   The ORT rules need a, b, o of one scalar type (as MLAS's templates do). int8/uint8 follow the helpers above;
 //   int16 follows ort_raw under every ORT rule, because MlasQLinearAdd<int16_t> always runs the raw helper
-//   (qladd.cpp). Every scale must lie in [2^-40, 2^40] so that no binary32 step overflows or underflows.
+//   (qladd.cpp; ORT's QLinearAdd kernel itself registers int8, uint8 and uint16 only, in
+//   contrib_ops/cpu/quantization/qlinear_binary_op.cc). Every scale must lie in [2^-40, 2^40] so that no binary32
+//   step overflows or underflows. Note that MLAS rounds y with zo inside it: at an exact tie with an odd zo it
+//   rounds the other way from onnx_spec. The broadcast branches (a scalar b folded into k) are not modelled.
 //
-// AveragePool over the in-bounds taps of one window (padding never counted: n = taps.size() >= 1), by rule:
+// AveragePool over the in-bounds taps of one window (padding never counted: n = taps.size(), 1 to 2^16), by rule:
 //   tflite       TF lite/kernels/internal/reference/integer_ops/pooling.h AveragePool (int8, int16;
 //                reference_ops::AveragePool for uint8 has the same expression): acc = sum of the raw codes,
 //                acc > 0 ? (acc + n/2) / n : (acc - n/2) / n with C's truncating division, which is exactly
