@@ -22,7 +22,7 @@ namespace fusediff::cli {
 namespace {
 
 struct GateArgs {
-  std::string descriptor, tolerance, json, threads;
+  std::string descriptor, tolerance, json, html, threads;
   int64_t max_abs_lsb = -1;
   int64_t slack = -1;
   uint64_t samples = 20000;
@@ -31,6 +31,7 @@ struct GateArgs {
 
 int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream& out) {
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+  if (!a.html.empty()) CheckOutputPath(a.html, "--html");
   const unsigned threads = ResolveThreads(a.threads, "--threads");
   const tables::LoadedFusedOp op = tables::LoadFusedOp(a.descriptor);
   const Convention& c = op.descriptor.convention;
@@ -101,6 +102,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
   run.gate->canonical = driver::CompareWithCanonical(run.cases, canonical, *op.table, slack, slack_source, !absolute);
   out << reports::RenderGate(run);
   if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(run).dump(2) + "\n");
+  if (!a.html.empty()) reports::WriteFileAtomically(a.html, reports::ToHtml(run));
   return run.any_failure() ? kExitFail : kExitPass;
 }
 
@@ -121,6 +123,7 @@ Command AddGateCommand(CLI::App& app) {
   gate->add_option("--seed", a->seed, "Seed of the conv cases");
   gate->add_option("--threads", a->threads, "Worker threads (default: every hardware thread)");
   gate->add_option("--json", a->json, "Write results JSON (fusediff-results/1, with gate provenance)");
+  gate->add_option("--html", a->html, "Write the sign-off HTML report (candidate and canonical table side by side)");
   return Command{gate, [a](const CommandContext& ctx) { return DoGate(*a, ctx.args, ctx.out); }};
 }
 
