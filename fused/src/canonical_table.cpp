@@ -94,11 +94,14 @@ class SegmentProblem {
       return Line{0, c, 0, 0};
     }
     const Envelope e = MakeEnvelope(b);
-    const int64_t m_star = MinimizePhi(b, e);
+    // A slope of (span + 1) 2^shift already jumps from one rail to the other within one code: steeper lines
+    // produce no output pattern this one (with another offset) does not, so the search stops there.
+    const int64_t steep = std::min(kSlopeMax, ((qmax_ - qmin_ + 1) << shift_) + 1);
+    const int64_t m_star = std::clamp(MinimizePhi(b, e), -steep, steep);
     const int64_t limit = int64_t{1} << shift_;
     if (Phi(b, e, m_star) > limit) return std::nullopt;
     // The slopes where the real relaxation is feasible: an interval around m_star (Phi is convex).
-    const int64_t m_lo = Edge(b, e, m_star, kSlopeMin, limit), m_hi = Edge(b, e, m_star, kSlopeMax, limit);
+    const int64_t m_lo = Edge(b, e, m_star, -steep, limit), m_hi = Edge(b, e, m_star, steep, limit);
     return Sweep(b, m_lo, m_hi, m_star, first, capped);
   }
 
