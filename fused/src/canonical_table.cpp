@@ -79,6 +79,16 @@ class SegmentProblem {
     uint64_t distance = 0;  // |m - the real-valued optimum's slope|
   };
 
+  // Whether the rounding-free relaxation admits a line within the bound: necessary for Feasible, and cheap (a
+  // hull and a convex minimisation), so it gives the search its lower bound.
+  bool RelaxationFeasible(int64_t bound) const {
+    const Bound b{bound, true};
+    const Envelope e = MakeEnvelope(b);
+    if (e.upper.empty() || e.lower.empty()) return true;
+    const int64_t steep = std::min(kSlopeMax, ((qmax_ - qmin_ + 1) << shift_) + 1);
+    return Phi(b, e, std::clamp(MinimizePhi(b, e), -steep, steep)) <= (int64_t{1} << shift_);
+  }
+
   // A line with max |e| <= bound, or nullopt when none exists (or the sweep hit the cap: *capped is then set).
   // first: return the first one found; otherwise the least biased, then nearest to the real-valued slope.
   std::optional<Line> Feasible(int64_t bound, bool first, bool* capped) const {
@@ -102,7 +112,13 @@ class SegmentProblem {
     if (Phi(b, e, m_star) > limit) return std::nullopt;
     // The slopes where the real relaxation is feasible: an interval around m_star (Phi is convex).
     const int64_t m_lo = Edge(b, e, m_star, -steep, limit), m_hi = Edge(b, e, m_star, steep, limit);
-    return Sweep(b, m_lo, m_hi, m_star, first, capped);
+    if (first) return Sweep(b, m_lo, m_hi, m_star, true, capped);
+    // The tie-break (least bias) looks at the slopes near m_star only: about 4 rounding breakpoints per code
+    // (a slope window w crosses w x / 2^s breakpoints at code x). When none of them meets the bound, the first
+    // line over the whole interval does.
+    const int64_t w = std::max<int64_t>(1, (int64_t{4} << shift_) / n());
+    std::optional<Line> near = Sweep(b, std::max(m_lo, m_star - w), std::min(m_hi, m_star + w), m_star, false, capped);
+    return near ? near : Sweep(b, m_lo, m_hi, m_star, true, capped);
   }
 
  private:
@@ -297,9 +313,21 @@ PwlLine MinimaxPwlLine(std::span<const int32_t> y, int32_t u_lo, int32_t shift, 
   if (y.size() == 1) return PwlLine{PwlSegment{u_lo, u_hi, 0, y[0], shift}, 0, true};
   const SegmentProblem problem(y, shift, output);
   const auto [m0, c0] = problem.StartingLine();
-  // Bisection on the bound: the smallest feasible one. Feasibility is monotone in the bound.
+  // The smallest feasible bound (feasibility is monotone in it): the relaxation's smallest bound first (bisection
+  // on the cheap test), then the exact test upward from there, where the optimum nearly always is.
   int64_t lo = 0, hi = problem.Error(m0, c0);
   bool capped = false;
+  for (int64_t top = hi; lo < top;) {
+    const int64_t mid = lo + (top - lo) / 2;
+    if (problem.RelaxationFeasible(mid)) {
+      top = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  for (int tries = 0; tries < 2 && lo < hi; ++tries, ++lo) {
+    if (problem.Feasible(lo, /*first=*/true, &capped)) hi = lo;
+  }
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (problem.Feasible(mid, /*first=*/true, &capped)) {

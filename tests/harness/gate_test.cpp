@@ -183,14 +183,14 @@ INSTANTIATE_TEST_SUITE_P(
                  },
                  R"(offending codes \([0-9]+ with \|e\| > 0\): -?[0-9]+, -?[0-9]+)"},
         Mutation{&kInterp, "single_wrong_knot", [](auto& r) { AddToValue(r, 1 + 300, 60); },
-                 R"(offending codes \([0-9]+ with \|e\| > 13\): 5[0-9]{3})"},
+                 R"(offending codes \([0-9]+ with \|e\| > [0-9]+\): 5[0-9]{3})"},
         Mutation{&kInterp, "shifted_knots",
                  [](auto& r) {
                    for (size_t i = 1; i + 1 < r.size(); ++i) {
                      r[i] = std::to_string(i - 1) + "," + r[i + 1].substr(r[i + 1].find(',') + 1);
                    }
                  },
-                 R"(offending codes \([0-9]+ with \|e\| > 13\))"},
+                 R"(offending codes \([0-9]+ with \|e\| > [0-9]+\))"},
         // segment 4's offset (4th column) 40 codes off
         Mutation{&kPwl, "wrong_offset",
                  [](auto& r) {
@@ -200,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                    r[4] = cells[0] + "," + cells[1] + "," + cells[2] + "," + std::to_string(std::stoi(cells[3]) + 40) +
                           "," + cells[4];
                  },
-                 R"(offending codes \([0-9]+ with \|e\| > 1\))"}),
+                 R"(offending codes \([0-9]+ with \|e\| > [0-9]+\))"}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return std::string(info.param.name); });
 
 TEST(Gate, TableBuiltWithTheOutputScaleIsRejected) {

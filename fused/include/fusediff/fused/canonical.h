@@ -16,8 +16,8 @@ namespace fusediff::fused {
 // (u = u_lo + x) the integer slope and offset minimizing
 //   max_x |sat(RoundingDivideByPOT64(slope * x, shift) + offset) - y[x]|
 // (saturation to `output` included), computed exactly (docs/tolerances.md, "The minimax pwl line"). Among the
-// lines reaching that minimum: the smallest |sum of unsaturated errors| (least bias), then the slope nearest the
-// real-valued optimum. `exhaustive` is false only when a bound's slope interval held more rounding breakpoints
+// lines reaching that minimum whose slope lies near the real-valued optimum: the smallest |sum of unsaturated
+// errors| (least bias), then the slope nearest that optimum. `exhaustive` is false only when a bound's slope interval held more rounding breakpoints
 // than the search visits (kPwlSweepEventCap); the line is then the best found, still exact in its error figure.
 struct PwlLine {
   PwlSegment segment;
