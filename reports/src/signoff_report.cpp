@@ -209,6 +209,16 @@ std::string HistogramSvg(const ErrorStats& s) {
   return svg + "</svg>";
 }
 
+// The labels of an error-against-code plot: the code range under the axis, the error range and 0 beside it.
+template <typename YOf>
+std::string CodeAxisLabels(const QuantType& type, int64_t e_lo, int64_t e_hi, YOf y_of) {
+  return Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start") +
+         Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end") +
+         Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end") +
+         Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end") +
+         Text(kLeft - 4, y_of(0) + 4, "0", "end");
+}
+
 // Error against intermediate code: a min..max band per covered code, knees and saturation edges marked.
 std::string CodeErrorSvg(const CaseResult& c) {
   std::string svg = SvgOpen("error against intermediate code");
@@ -255,12 +265,7 @@ std::string CodeErrorSvg(const CaseResult& c) {
                        x_of(edge), kTop, kPlotHeight - kBottom, edge);
   }
   svg += Axes("intermediate code u (blue dashed: knees; orange: saturation edges)", "error (LSB)");
-  svg += Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start");
-  svg += Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end");
-  svg += Text(kLeft - 4, y_of(0) + 4, "0", "end");
-  return svg + "</svg>";
+  return svg + CodeAxisLabels(type, e_lo, e_hi, y_of) + "</svg>";
 }
 
 // Per-region bars: share of inexact samples, labelled with the sample count and max |e|.
@@ -371,12 +376,7 @@ std::string CanonicalSvg(const CaseResult& sweep, const CanonicalComparison& k) 
                        x1, kPlotHeight - kBottom + 1, std::max(x2 - x1, 1.0), run.u_lo, run.u_hi, run.delta);
   }
   svg += Axes("intermediate code u (red lines: candidate; blue band: canonical; orange: worse by more than k)", "error (LSB)");
-  svg += Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start");
-  svg += Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end");
-  svg += Text(kLeft - 4, y_of(0) + 4, "0", "end");
-  return svg + "</svg>";
+  return svg + CodeAxisLabels(type, e_lo, e_hi, y_of) + "</svg>";
 }
 
 // A run as a reviewer reads it: its codes, how much worse or better, and the table rows feeding it.
