@@ -95,7 +95,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
   run.provenance = driver::CurrentProvenance(JoinCommandLine(args));
   run.seed = a.seed;
   run.gate = GateProvenance{op.descriptor_path, op.table_path, reports::Sha256Hex(op.table_bytes),
-                            std::string(to_string(kind)), source};
+                            std::string(to_string(kind)), source, std::nullopt};
   for (const CaseSpec& spec : driver::BuildGateCases(op.descriptor, op.table, a.samples)) {
     run.cases.push_back(driver::RunCase(spec, options, cache));
   }
