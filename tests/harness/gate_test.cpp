@@ -16,6 +16,8 @@
 
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/suite.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/reports/reports.h"
 #include "fusediff/reports/sha256.h"
 
 namespace fusediff::cli {
@@ -559,6 +561,40 @@ TEST(GateRelative, ModeIsPrintedAndRecorded) {
   const std::string html = Read(dir / "r.html");
   EXPECT_NE(html.find("Gate: the table against the canonical table"), std::string::npos);
   EXPECT_NE(html.find("error by code: candidate and canonical table"), std::string::npos);
+}
+
+TEST(GateRelative, CanonicalComparisonSurvivesTheJsonRoundTrip) {
+  RunResult run;
+  run.provenance.tool_version = "test";
+  CanonicalComparison k;
+  k.mode = kGateModeRelative;
+  k.construction = "TFLite LUTPopulateInt16";
+  k.rows = "knot";
+  k.slack = 1;
+  k.slack_source = "default";
+  k.canonical_per_code = CodeErrors(-32768, 65536);
+  for (int32_t u = -32768; u <= 32767; ++u) {
+    const int64_t e = u % 7 == 0 ? -1 : u % 11 == 0 ? 2 : 0;
+    k.canonical.add(e);
+    k.canonical_per_code.add(u, e);
+  }
+  k.worse_codes = 406;
+  k.better_codes = 2;
+  k.worse = {CodeRun{5533, 5988, 406, 7, 299, 303}};
+  k.better = {CodeRun{5522, 5522, 1, -1, 299, 300}, CodeRun{6001, 6001, 1, -1, 302, 303}};
+  run.gate = GateProvenance{"t.json", "t.csv", "00", "lut_interp", "canonical max |e| + k", k};
+  const RunResult back = reports::FromJson(nlohmann::json::parse(reports::ToJson(run).dump()), "roundtrip.json");
+  ASSERT_TRUE(back.gate && back.gate->canonical);
+  EXPECT_EQ(*back.gate->canonical, k);
+  nlohmann::json broken = nlohmann::json::parse(reports::ToJson(run).dump());
+  broken["gate"]["canonical"]["mode"] = "loose";
+  try {
+    reports::FromJson(broken, "broken.json");
+    FAIL() << "an unknown mode was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json: gate.canonical.mode: expected relative or absolute"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

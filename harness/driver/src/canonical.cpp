@@ -116,7 +116,9 @@ CanonicalTable BuildCanonicalTable(const FusedOpDescriptor& descriptor, const Ta
         out.table.segments.push_back(line.segment);
         out.exhaustive = out.exhaustive && line.exhaustive;
       }
-      out.construction = "the exact minimax line per segment (the candidate's boundaries and shifts)";
+      out.construction = out.exhaustive ? "the exact minimax line per segment (the candidate's boundaries and shifts)"
+                                        : "the minimax line per segment (the candidate's boundaries and shifts); a "
+                                          "search hit its breakpoint cap, so a segment's line is the best found";
       break;
     default:
       throw InputError("canonical table: " + std::string(to_string(descriptor.table_kind)) + " is not a table kind");
