@@ -191,13 +191,16 @@ void BM_PlainDouble(benchmark::State& state, Variant v) {
       benchmark::Counter(double(state.iterations() * y.size()), benchmark::Counter::kIsRate);
 }
 
-// `fusediff gate` on the int16 lut_interp example, whole command in-process (load, reference cache, sweep of
-// 65,536 codes, conv cases, report). scripts/bench.sh also times the binary as a process against NumPy/SciPy.
-void BM_Gate(benchmark::State& state) {
-  const std::string descriptor = FUSEDIFF_SOURCE_DIR "/examples/gelu_erf_int16_lut_interp.json";
+// `fusediff gate` on an int16 example, whole command in-process (load, reference cache, the canonical table,
+// sweep of 65,536 codes, conv cases, comparison, report). scripts/bench.sh also times the binary as a process
+// against NumPy/SciPy. `extra`: "--max-abs-lsb 2" runs the absolute mode (the canonical table is still built).
+void BM_Gate(benchmark::State& state, const char* example, const char* extra) {
+  const std::string descriptor = std::string(FUSEDIFF_SOURCE_DIR "/examples/") + example + ".json";
+  std::vector<std::string> args = {"fusediff", "gate", descriptor, "--threads", "1"};
+  if (*extra) args.insert(args.end(), {"--max-abs-lsb", "2"});
   for (auto _ : state) {
     std::ostringstream out, err;
-    const int code = cli::Main({"fusediff", "gate", descriptor, "--threads", "1"}, out, err);
+    const int code = cli::Main(args, out, err);
     if (code != 0) state.SkipWithError(("gate exited " + std::to_string(code) + ": " + err.str()).c_str());
   }
 }
@@ -213,7 +216,14 @@ void Register() {
     benchmark::RegisterBenchmark(("PlainDouble/" + name).c_str(), BM_PlainDouble, v)->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("LayerReferenceConv", BM_LayerReferenceConv)->UseRealTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("Gate/gelu_erf_int16_lut_interp", BM_Gate)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Gate/gelu_erf_int16_lut_interp", BM_Gate, "gelu_erf_int16_lut_interp", "")
+      ->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Gate/gelu_erf_int16_lut_interp/absolute", BM_Gate, "gelu_erf_int16_lut_interp", "abs")
+      ->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Gate/tanh_int16_lut_interp", BM_Gate, "tanh_int16_lut_interp", "")
+      ->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Gate/gelu_tanh_int16_pwl", BM_Gate, "gelu_tanh_int16_pwl", "")
+      ->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

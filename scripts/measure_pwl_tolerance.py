@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measures the pwl default tolerances (docs/tolerances.md): for every activation at its default-suite
 quantization (8-bit and int16, taken from `fusediff run --json`), generates a pwl table with
-`fusediff table generate --segments N` and gates it exhaustively (`fusediff gate --samples 0`), recording
+`fusediff table generate --segments N --line-fit chord` (the fit the defaults were measured on) and gates it exhaustively (`fusediff gate --samples 0`), recording
 max |e| against the exact reference. Prints one row per (width, segment count): the maximum over activations.
 
 Usage: python3 scripts/measure_pwl_tolerance.py build/fusediff
@@ -36,7 +36,7 @@ def main(tool):
                 for count in COUNTS[bits]:
                     name = f"{activation}_{bits}_{count}"
                     subprocess.run([tool, "table", "generate", "--activation", activation, "--intermediate", quant(u),
-                                    "--output", quant(y), "--kind", "pwl", "--segments", str(count), "--name", name,
+                                    "--output", quant(y), "--kind", "pwl", "--segments", str(count), "--line-fit", "chord", "--name", name,
                                     "--out-dir", tmp], check=True, stdout=subprocess.DEVNULL)
                     gate = os.path.join(tmp, name + ".results.json")
                     subprocess.run([tool, "gate", os.path.join(tmp, name + ".json"), "--samples", "0",

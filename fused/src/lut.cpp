@@ -217,10 +217,12 @@ std::array<int16_t, 513> LUTPopulateInt16(const Activation& a, float input_scale
 // (slope * offset + 64) >> 7 in int: round to nearest, ties toward +infinity, floor for negative products;
 // |slope * offset| <= 65535 * 127, no overflow. The sum is narrowed to int16 as there (modular in C++20).
 int16_t LUTLookup(int16_t value, const std::array<int16_t, 513>& lut) {
-  const int index = 256 + (static_cast<int>(value) >> 7);  // in [0, 511]
-  const int offset = static_cast<int>(value) & 0x7f;
-  const int16_t base = lut[static_cast<size_t>(index)];
-  const int16_t slope = static_cast<int16_t>(lut[static_cast<size_t>(index) + 1] - base);
+  const size_t index = static_cast<size_t>(256 + (static_cast<int>(value) >> 7));  // in [0, 511]
+  return LUTInterpolate(lut[index], lut[index + 1], static_cast<int>(value) & 0x7f);
+}
+
+int16_t LUTInterpolate(int16_t base, int16_t next, int offset) {
+  const int16_t slope = static_cast<int16_t>(next - base);
   const int delta = (static_cast<int>(slope) * offset + 64) >> 7;
   return static_cast<int16_t>(base + delta);
 }

@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "fusediff/reports/reports.h"
 
@@ -22,6 +24,37 @@ std::string ToleranceText(const Tolerance& t) {
   if (t.max_abs_mean_lsb) out += fmt::format(", |bias| <= {} LSB", *t.max_abs_mean_lsb);
   return out;
 }
+std::string RunLine(const CodeRun& run, const std::string& rows) {
+  const std::string rows_text = run.row_lo == run.row_hi ? fmt::format("{} {}", rows, run.row_lo)
+                                                         : fmt::format("{}s {}..{}", rows, run.row_lo, run.row_hi);
+  return fmt::format("    u in [{}, {}]: {} codes, up to {:+d} ({})\n", run.u_lo, run.u_hi, run.codes, run.delta, rows_text);
+}
+
+std::string RunList(const std::vector<CodeRun>& runs, uint64_t codes, const std::string& rows, size_t shown) {
+  std::string out;
+  for (size_t i = 0; i < runs.size() && i < shown; ++i) out += RunLine(runs[i], rows);
+  if (runs.size() > shown || runs.size() == kMaxCodeRuns) out += fmt::format("    ... ({} codes in all)\n", codes);
+  return out;
+}
+
+// Candidate (the sweep) and canonical side by side, then where the candidate is worse and where it is better.
+std::string SideBySide(const ErrorStats& candidate, const CanonicalComparison& k, size_t shown_runs) {
+  const ErrorStats& c = k.canonical;
+  std::string out = fmt::format("  {:<26}{:>12}{:>12}\n", "against the canonical table", "candidate", "canonical");
+  out += fmt::format("  {:<26}{:>12.4f}{:>12.4f}\n", "exact %", 100.0 * candidate.exact_fraction(), 100.0 * c.exact_fraction());
+  out += fmt::format("  {:<26}{:>+12.5f}{:>+12.5f}\n", "bias (LSB)", candidate.mean(), c.mean());
+  out += fmt::format("  {:<26}{:>12}{:>12}\n", "p99 |e|", candidate.p99(), c.p99());
+  out += fmt::format("  {:<26}{:>12}{:>12}\n", "max |e|", candidate.max_abs(), c.max_abs());
+  const size_t worse_runs = k.worse.size();
+  out += fmt::format("  worse than canonical by more than k = {}: {} codes{}\n", k.slack, k.worse_codes,
+                     k.worse_codes ? fmt::format(" in {}{} runs", worse_runs, worse_runs == kMaxCodeRuns ? "+" : "") : "");
+  out += RunList(k.worse, k.worse_codes, k.rows, shown_runs);
+  out += fmt::format("  better than canonical: {} codes{}\n", k.better_codes,
+                     k.better_codes ? fmt::format(" in {}{} runs", k.better.size(), k.better.size() == kMaxCodeRuns ? "+" : "")
+                                    : "");
+  out += RunList(k.better, k.better_codes, k.rows, shown_runs);
+  return out;
+}
 }  // namespace
 
 std::string RenderGate(const RunResult& run, size_t listed_codes) {
@@ -36,6 +69,17 @@ std::string RenderGate(const RunResult& run, size_t listed_codes) {
     out += fmt::format("tolerance   {} ({})\n", ToleranceText(run.cases.front().tolerance),
                        run.gate ? run.gate->tolerance_source : "default");
   }
+  const CanonicalComparison* canonical = run.gate && run.gate->canonical ? &*run.gate->canonical : nullptr;
+  if (canonical) {
+    if (canonical->mode == kGateModeRelative) {
+      out += fmt::format("mode        relative: every code |e| <= |e_canonical| + k, max |e| <= canonical max + k, "
+                         "|bias| <= canonical |bias| + 0.1 LSB; k = {} ({})\n",
+                         canonical->slack, canonical->slack_source);
+    } else {
+      out += "mode        absolute: the tolerance above decides; the canonical table is shown, not judged\n";
+    }
+    out += fmt::format("canonical   {}\n", canonical->construction);
+  }
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
     const bool sweep = c.spec.source == SampleSource::sweep;
@@ -48,6 +92,7 @@ std::string RenderGate(const RunResult& run, size_t listed_codes) {
     out += fmt::format("  error (LSB) histogram  {}\n", Histogram(s));
     out += fmt::format("  exact {:.4f}%  bias {:+.5f}  std {:.5f}  p99 |e| {}  max |e| {}\n", 100.0 * s.exact_fraction(),
                        s.mean(), s.stddev(), s.p99(), s.max_abs());
+    if (sweep && canonical) out += SideBySide(s, *canonical, 10);
     if (c.verdict == Verdict::fail) out += fmt::format("  REJECT: {}\n", c.reason);
     const size_t shown = std::min<size_t>(c.worst.size(), 5);
     if (shown > 0 && c.worst.front().sample.error != 0) {

@@ -301,6 +301,43 @@ CaseResult ReadCase(const Field& f) {
   return c;
 }
 
+std::vector<CodeRun> ReadRuns(const Field& f) {
+  std::vector<CodeRun> runs;
+  for (size_t i = 0; i < f.array_size(); ++i) {
+    const Field r = f.at(i);
+    runs.push_back(CodeRun{r["u_lo"].i32(), r["u_hi"].i32(), r["codes"].u64(), r["delta"].i64(), r["row_lo"].i32(),
+                           r["row_hi"].i32()});
+  }
+  return runs;
+}
+
+CanonicalComparison ReadCanonical(const Field& f) {
+  CanonicalComparison k;
+  k.mode = f["mode"].str();
+  if (k.mode != kGateModeRelative && k.mode != kGateModeAbsolute) f["mode"].fail("relative or absolute");
+  k.construction = f["construction"].str();
+  k.rows = f["rows"].str();
+  k.slack = f["slack"].i64();
+  k.slack_source = f["slack_source"].str();
+  k.canonical = ReadStats(f["error_lsb"]);
+  const Field per_code = f["per_code"];
+  const uint64_t count = per_code["code_count"].u64();
+  // The canonical table covers every code of the intermediate type: recover the type from its range.
+  QuantType type;
+  for (ScalarType t : {ScalarType::int8, ScalarType::uint8, ScalarType::int16}) {
+    for (bool narrow : {false, true}) {
+      const QuantType candidate{t, narrow};
+      if (candidate.qmin() == per_code["qmin"].i32() && candidate.code_count() == count) type = candidate;
+    }
+  }
+  k.canonical_per_code = ReadPerCode(per_code, type);
+  k.worse_codes = f["worse_codes"].u64();
+  k.better_codes = f["better_codes"].u64();
+  k.worse = ReadRuns(f["worse"]);
+  k.better = ReadRuns(f["better"]);
+  return k;
+}
+
 }  // namespace
 
 RunResult FromJson(const json& j, const std::string& source) {
@@ -325,7 +362,8 @@ RunResult FromJson(const json& j, const std::string& source) {
   if (top.has("gate")) {
     const Field gate = top["gate"];
     run.gate = GateProvenance{gate["descriptor"].str(), gate["table_file"].str(), gate["table_sha256"].str(),
-                              gate["table_kind"].str(), gate["tolerance_source"].str()};
+                              gate["table_kind"].str(), gate["tolerance_source"].str(), std::nullopt};
+    if (gate.has("canonical")) run.gate->canonical = ReadCanonical(gate["canonical"]);
   }
   run.seed = top["seed"].u64();
   run.complete = top["complete"].boolean();

@@ -122,6 +122,33 @@ ordered_json PerCodeToJson(const CodeErrors& codes) {
   return j;
 }
 
+ordered_json RunsToJson(const std::vector<CodeRun>& runs) {
+  ordered_json out = ordered_json::array();
+  for (const CodeRun& r : runs) {
+    out.push_back({{"u_lo", r.u_lo}, {"u_hi", r.u_hi}, {"codes", r.codes}, {"delta", r.delta}, {"row_lo", r.row_lo},
+                   {"row_hi", r.row_hi}});
+  }
+  return out;
+}
+
+// The gate's comparison with the canonical table: mode, slack, the canonical table's statistics and per-code
+// errors (for the plot), and the runs where the candidate is worse or better.
+ordered_json CanonicalToJson(const CanonicalComparison& k) {
+  ordered_json j;
+  j["mode"] = k.mode;
+  j["construction"] = k.construction;
+  j["rows"] = k.rows;
+  j["slack"] = k.slack;
+  j["slack_source"] = k.slack_source;
+  j["error_lsb"] = StatsToJson(k.canonical);
+  j["per_code"] = PerCodeToJson(k.canonical_per_code);
+  j["worse_codes"] = k.worse_codes;
+  j["better_codes"] = k.better_codes;
+  j["worse"] = RunsToJson(k.worse);
+  j["better"] = RunsToJson(k.better);
+  return j;
+}
+
 ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   ordered_json j;
   j["name"] = c.spec.name;
@@ -211,6 +238,7 @@ ordered_json ToJson(const RunResult& run) {
                  {"table_kind", run.gate->table_kind},
                  {"tolerance_source", run.gate->tolerance_source},
                  {"verdict", run.any_failure() ? "reject" : "accept"}};
+    if (run.gate->canonical) j["gate"]["canonical"] = CanonicalToJson(*run.gate->canonical);
   }
   j["seed"] = run.seed;
   j["sample_set"] = SampleSetId(run);

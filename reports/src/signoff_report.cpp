@@ -209,6 +209,16 @@ std::string HistogramSvg(const ErrorStats& s) {
   return svg + "</svg>";
 }
 
+// The labels of an error-against-code plot: the code range under the axis, the error range and 0 beside it.
+template <typename YOf>
+std::string CodeAxisLabels(const QuantType& type, int64_t e_lo, int64_t e_hi, YOf y_of) {
+  return Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start") +
+         Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end") +
+         Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end") +
+         Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end") +
+         Text(kLeft - 4, y_of(0) + 4, "0", "end");
+}
+
 // Error against intermediate code: a min..max band per covered code, knees and saturation edges marked.
 std::string CodeErrorSvg(const CaseResult& c) {
   std::string svg = SvgOpen("error against intermediate code");
@@ -255,12 +265,7 @@ std::string CodeErrorSvg(const CaseResult& c) {
                        x_of(edge), kTop, kPlotHeight - kBottom, edge);
   }
   svg += Axes("intermediate code u (blue dashed: knees; orange: saturation edges)", "error (LSB)");
-  svg += Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start");
-  svg += Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end");
-  svg += Text(kLeft - 4, y_of(0) + 4, "0", "end");
-  return svg + "</svg>";
+  return svg + CodeAxisLabels(type, e_lo, e_hi, y_of) + "</svg>";
 }
 
 // Per-region bars: share of inexact samples, labelled with the sample count and max |e|.
@@ -311,6 +316,112 @@ std::string Anchor(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// Per pixel column, the smallest and largest error over the codes the column holds (0 for an exact code).
+struct ColumnBands {
+  std::vector<int64_t> lo, hi;
+};
+ColumnBands Columns(const CodeErrors& codes, int columns) {
+  ColumnBands b{std::vector<int64_t>(columns, 0), std::vector<int64_t>(columns, 0)};
+  const double span = std::max(static_cast<double>(codes.code_count()) - 1.0, 1.0);
+  for (const auto& [code, r] : codes.nonzero()) {
+    const int col = std::clamp(static_cast<int>((code - codes.qmin()) / span * columns), 0, columns - 1);
+    b.lo[col] = std::min(b.lo[col], r.min);
+    b.hi[col] = std::max(b.hi[col], r.max);
+  }
+  return b;
+}
+
+// The gate's error by code: candidate (red) over canonical (blue), the codes where the candidate is worse by more
+// than the slack marked under the axis (orange).
+std::string CanonicalSvg(const CaseResult& sweep, const CanonicalComparison& k) {
+  std::string svg = SvgOpen("error by code: candidate and canonical table");
+  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
+  const int columns = static_cast<int>(plot_w);
+  const ColumnBands candidate = Columns(sweep.per_code, columns), canonical = Columns(k.canonical_per_code, columns);
+  int64_t e_lo = -1, e_hi = 1;
+  for (const ColumnBands* b : {&candidate, &canonical}) {
+    e_lo = std::min(e_lo, *std::min_element(b->lo.begin(), b->lo.end()));
+    e_hi = std::max(e_hi, *std::max_element(b->hi.begin(), b->hi.end()));
+  }
+  auto y_of = [&](double e) { return kTop + (e_hi - e) / static_cast<double>(e_hi - e_lo) * plot_h; };
+  svg += fmt::format("<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{}\" y2=\"{:.2f}\" stroke=\"#2a7\"/>", kLeft, y_of(0),
+                     kPlotWidth - kRight, y_of(0));
+  const auto band = [&](const ColumnBands& b, const char* colour, double opacity) {  // one rect per column
+    std::string out;
+    for (int col = 0; col < columns; ++col) {
+      if (b.lo[col] == 0 && b.hi[col] == 0) continue;
+      const double y1 = y_of(static_cast<double>(b.hi[col])), y2 = y_of(static_cast<double>(b.lo[col]));
+      out += fmt::format("<rect x=\"{}\" y=\"{:.2f}\" width=\"1\" height=\"{:.2f}\" fill=\"{}\" fill-opacity=\"{}\"/>",
+                         kLeft + col, y1, std::max(y2 - y1, 1.0), colour, opacity);
+    }
+    return out;
+  };
+  // The canonical table as a band, the candidate as the two lines bounding its errors per column on top.
+  svg += band(canonical, "#8ab8e6", 1.0);
+  for (const std::vector<int64_t>* edge : {&candidate.hi, &candidate.lo}) {
+    std::string points;
+    for (int col = 0; col < columns; ++col) {
+      points += fmt::format("{}{},{:.2f}", points.empty() ? "" : " ", kLeft + col, y_of(static_cast<double>((*edge)[col])));
+    }
+    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#c22\" stroke-width=\"1\"/>", points);
+  }
+  const QuantType& type = sweep.spec.convention.intermediate.q.type;
+  const double span = std::max(static_cast<double>(type.qmax() - type.qmin()), 1.0);
+  for (const CodeRun& run : k.worse) {
+    const double x1 = kLeft + (run.u_lo - type.qmin()) / span * plot_w, x2 = kLeft + (run.u_hi - type.qmin()) / span * plot_w;
+    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"4\" fill=\"#e80\"><title>u in [{}, {}]: up to "
+                       "{:+d} worse</title></rect>",
+                       x1, kPlotHeight - kBottom + 1, std::max(x2 - x1, 1.0), run.u_lo, run.u_hi, run.delta);
+  }
+  svg += Axes("intermediate code u (red lines: candidate; blue band: canonical; orange: worse by more than k)", "error (LSB)");
+  return svg + CodeAxisLabels(type, e_lo, e_hi, y_of) + "</svg>";
+}
+
+// A run as a reviewer reads it: its codes, how much worse or better, and the table rows feeding it.
+std::string RunRowText(const CodeRun& run, const std::string& rows) {
+  const std::string rows_text = run.row_lo == run.row_hi ? fmt::format("{} {}", rows, run.row_lo)
+                                                         : fmt::format("{}s {}..{}", rows, run.row_lo, run.row_hi);
+  return fmt::format("u in [{}, {}]: {} codes, up to {:+d} ({})", run.u_lo, run.u_hi, run.codes, run.delta, rows_text);
+}
+
+// Candidate and canonical side by side (exact %, bias, p99, max), then the worse and better runs.
+std::vector<std::vector<std::string>> SideBySideRows(const ErrorStats& c, const ErrorStats& k) {
+  return {{"exact %", Percent(c.exact_fraction()), Percent(k.exact_fraction())},
+          {"bias (LSB)", fmt::format("{:+.5f}", c.mean()), fmt::format("{:+.5f}", k.mean())},
+          {"p99 |e|", std::to_string(c.p99()), std::to_string(k.p99())},
+          {"max |e|", std::to_string(c.max_abs()), std::to_string(k.max_abs())}};
+}
+
+std::string CanonicalHtml(const RunResult& run) {
+  if (!run.gate || !run.gate->canonical || run.cases.empty()) return "";
+  const CanonicalComparison& k = *run.gate->canonical;
+  const CaseResult& sweep = run.cases.front();
+  std::string out = "<h2>Gate: the table against the canonical table</h2>\n";
+  out += HtmlTable({{"mode", k.mode == kGateModeRelative
+                                 ? fmt::format("relative: every code |e| ≤ |e_canonical| + k, k = {} ({})", k.slack, k.slack_source)
+                                 : std::string("absolute: the tolerance decides; the canonical table is shown, not judged")},
+                    {"canonical table", k.construction}});
+  out += "<table><tr><th>every code</th><th>candidate</th><th>canonical</th></tr>";
+  for (const auto& row : SideBySideRows(sweep.stats.overall, k.canonical)) {
+    out += fmt::format("<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td></tr>", row[0], row[1], row[2]);
+  }
+  out += "</table>\n" + CanonicalSvg(sweep, k) + "\n";
+  const auto runs = [&](const char* title, const std::vector<CodeRun>& list, uint64_t codes) {
+    std::string html = fmt::format("<h3>{}: {} codes</h3>\n", title, codes);
+    if (list.empty()) return html;
+    html += "<ul>";
+    for (const CodeRun& r : list) html += "<li>" + Html(RunRowText(r, k.rows)) + "</li>";
+    return html + "</ul>\n";
+  };
+  out += runs(fmt::format("Worse than the canonical table by more than k = {}", k.slack).c_str(), k.worse, k.worse_codes);
+  out += runs("Better than the canonical table", k.better, k.better_codes);
+  return out;
+}
+
+}  // namespace
+
 std::string ToHtml(const RunResult& run) {
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -334,6 +445,7 @@ std::string ToHtml(const RunResult& run) {
                      crossed ? fmt::format(", {} cross-convention measurements (no verdict)", crossed) : "",
                      run.complete ? "" : " — INCOMPLETE (interrupted)");
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
+  out += CanonicalHtml(run);
 
   out += "<h2>Summary</h2>\n<table><tr><th>case</th><th>verdict</th><th>evidence</th><th>samples</th><th>exact %</th>"
          "<th>bias</th><th>std</th><th>p99 |e|</th><th>max |e|</th><th>tolerance</th></tr>";
@@ -394,6 +506,17 @@ std::string ToHtml(const RunResult& run) {
 std::string ToMarkdown(const RunResult& run) {
   std::string out = "# fusediff sign-off report\n\n## Provenance\n\n| | |\n|---|---|\n";
   for (const auto& [k, v] : ProvenanceRows(run)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
+  if (run.gate && run.gate->canonical && !run.cases.empty()) {
+    const CanonicalComparison& k = *run.gate->canonical;
+    out += fmt::format("\n## Gate: the table against the canonical table ({}, {} mode, k = {})\n\n"
+                       "| every code | candidate | canonical |\n|---|--:|--:|\n",
+                       MdCell(k.construction), k.mode, k.slack);
+    for (const auto& row : SideBySideRows(run.cases.front().stats.overall, k.canonical)) {
+      out += fmt::format("| {} | {} | {} |\n", row[0], row[1], row[2]);
+    }
+    out += fmt::format("\nWorse by more than k: {} codes. Better: {} codes.\n", k.worse_codes, k.better_codes);
+    for (const CodeRun& r : k.worse) out += "- worse: " + MdCell(RunRowText(r, k.rows)) + "\n";
+  }
   out += "\n## Summary\n\n| case | verdict | evidence | samples | exact % | bias | std | p50 | p90 | p99 | p99.9 | max abs e | tol |\n"
          "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   for (const CaseResult& c : run.cases) {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <ostream>
@@ -9,6 +10,8 @@
 
 #include "command.h"
 #include "fusediff/cli/cli.h"
+#include "fusediff/driver/canonical.h"
+#include "fusediff/fused/canonical.h"
 #include "fusediff/fused/lut.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/table.h"
@@ -19,9 +22,13 @@ namespace fusediff::cli {
 
 namespace {
 
+// --knots minimax searches each knot within the TFLite table's max |e| of its reference: the search grows with
+// the square of that bound.
+constexpr int64_t kMaxMinimaxKnotBound = 32;
+
 struct TableArgs {
   std::string activation, alpha, intermediate, output, kind, requant = "double_rounding", output_rounding,
-      zero_point_order, out_dir, name;
+      zero_point_order, out_dir, name, knots, line_fit;
   int32_t segments = 0;
 };
 
@@ -45,6 +52,10 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
   std::error_code ec;
   if (!std::filesystem::is_directory(a.out_dir, ec)) throw InputError("--out-dir: folder '" + a.out_dir + "' does not exist");
   if (a.segments != 0 && d.table_kind != FusedKind::pwl) throw InputError("--segments: applies to --kind pwl only");
+  if (!a.line_fit.empty() && d.table_kind != FusedKind::pwl) throw InputError("--line-fit: applies to --kind pwl only");
+  if (!a.knots.empty() && d.table_kind != FusedKind::lut_interp) {
+    throw InputError("--knots: applies to --kind lut_interp only");
+  }
 
   const std::string stem = a.name.empty() ? std::string(to_string(c.activation.kind)) + "_" +
                                                  to_string(c.intermediate.q.type) + "_" + std::string(to_string(d.table_kind))
@@ -62,6 +73,27 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
       const auto knots = fused::LUTPopulateInt16(c.activation, c.intermediate.q.scale, 0, c.output.q.scale, 0);
       table.knots.assign(knots.begin(), knots.end());
       summary = "513 knots (TFLite LUTPopulateInt16, bit-exact)";
+      if (a.knots == "minimax") {
+        // The best knots for this lookup, searched within the TFLite table's own max |e| (docs/tolerances.md).
+        driver::ReferenceCache cache;
+        const std::vector<int32_t> y = driver::ReferenceCodes(c, cache);
+        int64_t tflite_max = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          const int16_t u = static_cast<int16_t>(static_cast<int32_t>(i) - 32768);
+          tflite_max = std::max<int64_t>(tflite_max, std::abs(fused::LUTLookup(u, knots) - y[i]));
+        }
+        if (tflite_max > kMaxMinimaxKnotBound) {
+          throw InputError(fmt::format("--knots minimax: the TFLite table errs by {} LSB here; the search covers up to {}",
+                                       tflite_max, kMaxMinimaxKnotBound));
+        }
+        const std::optional<fused::MinimaxKnots> best = fused::BestLutInterpKnots(y, tflite_max);
+        if (!best) throw InputError("--knots minimax: no knots found within the TFLite table's max |e|");
+        table.knots.assign(best->knots.begin(), best->knots.end());
+        summary = fmt::format("513 minimax knots: max |e| {} LSB (TFLite LUTPopulateInt16: {})", best->max_abs_error,
+                              tflite_max);
+      } else if (!a.knots.empty() && a.knots != "tflite") {
+        throw InputError("--knots: '" + a.knots + "' (expected tflite or minimax)");
+      }
       break;
     }
     case FusedKind::pwl: {
@@ -70,14 +102,27 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
       if (segments < 1 || segments > codes) {
         throw InputError("--segments: " + std::to_string(segments) + " (expected 1.." + std::to_string(codes) + ")");
       }
-      const fused::PwlFit fit = fused::FitPwl(c, segments);
-      table.segments = fit.segments;
-      summary = fmt::format("{} segments, max |e| {} LSB against the double-precision table", fit.segments.size(),
-                            fit.max_abs_error);
-      for (size_t i = 0; i < fit.segments.size(); ++i) {
-        const PwlSegment& s = fit.segments[i];
+      std::vector<int64_t> errors;
+      if (a.line_fit.empty() || a.line_fit == "minimax") {
+        driver::ReferenceCache cache;
+        driver::MinimaxPwlTable fit = driver::GenerateMinimaxPwl(c, segments, cache);
+        table.segments = std::move(fit.segments);
+        errors = std::move(fit.segment_max_abs_error);
+        summary = fmt::format("{} segments, the minimax line per segment, max |e| {} LSB against the exact reference",
+                              table.segments.size(), *std::max_element(errors.begin(), errors.end()));
+      } else if (a.line_fit == "chord") {
+        fused::PwlFit fit = fused::FitPwl(c, segments);
+        table.segments = std::move(fit.segments);
+        errors = std::move(fit.segment_max_abs_error);
+        summary = fmt::format("{} segments, chord lines, max |e| {} LSB against the double-precision table",
+                              table.segments.size(), fit.max_abs_error);
+      } else {
+        throw InputError("--line-fit: '" + a.line_fit + "' (expected minimax or chord)");
+      }
+      for (size_t i = 0; i < table.segments.size(); ++i) {
+        const PwlSegment& s = table.segments[i];
         summary += fmt::format("\n  [{}, {}] slope {} shift {} offset {}: max |e| {}", s.u_lo, s.u_hi, s.slope, s.shift,
-                               s.offset, fit.segment_max_abs_error[i]);
+                               s.offset, errors[i]);
       }
       break;
     }
@@ -104,6 +149,9 @@ Command AddTableCommand(CLI::App& app) {
   generate->add_option("--output", a->output, "Output y: TYPE:SCALE:ZP")->required();
   generate->add_option("--kind", a->kind, "lut | lut_interp | pwl")->required();
   generate->add_option("--segments", a->segments, "pwl segment count (default 16 for 8-bit, 64 for 16-bit)");
+  generate->add_option("--knots", a->knots, "lut_interp knots: tflite (LUTPopulateInt16, default) | minimax");
+  generate->add_option("--line-fit", a->line_fit,
+                       "pwl line per segment: minimax (exact, against the exact reference; default) | chord");
   generate->add_option("--requant", a->requant, "Requantization in the descriptor (default double_rounding)");
   generate->add_option("--output-rounding", a->output_rounding, "half_away_from_zero | half_to_even | half_up");
   generate->add_option("--zero-point-order", a->zero_point_order, "after_rounding | before_rounding");

@@ -27,8 +27,6 @@
 
 namespace fusediff::driver {
 
-struct ReferenceCache::Impl : TableCache {};
-
 ReferenceCache::ReferenceCache() : impl_(std::make_unique<Impl>()) {}
 ReferenceCache::~ReferenceCache() = default;
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "fusediff/driver/driver.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/reference/reference.h"
 
@@ -26,5 +27,8 @@ class TableCache {
  private:
   std::map<std::string, std::unique_ptr<reference::ActivationTable>> tables_;
 };
+
+// The driver's public cache is this one (canonical.cpp reads it too).
+struct ReferenceCache::Impl : TableCache {};
 
 }  // namespace fusediff::driver

@@ -28,6 +28,8 @@ std::array<int16_t, 513> LUTPopulateInt16(const Activation& a, float input_scale
                                           float output_scale, int32_t output_zero_point);
 // TFLite LUTLookup for int16: i = 256 + (x >> 7), f = x & 127, y = lut[i] + (((lut[i+1] - lut[i]) * f + 64) >> 7).
 int16_t LUTLookup(int16_t value, const std::array<int16_t, 513>& lut);
+// Its interpolation between knots `base` and `next` at offset f in [0, 127].
+int16_t LUTInterpolate(int16_t base, int16_t next, int offset);
 // The mutant interp-truncate: LUTLookup without the +64 rounding term.
 int16_t LUTLookupTruncating(int16_t value, const std::array<int16_t, 513>& lut);
 

@@ -51,6 +51,7 @@ class ReferenceCache {
  private:
   friend CaseResult RunCase(const CaseSpec&, const RunOptions&, ReferenceCache&);
   friend ReplayTrace Replay(const ReplayKey&);
+  friend struct ReferenceCacheAccess;  // canonical.cpp: the same y_ref tables for the canonical table
   std::unique_ptr<Impl> impl_;
 };
 

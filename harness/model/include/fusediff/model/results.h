@@ -9,6 +9,7 @@
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/code_errors.h"
 #include "fusediff/model/error_stats.h"
+#include "fusediff/model/gate_comparison.h"
 #include "fusediff/model/tolerance.h"
 
 namespace fusediff {
@@ -67,6 +68,7 @@ struct GateProvenance {
   std::string table_sha256;  // of the table file's bytes, lowercase hex
   std::string table_kind;
   std::string tolerance_source;  // "default", "FILE.json" or "--max-abs-lsb"
+  std::optional<CanonicalComparison> canonical;  // the candidate against the canonical table (fusediff gate)
 };
 
 struct RunResult {
