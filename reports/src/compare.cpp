@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
 
@@ -26,7 +27,7 @@ CompareRules ReadCompareRules(const std::string& path) {
   text << in.rdbuf();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = strict_json::Parse(text.str(), path);  // a duplicate rule: InputError with its line
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON (byte {}): expected an object of compare rules", path, e.byte));
   }

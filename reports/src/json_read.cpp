@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
 
@@ -324,7 +325,7 @@ RunResult ReadResultsFile(const std::string& path) {
   text << in.rdbuf();
   json j;
   try {
-    j = json::parse(text.str());
+    j = strict_json::Parse(text.str(), path);  // a duplicate key: InputError with its line and path
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON (byte {}): expected fusediff results ({})", path, e.byte, kResultsFormat));
   }

@@ -357,6 +357,42 @@ INSTANTIATE_TEST_SUITE_P(
         BadDescriptor{"missing_requant", [](auto& j) { j.erase("requant"); }, R"(requant: missing \(required\))"}),
     [](const ::testing::TestParamInfo<BadDescriptor>& info) { return std::string(info.param.name); });
 
+// A key said twice: nlohmann would keep the last one, so the file could pass review with one value and run with
+// the other. Each case repeats exactly one key of an otherwise valid file.
+TEST(Gate, DuplicateKeysExitTwoNamingLineAndPath) {
+  const fs::path dir = TempDir("dup");
+  const fs::path descriptor = Generate(kLut, dir);
+  const std::string valid = Read(descriptor);
+  struct Case {
+    std::string find, replace, expected;  // the first `find` becomes `replace`; regex on stderr after "FILE "
+  };
+  for (const Case& c : {Case{"\"requant\": ", "\"requant\": \"single_rounding\",\n  \"requant\": ",
+                             R"(line 22: requant: duplicate key \(first on line 21; each key may appear once per object\)\n)"},
+                        Case{"\"scale\": 0.05,", "\"scale\": 0.05,\n    \"scale\": 0.5,",
+                             R"(line 11: intermediate\.scale: duplicate key \(first on line 10;)"},
+                        Case{"\"file\": \"t.csv\"", "\"file\": \"t.csv\", \"kind\": \"lut\"",
+                             R"(line 24: table\.kind: duplicate key \(first on line 23;)"}}) {
+    std::string text = valid;
+    ASSERT_NE(text.find(c.find), std::string::npos) << c.find << " in\n" << text;
+    text.replace(text.find(c.find), c.find.size(), c.replace);
+    Write(descriptor, text);
+    const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "100"});
+    EXPECT_EQ(o.code, 2) << c.replace << "\n" << o.out << o.err;
+    const std::string prefix = "fusediff: " + descriptor.string() + " ";
+    ASSERT_EQ(o.err.rfind(prefix, 0), 0u) << o.err;
+    EXPECT_TRUE(std::regex_search(o.err.substr(prefix.size()), std::regex("^" + c.expected))) << c.expected << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  }
+  Write(descriptor, valid);
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [
+      {"activation": "gelu_erf", "table": "lut", "max_abs_lsb": 0},
+      {"activation": "*", "table": "lut", "max_abs_lsb": 0, "max_abs_lsb": 9}]})");
+  const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "0", "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 2) << o.out << o.err;
+  EXPECT_NE(o.err.find("tol.json line 3: tolerances[1].max_abs_lsb: duplicate key (first on line 3;"), std::string::npos)
+      << o.err;
+}
+
 TEST(Gate, MissingTableFileAndBadToleranceSpecExitTwo) {
   const fs::path dir = TempDir("files");
   const fs::path descriptor = Generate(kLut, dir);
