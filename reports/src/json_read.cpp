@@ -328,6 +328,8 @@ RunResult ReadResultsFile(const std::string& path) {
     j = strict_json::Parse(text.str(), path);  // a duplicate key: InputError with its line and path
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON (byte {}): expected fusediff results ({})", path, e.byte, kResultsFormat));
+  } catch (const json::exception& e) {  // e.g. a number beyond double's range
+    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
   return FromJson(j, path);
 }
