@@ -136,6 +136,22 @@ TEST(Gate, JsonCarriesTheTableSha256AndTheTableIsOnlyRead) {
   EXPECT_EQ(reports::Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(Gate, GenerateWritesOnlyIntoTheOutputFolder) {
+  const fs::path dir = TempDir("name");
+  fs::create_directories(dir / "out");
+  for (const std::string& name : std::vector<std::string>{"../escaped", "sub/t", "..", (dir / "abs").string()}) {
+    std::vector<std::string> args = {"table", "generate"};
+    args.insert(args.end(), kLut.generate.begin(), kLut.generate.end());
+    args.insert(args.end(), {"--name", name, "--out-dir", (dir / "out").string()});
+    const Outcome o = RunCli(args);
+    EXPECT_EQ(o.code, 2) << name << "\n" << o.out << o.err;
+    EXPECT_NE(o.err.find("fusediff: --name: '" + name + "' is not a plain file stem"), std::string::npos) << o.err;
+  }
+  EXPECT_TRUE(fs::is_empty(dir / "out"));
+  EXPECT_FALSE(fs::exists(dir / "escaped.json"));
+  EXPECT_FALSE(fs::exists(dir / "abs.json"));
+}
+
 // ---- reject: mutated tables -------------------------------------------------------------------------------
 
 struct Mutation {
@@ -391,6 +407,56 @@ TEST(Gate, DuplicateKeysExitTwoNamingLineAndPath) {
   EXPECT_EQ(o.code, 2) << o.out << o.err;
   EXPECT_NE(o.err.find("tol.json line 3: tolerances[1].max_abs_lsb: duplicate key (first on line 3;"), std::string::npos)
       << o.err;
+}
+
+// table.file must stay inside the descriptor's folder (the gate runs on descriptors from pull requests). Each refused
+// case points at a valid table outside, which --allow-table-outside then accepts: only the placement is broken.
+TEST(Gate, TableFileOutsideTheDescriptorsFolderExitsTwoUnlessAllowed) {
+  const fs::path dir = TempDir("placement");
+  fs::create_directories(dir / "op" / "sub");
+  fs::create_directories(dir / "other");
+  const fs::path descriptor = Generate(kLut, dir / "op");
+  Generate(kLut, dir / "other");
+  const fs::path op = fs::canonical(dir / "op");
+  const fs::path outside = fs::canonical(dir / "other") / "t.csv";
+  fs::create_symlink(outside, dir / "op" / "link.csv");
+  fs::create_directory_symlink(dir / "other", dir / "op" / "other_folder");
+  fs::create_symlink(op / "t.csv", dir / "op" / "alias.csv");
+  nlohmann::json j = nlohmann::json::parse(Read(descriptor));
+  auto gate = [&](const std::string& table_file, bool allow) {
+    j["table"]["file"] = table_file;
+    Write(descriptor, j.dump(2));
+    std::vector<std::string> args = {"gate", descriptor.string(), "--samples", "100"};
+    if (allow) args.push_back("--allow-table-outside");
+    return RunCli(args);
+  };
+  const std::string rule = R"( \(a table must lie inside the descriptor's folder; --allow-table-outside lifts this)";
+  struct Refused {
+    std::string table_file, expected;  // regex on stderr after "fusediff: DESCRIPTOR: "
+  };
+  for (const Refused& r :
+       {Refused{outside.string(), "table\\.file: '" + outside.string() + "' is an absolute path" + rule},
+        Refused{"../other/t.csv", "table\\.file: '\\.\\./other/t\\.csv' resolves to '" + outside.string() +
+                                      "', outside the descriptor's folder '" + op.string() + "'" + rule},
+        Refused{"sub/../../other/t.csv", "table\\.file: 'sub/\\.\\./\\.\\./other/t\\.csv' resolves to '" + outside.string() + "'"},
+        Refused{"link.csv", "table\\.file: 'link\\.csv' resolves to '" + outside.string() + "', outside" },
+        Refused{"other_folder/t.csv", "table\\.file: 'other_folder/t\\.csv' resolves to '" + outside.string() + "'"}}) {
+    const Outcome o = gate(r.table_file, false);
+    EXPECT_EQ(o.code, 2) << r.table_file << "\n" << o.out << o.err;
+    const std::string prefix = "fusediff: " + descriptor.string() + ": ";
+    ASSERT_EQ(o.err.rfind(prefix, 0), 0u) << o.err;
+    EXPECT_TRUE(std::regex_search(o.err.substr(prefix.size()), std::regex("^" + r.expected))) << r.expected << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    const Outcome allowed = gate(r.table_file, true);
+    EXPECT_EQ(allowed.code, 0) << r.table_file << "\n" << allowed.out << allowed.err;
+  }
+  // /etc/passwd is refused before it is read.
+  EXPECT_NE(gate("/etc/passwd", false).err.find("table.file: '/etc/passwd' is an absolute path"), std::string::npos);
+  // Inside after normalization, or through a symlink that stays inside: accepted.
+  for (const char* inside : {"t.csv", "./t.csv", "sub/../t.csv", "alias.csv"}) {
+    const Outcome o = gate(inside, false);
+    EXPECT_EQ(o.code, 0) << inside << "\n" << o.out << o.err;
+  }
 }
 
 TEST(Gate, MissingTableFileAndBadToleranceSpecExitTwo) {
