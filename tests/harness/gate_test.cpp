@@ -358,6 +358,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadDescriptor{"negative_scale", [](auto& j) { j["intermediate"]["scale"] = -0.25; },
                       R"(intermediate.scale: -0.250* is not a finite value > 0)"},
         BadDescriptor{"zero_scale", [](auto& j) { j["output"]["scale"] = 0; }, R"(output.scale: expected a number, got|output.scale: 0)"},
+        // Printed shortest, not %f (which shows 0.000000 for both).
+        BadDescriptor{"scale_zero_in_float32", [](auto& j) { j["intermediate"]["scale"] = 1e-300; },
+                      R"(intermediate\.scale: 1e-300 is not a finite value > 0 in float32)"},
+        BadDescriptor{"scale_below_float32_subnormals", [](auto& j) { j["output"]["scale"] = 5e-46; },
+                      R"(output\.scale: 5e-46 is not a finite value > 0 in float32)"},
         BadDescriptor{"overflowing_scale", [](auto& j) { j = std::string(R"({"format": "fusediff-fused-op/1", "op": "conv2d", "group": 1, "activation": {"kind": "relu"}, "intermediate": {"type": "int8", "scale": 1e999, "zero_point": 0, "rounding": "half_away_from_zero"}})"); },
                       R"(not valid JSON: .*number overflow)"},
         BadDescriptor{"zero_point_outside_type", [](auto& j) { j["output"]["zero_point"] = 300; },
@@ -466,6 +471,13 @@ TEST(Gate, MissingTableFileAndBadToleranceSpecExitTwo) {
   Outcome o = RunCli({"gate", descriptor.string(), "--tolerance", (dir / "tol.json").string()});
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("tol.json: tolerances[0].max_abs: unknown field"), std::string::npos) << o.err;
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [
+      {"activation": "gelu_erf", "table": "lut", "max_abs_lsb": 1, "min_exact_fraction": -1e-300}]})");
+  o = RunCli({"gate", descriptor.string(), "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("tol.json: tolerances[0].min_exact_fraction: -1e-300 (expected a fraction in [0, 1])"),
+            std::string::npos)
+      << o.err;
   fs::remove(dir / "t.csv");
   o = RunCli({"gate", descriptor.string()});
   EXPECT_EQ(o.code, 2);
