@@ -1,6 +1,7 @@
 // `fusediff table generate` and `fusediff gate` end to end, in-process: accept what the generator builds, reject
 // mutated tables naming the offending codes, and give exit 2 with one clear line for every malformed input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -33,15 +34,28 @@ Outcome RunCli(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
+// Removes the folders TempDir made once this process's tests are done (their names carry the pid).
+class TempDirs : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    for (const fs::path& dir : made) fs::remove_all(dir, ec);
+  }
+  std::vector<fs::path> made;
+};
+TempDirs* const kTempDirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
+
 fs::path TempDir(const std::string& tag) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = std::string(info->test_suite_name()) + "_" + info->name() + "_" + tag;
   for (char& ch : name) {
     if (ch == '/') ch = '_';
   }
-  const fs::path dir = fs::temp_directory_path() / ("fusediff_gate_test_" + name);
+  // The pid keeps concurrent runs of this suite (other checkouts on the same machine) out of each other's folders.
+  const fs::path dir = fs::temp_directory_path() / ("fusediff_gate_test_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
+  kTempDirs->made.push_back(dir);
   return dir;
 }
 
