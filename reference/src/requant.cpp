@@ -11,6 +11,7 @@
 #include "exact.h"
 #include "fl32.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/quant.h"
 #include "fusediff/reference/reference.h"
 
 namespace fusediff::reference {
@@ -58,7 +59,7 @@ cpp_rational dyadic_rational(__int128 value, int s) {  // value / 2^s
 
 QuantizedMultiplier QuantizeMultiplier(double real_multiplier, bool single_rounding) {
   if (!std::isfinite(real_multiplier) || real_multiplier <= 0) {
-    throw InputError("requant: real multiplier " + std::to_string(real_multiplier) + " must be finite and > 0");
+    throw InputError("requant: real multiplier " + format_double(real_multiplier) + " must be finite and > 0");
   }
   int e = 0;
   const double q = std::frexp(real_multiplier, &e);  // M = q * 2^e, q in [0.5, 1): exact

@@ -7,14 +7,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "fusediff/model/diagnostics.h"
 #include "fusediff/reports/reports.h"
 
 namespace fusediff::reports {
 
 void WriteFileAtomically(const std::string& path, const std::string& contents) {
   const std::filesystem::path target(path);
+  FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
   const std::filesystem::path temp =
       target.parent_path() / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   auto fail = [&](const std::string& what) {
     const std::string reason = std::strerror(errno);
     ::unlink(temp.c_str());

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
 
@@ -26,9 +27,11 @@ CompareRules ReadCompareRules(const std::string& path) {
   text << in.rdbuf();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = strict_json::Parse(text.str(), path);  // a duplicate rule: InputError with its line
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON (byte {}): expected an object of compare rules", path, e.byte));
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number beyond double's range
+    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
   if (!j.is_object()) throw InputError(path + ": expected a JSON object of compare rules");
   CompareRules rules;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
@@ -400,9 +401,11 @@ RunResult ReadResultsFile(const std::string& path) {
   text << in.rdbuf();
   json j;
   try {
-    j = json::parse(text.str());
+    j = strict_json::Parse(text.str(), path);  // a duplicate key: InputError with its line and path
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON (byte {}): expected fusediff results ({})", path, e.byte, kResultsFormat));
+  } catch (const json::exception& e) {  // e.g. a number beyond double's range
+    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
   return FromJson(j, path);
 }

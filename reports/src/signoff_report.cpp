@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/model/diagnostics.h"
 #include "fusediff/reports/reports.h"
 
 namespace fusediff::reports {
@@ -543,7 +544,9 @@ std::string ToMarkdown(const RunResult& run) {
     out += "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
     auto row = [&](const StatsRow& r) {
       out += "|";
+      FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
       for (const std::string& cell : r.cells) out += " " + MdCell(cell) + " |";
+      FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
       out += "\n";
     };
     row(StatsCells("all", c.stats.overall));

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "fusediff/model/diagnostics.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
 
@@ -11,7 +12,9 @@ namespace {
 std::string RegionNames(RegionSet regions) {
   std::string out;
   for (Region r : kAllRegions) {
+    FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
     if (regions & region_bit(r)) out += (out.empty() ? "" : ",") + std::string(to_string(r));
+    FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   }
   return out.empty() ? std::string(to_string(Region::bulk)) : out;
 }

@@ -52,7 +52,9 @@ TEST(FitPwl, MeetsItsReportedErrorAndCoversEveryCode) {
       worst = std::max<int64_t>(worst, std::abs(PwlLookup(fit.segments, u, c.output.q.type) - direct[u + 128]));
     }
     EXPECT_EQ(worst, fit.max_abs_error) << count;
-    if (count == 256) EXPECT_EQ(worst, 0);  // one code per segment is exact
+    if (count == 256) {
+      EXPECT_EQ(worst, 0);  // one code per segment is exact
+    }
   }
   EXPECT_LE(FitPwl(c, 16).max_abs_error, FitPwl(c, 4).max_abs_error);
 }

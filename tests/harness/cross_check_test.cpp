@@ -108,7 +108,7 @@ TEST(SeedExample, WrongScaleTableIsCaughtAtCodeEight) {
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_GT(r.stats.overall.max_abs(), 0);
   // Sweep sample i is code -128 + i: code 8 is sample 136.
-  ReplayKey key{1, 136, SeedExample(Mutant::use_output_scale)};
+  ReplayKey key{1, 136, SeedExample(Mutant::use_output_scale), std::nullopt};
   const ReplayTrace t = driver::Replay(key);
   EXPECT_EQ(t.u, 8);
   EXPECT_EQ(t.y_reference, 32);  // relu(2.0) / 0.0625

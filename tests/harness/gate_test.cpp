@@ -2,6 +2,7 @@
 // mutated tables naming the offending codes, and give exit 2 with one clear line for every malformed input; the
 // relative mode's verdicts against the canonical table (issue 16).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -38,15 +39,28 @@ Outcome RunCli(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
+// Removes the folders TempDir made once this process's tests are done (their names carry the pid).
+class TempDirs : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    for (const fs::path& dir : made) fs::remove_all(dir, ec);
+  }
+  std::vector<fs::path> made;
+};
+TempDirs* const kTempDirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
+
 fs::path TempDir(const std::string& tag) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = std::string(info->test_suite_name()) + "_" + info->name() + "_" + tag;
   for (char& ch : name) {
     if (ch == '/') ch = '_';
   }
-  const fs::path dir = fs::temp_directory_path() / ("fusediff_gate_test_" + name);
+  // The pid keeps concurrent runs of this suite (other checkouts on the same machine) out of each other's folders.
+  const fs::path dir = fs::temp_directory_path() / ("fusediff_gate_test_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
+  kTempDirs->made.push_back(dir);
   return dir;
 }
 
@@ -139,6 +153,22 @@ TEST(Gate, JsonCarriesTheTableSha256AndTheTableIsOnlyRead) {
   EXPECT_EQ(Read(dir / "t.csv"), before);
   EXPECT_EQ(fs::last_write_time(dir / "t.csv"), mtime);
   EXPECT_EQ(reports::Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Gate, GenerateWritesOnlyIntoTheOutputFolder) {
+  const fs::path dir = TempDir("name");
+  fs::create_directories(dir / "out");
+  for (const std::string& name : std::vector<std::string>{"../escaped", "sub/t", "..", (dir / "abs").string()}) {
+    std::vector<std::string> args = {"table", "generate"};
+    args.insert(args.end(), kLut.generate.begin(), kLut.generate.end());
+    args.insert(args.end(), {"--name", name, "--out-dir", (dir / "out").string()});
+    const Outcome o = RunCli(args);
+    EXPECT_EQ(o.code, 2) << name << "\n" << o.out << o.err;
+    EXPECT_NE(o.err.find("fusediff: --name: '" + name + "' is not a plain file stem"), std::string::npos) << o.err;
+  }
+  EXPECT_TRUE(fs::is_empty(dir / "out"));
+  EXPECT_FALSE(fs::exists(dir / "escaped.json"));
+  EXPECT_FALSE(fs::exists(dir / "abs.json"));
 }
 
 // ---- reject: mutated tables -------------------------------------------------------------------------------
@@ -347,6 +377,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadDescriptor{"negative_scale", [](auto& j) { j["intermediate"]["scale"] = -0.25; },
                       R"(intermediate.scale: -0.250* is not a finite value > 0)"},
         BadDescriptor{"zero_scale", [](auto& j) { j["output"]["scale"] = 0; }, R"(output.scale: expected a number, got|output.scale: 0)"},
+        // Printed shortest, not %f (which shows 0.000000 for both).
+        BadDescriptor{"scale_zero_in_float32", [](auto& j) { j["intermediate"]["scale"] = 1e-300; },
+                      R"(intermediate\.scale: 1e-300 is not a finite value > 0 in float32)"},
+        BadDescriptor{"scale_below_float32_subnormals", [](auto& j) { j["output"]["scale"] = 5e-46; },
+                      R"(output\.scale: 5e-46 is not a finite value > 0 in float32)"},
         BadDescriptor{"overflowing_scale", [](auto& j) { j = std::string(R"({"format": "fusediff-fused-op/1", "op": "conv2d", "group": 1, "activation": {"kind": "relu"}, "intermediate": {"type": "int8", "scale": 1e999, "zero_point": 0, "rounding": "half_away_from_zero"}})"); },
                       R"(not valid JSON: .*number overflow)"},
         BadDescriptor{"zero_point_outside_type", [](auto& j) { j["output"]["zero_point"] = 300; },
@@ -362,6 +397,92 @@ INSTANTIATE_TEST_SUITE_P(
         BadDescriptor{"missing_requant", [](auto& j) { j.erase("requant"); }, R"(requant: missing \(required\))"}),
     [](const ::testing::TestParamInfo<BadDescriptor>& info) { return std::string(info.param.name); });
 
+// A key said twice: nlohmann would keep the last one, so the file could pass review with one value and run with
+// the other. Each case repeats exactly one key of an otherwise valid file.
+TEST(Gate, DuplicateKeysExitTwoNamingLineAndPath) {
+  const fs::path dir = TempDir("dup");
+  const fs::path descriptor = Generate(kLut, dir);
+  const std::string valid = Read(descriptor);
+  struct Case {
+    std::string find, replace, expected;  // the first `find` becomes `replace`; regex on stderr after "FILE "
+  };
+  for (const Case& c : {Case{"\"requant\": ", "\"requant\": \"single_rounding\",\n  \"requant\": ",
+                             R"(line 22: requant: duplicate key \(first on line 21; each key may appear once per object\)\n)"},
+                        Case{"\"scale\": 0.05,", "\"scale\": 0.05,\n    \"scale\": 0.5,",
+                             R"(line 11: intermediate\.scale: duplicate key \(first on line 10;)"},
+                        Case{"\"file\": \"t.csv\"", "\"file\": \"t.csv\", \"kind\": \"lut\"",
+                             R"(line 24: table\.kind: duplicate key \(first on line 23;)"}}) {
+    std::string text = valid;
+    ASSERT_NE(text.find(c.find), std::string::npos) << c.find << " in\n" << text;
+    text.replace(text.find(c.find), c.find.size(), c.replace);
+    Write(descriptor, text);
+    const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "100"});
+    EXPECT_EQ(o.code, 2) << c.replace << "\n" << o.out << o.err;
+    const std::string prefix = "fusediff: " + descriptor.string() + " ";
+    ASSERT_EQ(o.err.rfind(prefix, 0), 0u) << o.err;
+    EXPECT_TRUE(std::regex_search(o.err.substr(prefix.size()), std::regex("^" + c.expected))) << c.expected << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  }
+  Write(descriptor, valid);
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [
+      {"activation": "gelu_erf", "table": "lut", "max_abs_lsb": 0},
+      {"activation": "*", "table": "lut", "max_abs_lsb": 0, "max_abs_lsb": 9}]})");
+  const Outcome o = RunCli({"gate", descriptor.string(), "--samples", "0", "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 2) << o.out << o.err;
+  EXPECT_NE(o.err.find("tol.json line 3: tolerances[1].max_abs_lsb: duplicate key (first on line 3;"), std::string::npos)
+      << o.err;
+}
+
+// table.file must stay inside the descriptor's folder (the gate runs on descriptors from pull requests). Each refused
+// case points at a valid table outside, which --allow-table-outside then accepts: only the placement is broken.
+TEST(Gate, TableFileOutsideTheDescriptorsFolderExitsTwoUnlessAllowed) {
+  const fs::path dir = TempDir("placement");
+  fs::create_directories(dir / "op" / "sub");
+  fs::create_directories(dir / "other");
+  const fs::path descriptor = Generate(kLut, dir / "op");
+  Generate(kLut, dir / "other");
+  const fs::path op = fs::canonical(dir / "op");
+  const fs::path outside = fs::canonical(dir / "other") / "t.csv";
+  fs::create_symlink(outside, dir / "op" / "link.csv");
+  fs::create_directory_symlink(dir / "other", dir / "op" / "other_folder");
+  fs::create_symlink(op / "t.csv", dir / "op" / "alias.csv");
+  nlohmann::json j = nlohmann::json::parse(Read(descriptor));
+  auto gate = [&](const std::string& table_file, bool allow) {
+    j["table"]["file"] = table_file;
+    Write(descriptor, j.dump(2));
+    std::vector<std::string> args = {"gate", descriptor.string(), "--samples", "100"};
+    if (allow) args.push_back("--allow-table-outside");
+    return RunCli(args);
+  };
+  const std::string rule = R"( \(a table must lie inside the descriptor's folder; --allow-table-outside lifts this)";
+  struct Refused {
+    std::string table_file, expected;  // regex on stderr after "fusediff: DESCRIPTOR: "
+  };
+  for (const Refused& r :
+       {Refused{outside.string(), "table\\.file: '" + outside.string() + "' is an absolute path" + rule},
+        Refused{"../other/t.csv", "table\\.file: '\\.\\./other/t\\.csv' resolves to '" + outside.string() +
+                                      "', outside the descriptor's folder '" + op.string() + "'" + rule},
+        Refused{"sub/../../other/t.csv", "table\\.file: 'sub/\\.\\./\\.\\./other/t\\.csv' resolves to '" + outside.string() + "'"},
+        Refused{"link.csv", "table\\.file: 'link\\.csv' resolves to '" + outside.string() + "', outside" },
+        Refused{"other_folder/t.csv", "table\\.file: 'other_folder/t\\.csv' resolves to '" + outside.string() + "'"}}) {
+    const Outcome o = gate(r.table_file, false);
+    EXPECT_EQ(o.code, 2) << r.table_file << "\n" << o.out << o.err;
+    const std::string prefix = "fusediff: " + descriptor.string() + ": ";
+    ASSERT_EQ(o.err.rfind(prefix, 0), 0u) << o.err;
+    EXPECT_TRUE(std::regex_search(o.err.substr(prefix.size()), std::regex("^" + r.expected))) << r.expected << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    const Outcome allowed = gate(r.table_file, true);
+    EXPECT_EQ(allowed.code, 0) << r.table_file << "\n" << allowed.out << allowed.err;
+  }
+  // /etc/passwd is refused before it is read.
+  EXPECT_NE(gate("/etc/passwd", false).err.find("table.file: '/etc/passwd' is an absolute path"), std::string::npos);
+  // Inside after normalization, or through a symlink that stays inside: accepted.
+  for (const char* inside : {"t.csv", "./t.csv", "sub/../t.csv", "alias.csv"}) {
+    const Outcome o = gate(inside, false);
+    EXPECT_EQ(o.code, 0) << inside << "\n" << o.out << o.err;
+  }
+}
+
 TEST(Gate, MissingTableFileAndBadToleranceSpecExitTwo) {
   const fs::path dir = TempDir("files");
   const fs::path descriptor = Generate(kLut, dir);
@@ -369,6 +490,13 @@ TEST(Gate, MissingTableFileAndBadToleranceSpecExitTwo) {
   Outcome o = RunCli({"gate", descriptor.string(), "--tolerance", (dir / "tol.json").string()});
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("tol.json: tolerances[0].max_abs: unknown field"), std::string::npos) << o.err;
+  Write(dir / "tol.json", R"({"format": "fusediff-tolerance/1", "tolerances": [
+      {"activation": "gelu_erf", "table": "lut", "max_abs_lsb": 1, "min_exact_fraction": -1e-300}]})");
+  o = RunCli({"gate", descriptor.string(), "--tolerance", (dir / "tol.json").string()});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("tol.json: tolerances[0].min_exact_fraction: -1e-300 (expected a fraction in [0, 1])"),
+            std::string::npos)
+      << o.err;
   fs::remove(dir / "t.csv");
   o = RunCli({"gate", descriptor.string()});
   EXPECT_EQ(o.code, 2);

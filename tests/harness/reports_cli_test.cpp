@@ -167,6 +167,16 @@ TEST_F(ReportsCli, CompareFlagsRegressionsAndToleratesIdenticalRuns) {
   const Outcome bad_rules = Cli({"compare", Path("base.json"), Path("same.json"), "--rules", Path("bad_rules.json")});
   EXPECT_EQ(bad_rules.code, kExitBadInput);
   EXPECT_NE(bad_rules.err.find("max_abs_growth: unknown rule"), std::string::npos) << bad_rules.err;
+  std::ofstream(Path("twice_rules.json")) << "{\"max_abs_growth_lsb\": 0,\n \"max_abs_growth_lsb\": 100}";
+  const Outcome twice = Cli({"compare", Path("exact.json"), Path("same.json"), "--rules", Path("twice_rules.json")});
+  EXPECT_EQ(twice.code, kExitBadInput);
+  EXPECT_NE(twice.err.find("twice_rules.json line 2: max_abs_growth_lsb: duplicate key (first on line 1;"),
+            std::string::npos)
+      << twice.err;
+  std::ofstream(Path("overflow_rules.json")) << R"({"max_abs_growth_lsb": 1e999})";
+  const Outcome overflow = Cli({"compare", Path("exact.json"), Path("same.json"), "--rules", Path("overflow_rules.json")});
+  EXPECT_EQ(overflow.code, kExitBadInput) << overflow.err;
+  EXPECT_NE(overflow.err.find("overflow_rules.json: not valid JSON: "), std::string::npos) << overflow.err;
 
   // Another seed is a changed sample set, told apart from a regression.
   ASSERT_EQ(Cli({"run", "--activation", "silu", "--samples", "2500", "--seed", "8", "--json", Path("seed8.json")}).code,
@@ -185,11 +195,16 @@ TEST_F(ReportsCli, BrokenResultsFilesAreBadInputNamingFileAndField) {
   nlohmann::json edited = Json(Path("a.json"));
   edited["seed"] = 99;
   std::ofstream(Path("edited.json")) << edited.dump();
+  // The seed said twice: a reader keeping the last one would see another run than a reviewer.
+  std::ofstream(Path("duplicated.json")) << "{\n  \"seed\": 99," << text.substr(text.find('{') + 1);
+  std::ofstream(Path("overflow.json")) << "{\"seed\": 1e999}";  // nlohmann's out_of_range, not a parse error
   struct Bad {
     std::string file, fragment;
   };
   for (const Bad& bad : {Bad{"typed.json", "cases[1].error_lsb.histogram.0: expected a non-negative integer"},
                          Bad{"truncated.json", "not valid JSON"}, Bad{"edited.json", "sample_set"},
+                         Bad{"duplicated.json", ": seed: duplicate key (first on line 2;"},
+                         Bad{"overflow.json", "not valid JSON: [json.exception.out_of_range.406] number overflow"},
                          Bad{"missing.json", "cannot open"}}) {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"report", Path(bad.file)}, {"compare", Path("a.json"), Path(bad.file)},

@@ -18,7 +18,7 @@ CaseSpec Example() {
 }
 
 TEST(Replay, FormatThenParseIsIdentity) {
-  const ReplayKey key{42, 123456, Example()};
+  const ReplayKey key{42, 123456, Example(), std::nullopt};
   const std::string text = format_replay(key);
   const ReplayKey back = parse_replay(text);
   EXPECT_EQ(back.seed, 42u);
@@ -31,7 +31,7 @@ TEST(Replay, FormatThenParseIsIdentity) {
 
 TEST(Replay, BadStringsNameTheField) {
   EXPECT_THROW(parse_replay("hello"), InputError);
-  const std::string good = format_replay(ReplayKey{1, 2, Example()});
+  const std::string good = format_replay(ReplayKey{1, 2, Example(), std::nullopt});
   try {
     std::string bad = good;
     bad.replace(bad.find("act=gelu_erf"), 12, "act=gelu_xx");

@@ -2,6 +2,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -36,6 +37,25 @@ RC_GTEST_PROP(ParseFloat32, FormatRoundTripsEveryFiniteFloat, (uint32_t bits)) {
   RC_PRE(std::isfinite(value));
   const float back = parse_float32(format_float32(value), "f");
   RC_ASSERT(std::bit_cast<uint32_t>(back) == bits);
+}
+
+TEST(FormatDouble, ShortestDecimalNeverFixedPoint) {
+  // %f (std::to_string) shows both of the first two as 0.000000.
+  EXPECT_EQ(format_double(1e-300), "1e-300");
+  EXPECT_EQ(format_double(-1e-300), "-1e-300");
+  EXPECT_EQ(format_double(static_cast<double>(1e-30f)), "1.0000000031710769e-30");  // the float32 nearest 1e-30
+  EXPECT_EQ(format_float32(1e-30f), "1e-30");
+  EXPECT_EQ(format_double(0.25), "0.25");
+  EXPECT_EQ(format_double(1e300), "1e+300");
+}
+
+RC_GTEST_PROP(FormatDouble, RoundTripsEveryFiniteDouble, (uint64_t bits)) {
+  const double value = std::bit_cast<double>(bits);
+  RC_PRE(std::isfinite(value));
+  const std::string text = format_double(value);
+  double back = 0;
+  std::from_chars(text.data(), text.data() + text.size(), back);
+  RC_ASSERT(std::bit_cast<uint64_t>(back) == bits);
 }
 
 TEST(QuantParams, ValidationNamesTheField) {

@@ -24,7 +24,7 @@ TEST(TableModel, CanonicalKeyIsUnchangedWithoutATableAndNamesOneWhenGiven) {
   other->lut[17] = 4;  // one entry differs: another fingerprint, another stream
   EXPECT_NE(table_fingerprint(*table), table_fingerprint(*other));
   // A replay string of a table case cannot be replayed without the file, and says so.
-  const std::string replay = format_replay(ReplayKey{1, 0, spec});
+  const std::string replay = format_replay(ReplayKey{1, 0, spec, std::nullopt});
   try {
     parse_replay(replay);
     FAIL() << "expected InputError";

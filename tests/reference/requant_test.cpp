@@ -205,6 +205,12 @@ TEST(Requant, QuantizeMultiplierCarry) {
   EXPECT_EQ(QuantizeMultiplier(0.5 + std::ldexp(1.0, -32), false), (QuantizedMultiplier{(1 << 30) + 1, 0}));
   EXPECT_THROW(QuantizeMultiplier(0.0, false), InputError);
   EXPECT_THROW(QuantizeMultiplier(-1.0, false), InputError);
+  try {
+    QuantizeMultiplier(-1e-300, false);
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "requant: real multiplier -1e-300 must be finite and > 0");  // not -0.000000
+  }
 }
 
 // f32: fl32(acc) rounds before the multiply. acc = 2^25 + 5 -> fl32 = 2^25 + 4 (spacing 4), M32 = 1/8:

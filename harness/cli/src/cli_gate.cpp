@@ -27,13 +27,16 @@ struct GateArgs {
   int64_t slack = -1;
   uint64_t samples = 20000;
   uint64_t seed = 1;
+  bool allow_table_outside = false;
 };
 
 int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream& out) {
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.html.empty()) CheckOutputPath(a.html, "--html");
   const unsigned threads = ResolveThreads(a.threads, "--threads");
-  const tables::LoadedFusedOp op = tables::LoadFusedOp(a.descriptor);
+  const tables::LoadedFusedOp op =
+      tables::LoadFusedOp(a.descriptor, a.allow_table_outside ? tables::TablePlacement::anywhere
+                                                              : tables::TablePlacement::inside_descriptor_folder);
   const Convention& c = op.descriptor.convention;
   const FusedKind kind = op.descriptor.table_kind;
   const size_t segments = op.table->segments.size();
@@ -124,6 +127,9 @@ Command AddGateCommand(CLI::App& app) {
   gate->add_option("--threads", a->threads, "Worker threads (default: every hardware thread)");
   gate->add_option("--json", a->json, "Write results JSON (fusediff-results/1, with gate provenance)");
   gate->add_option("--html", a->html, "Write the sign-off HTML report (candidate and canonical table side by side)");
+  gate->add_flag("--allow-table-outside", a->allow_table_outside,
+                 "Let table.file leave the descriptor's folder (absolute, ../ or through a symlink); only for trusted "
+                 "descriptors, never for files from pull requests");
   return Command{gate, [a](const CommandContext& ctx) { return DoGate(*a, ctx.args, ctx.out); }};
 }
 

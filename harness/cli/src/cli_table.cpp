@@ -56,6 +56,11 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
   if (!a.knots.empty() && d.table_kind != FusedKind::lut_interp) {
     throw InputError("--knots: applies to --kind lut_interp only");
   }
+  // The table goes beside its descriptor, the only place `gate` reads it from by default.
+  if (a.name.find('/') != std::string::npos || a.name == "." || a.name == "..") {
+    throw InputError("--name: '" + a.name + "' is not a plain file stem (expected no '/', '.' or '..': STEM.json and "
+                     "STEM.csv are written into --out-dir)");
+  }
 
   const std::string stem = a.name.empty() ? std::string(to_string(c.activation.kind)) + "_" +
                                                  to_string(c.intermediate.q.type) + "_" + std::string(to_string(d.table_kind))

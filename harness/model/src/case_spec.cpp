@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "fusediff/model/diagnostics.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/table.h"
 
@@ -207,7 +208,9 @@ namespace {
 template <typename T>
 std::string JoinCodes(const std::vector<T>& values) {
   std::string out;
+  FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
   for (const T& v : values) out += (out.empty() ? "" : ":") + std::to_string(v);
+  FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   return out;
 }
 
@@ -233,7 +236,9 @@ std::string EncodeExplicit(const ExplicitConv& e) {
       c.padding_left(), c.padding_bottom(), c.padding_right()});
   out += ";xq=" + format_quant_params(c.input_quant());
   std::string scales;
+  FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
   for (float s : c.weight_scales()) scales += (scales.empty() ? "" : ":") + format_float32(s);
+  FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   out += ";ws=" + scales;
   out += ";w=" + JoinCodes(std::vector<int32_t>(c.weights().begin(), c.weights().end()));
   out += ";b=" + JoinCodes(c.bias());

@@ -83,11 +83,17 @@ float parse_float32(std::string_view text, std::string_view field) {
   return value;
 }
 
-std::string format_float32(float value) {
+namespace {
+template <typename T>
+std::string ShortestDecimal(T value) {
   char buffer[64];
   auto [ptr, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);  // shortest round-trip form
   return std::string(buffer, ptr);
 }
+}  // namespace
+
+std::string format_float32(float value) { return ShortestDecimal(value); }
+std::string format_double(double value) { return ShortestDecimal(value); }
 
 int64_t parse_int(std::string_view text, std::string_view field) {
   int64_t value = 0;

@@ -52,7 +52,7 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   for (int32_t u : result.hard_codes) result.hard_codes_covered += result.per_code.covered(u) ? 1 : 0;
   result.worst.clear();
   for (const WorstCase& w : result.stats.worst.sorted()) {
-    result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec})});
+    result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec, std::nullopt})});
   }
   if (result.verdict == Verdict::unsupported) return;
   if (result.stats.overall.count() == 0 && result.unsupported_samples > 0) {  // the library rejected every draw

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/quant.h"
 #include "fusediff/tables/tables.h"
 #include "json_fields.h"
 
@@ -26,7 +27,7 @@ float ParseScale(const Fields& f, const json& object) {
   const double scale = f.Number(f.Required(object, "scale"), "scale");
   const float as_float = static_cast<float>(scale);
   if (!(scale > 0.0) || !std::isfinite(as_float) || !(as_float > 0.0f)) {
-    f.Fail("scale", std::to_string(scale) + " is not a finite value > 0 in float32");
+    f.Fail("scale", format_double(scale) + " is not a finite value > 0 in float32");
   }
   return as_float;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 
 namespace fusediff::tables::detail {
@@ -83,10 +84,11 @@ class Fields {
   std::string path_;
 };
 
-// nlohmann's parse errors carry line and column; other json exceptions (e.g. number overflow) their text.
+// nlohmann's parse errors carry line and column; other json exceptions (e.g. number overflow) their text. A
+// duplicate key is an InputError with its line and path (strict_json::Parse).
 inline json ParseJson(std::string_view text, const std::string& file) {
   try {
-    return json::parse(text.begin(), text.end());
+    return strict_json::Parse(text, file);
   } catch (const json::exception& e) {
     throw InputError(file + ": not valid JSON: " + e.what());
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/model/diagnostics.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/tables/tables.h"
 
@@ -50,7 +51,9 @@ class StrictCsv {
     std::string found;
     bool matches = true;
     for (size_t i = 0; i < N; ++i) {
+      FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
       found += (i ? "," : "") + std::string(cells[i]);
+      FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
       matches = matches && std::string_view(cells[i]) == header_[i];
     }
     if (!matches) {

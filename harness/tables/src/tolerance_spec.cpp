@@ -3,6 +3,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/quant.h"
 #include "fusediff/tables/tables.h"
 #include "json_fields.h"
 
@@ -43,12 +44,12 @@ ToleranceSpec ParseToleranceSpec(std::string_view json_text, const std::string& 
       if (e.tolerance.max_abs_lsb < 0) f.Fail("max_abs_lsb", "expected an integer >= 0");
       if (auto it = item.find("min_exact_fraction"); it != item.end()) {
         const double v = f.Number(*it, "min_exact_fraction");
-        if (v < 0.0 || v > 1.0) f.Fail("min_exact_fraction", std::to_string(v) + " (expected a fraction in [0, 1])");
+        if (v < 0.0 || v > 1.0) f.Fail("min_exact_fraction", format_double(v) + " (expected a fraction in [0, 1])");
         e.tolerance.min_exact_fraction = v;
       }
       if (auto it = item.find("max_abs_mean_lsb"); it != item.end()) {
         const double v = f.Number(*it, "max_abs_mean_lsb");
-        if (v < 0.0) f.Fail("max_abs_mean_lsb", std::to_string(v) + " (expected a bound >= 0)");
+        if (v < 0.0) f.Fail("max_abs_mean_lsb", format_double(v) + " (expected a bound >= 0)");
         e.tolerance.max_abs_mean_lsb = v;
       }
       spec.entries.push_back(e);

@@ -48,6 +48,9 @@ RoundingMode parse_rounding_mode(std::string_view text, std::string_view field);
 float parse_float32(std::string_view text, std::string_view field);
 // Shortest decimal that parses back to exactly `value` (round-trips through parse_float32).
 std::string format_float32(float value);
+// Shortest decimal that parses back to exactly `value` ("1e-300", "0.1", "inf", "nan"). Use it, never %f or
+// std::to_string, for a scale or any double in a message: %f shows 1e-300 as 0.000000.
+std::string format_double(double value);
 
 int64_t parse_int(std::string_view text, std::string_view field);
 

@@ -57,7 +57,13 @@ struct LoadedFusedOp {
   std::string table_bytes;  // exactly what was read (for its SHA-256)
   std::shared_ptr<const TableData> table;
 };
-// Reads and validates a descriptor and its table (the table file is only read).
-LoadedFusedOp LoadFusedOp(const std::string& descriptor_path);
+// Where `table.file` may lead. The gate reads descriptors from pull requests, so by default the table must be a
+// relative path that resolves (normalized, every symlink followed) inside the descriptor's folder: a descriptor
+// cannot make the gate read /etc/passwd or ../../secrets and publish its SHA-256.
+enum class TablePlacement { inside_descriptor_folder, anywhere };
+// Reads and validates a descriptor and its table (the table file is only read). A table outside the allowed
+// placement is an InputError naming `table.file` and the rule.
+LoadedFusedOp LoadFusedOp(const std::string& descriptor_path,
+                          TablePlacement placement = TablePlacement::inside_descriptor_folder);
 
 }  // namespace fusediff::tables
