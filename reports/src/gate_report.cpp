@@ -63,6 +63,11 @@ std::string RenderGate(const RunResult& run, size_t listed_codes) {
     out += fmt::format("descriptor  {}\n", run.gate->descriptor_path);
     out += fmt::format("table       {} ({}, sha256 {})\n", run.gate->table_path, run.gate->table_kind,
                        run.gate->table_sha256);
+    if (!run.gate->illegal_fusion.empty()) {
+      // Refused before any sample: the fusion itself changes the graph's meaning.
+      out += fmt::format("fusion      ILLEGAL, rule {}\nverdict: REJECT\n", run.gate->illegal_fusion);
+      return out;
+    }
   }
   if (!run.cases.empty()) {
     out += fmt::format("convention  {}\n", describe(run.cases.front().spec.convention));

@@ -363,8 +363,9 @@ RunResult FromJson(const json& j, const std::string& source) {
   if (top.has("gate")) {
     const Field gate = top["gate"];
     run.gate = GateProvenance{gate["descriptor"].str(), gate["table_file"].str(), gate["table_sha256"].str(),
-                              gate["table_kind"].str(), gate["tolerance_source"].str(), std::nullopt};
+                              gate["table_kind"].str(), gate["tolerance_source"].str(), std::nullopt, {}};
     if (gate.has("canonical")) run.gate->canonical = ReadCanonical(gate["canonical"]);
+    if (gate.has("illegal_fusion")) run.gate->illegal_fusion = gate["illegal_fusion"].str();
   }
   run.seed = top["seed"].u64();
   run.complete = top["complete"].boolean();

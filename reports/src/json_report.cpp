@@ -239,6 +239,7 @@ ordered_json ToJson(const RunResult& run) {
                  {"tolerance_source", run.gate->tolerance_source},
                  {"verdict", run.any_failure() ? "reject" : "accept"}};
     if (run.gate->canonical) j["gate"]["canonical"] = CanonicalToJson(*run.gate->canonical);
+    if (!run.gate->illegal_fusion.empty()) j["gate"]["illegal_fusion"] = run.gate->illegal_fusion;
   }
   j["seed"] = run.seed;
   j["sample_set"] = SampleSetId(run);

@@ -370,7 +370,8 @@ INSTANTIATE_TEST_SUITE_P(
                       R"(intermediate: missing: a table without an intermediate tensor is an incomplete fusion)"},
         BadDescriptor{"intermediate_without_table", [](auto& j) { j.erase("table"); },
                       R"(table: missing: an intermediate tensor without a table is an incomplete fusion)"},
-        BadDescriptor{"grouped", [](auto& j) { j["group"] = 2; }, R"(group: 2: grouped convolution is not fused by this path \(expected 1\))"},
+        // group 2 is a well-formed descriptor of an illegal fusion: refused by rule, exit 1 (gate_patterns_test).
+        BadDescriptor{"group_zero", [](auto& j) { j["group"] = 0; }, R"(group: 0 \(expected >= 1\))"},
         BadDescriptor{"unknown_activation", [](auto& j) { j["activation"]["kind"] = "swish2"; },
                       R"(activation.kind: unknown activation 'swish2')"},
         BadDescriptor{"alpha_on_gelu", [](auto& j) { j["activation"]["alpha"] = 0.1; }, R"(activation.alpha: gelu_erf takes no alpha)"},
@@ -392,7 +393,7 @@ INSTANTIATE_TEST_SUITE_P(
                       R"(table.kind: table kind lut_interp needs an int16 intermediate, got int8)"},
         BadDescriptor{"unknown_field", [](auto& j) { j["output"]["colour"] = "red"; }, R"(output.colour: unknown field)"},
         BadDescriptor{"unknown_op", [](auto& j) { j["op"] = "matmul"; }, R"(op: unknown op 'matmul')"},
-        BadDescriptor{"wrong_format", [](auto& j) { j["format"] = "fusediff-fused-op/2"; }, R"(format: 'fusediff-fused-op/2')"},
+        BadDescriptor{"wrong_format", [](auto& j) { j["format"] = "fusediff-fused-op/3"; }, R"(format: 'fusediff-fused-op/3')"},
         BadDescriptor{"not_json", [](auto& j) { j = std::string("{\"format\": "); }, R"(not valid JSON: .*line 1, column 12)"},
         BadDescriptor{"missing_requant", [](auto& j) { j.erase("requant"); }, R"(requant: missing \(required\))"}),
     [](const ::testing::TestParamInfo<BadDescriptor>& info) { return std::string(info.param.name); });

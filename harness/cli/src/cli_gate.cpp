@@ -39,6 +39,17 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
                                                               : tables::TablePlacement::inside_descriptor_folder);
   const Convention& c = op.descriptor.convention;
   const FusedKind kind = op.descriptor.table_kind;
+  // An illegal fusion is refused by the rule it breaks before any sample: no table makes it right.
+  if (const std::string illegal = driver::GateFusionIllegality(op.descriptor, op.table); !illegal.empty()) {
+    RunResult refused;
+    refused.provenance = driver::CurrentProvenance(JoinCommandLine(args));
+    refused.seed = a.seed;
+    refused.gate = GateProvenance{op.descriptor_path, op.table_path, reports::Sha256Hex(op.table_bytes),
+                                  std::string(to_string(kind)), "none: illegal fusion", std::nullopt, illegal};
+    out << reports::RenderGate(refused);
+    if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(refused).dump(2) + "\n");
+    return kExitFail;
+  }
   const size_t segments = op.table->segments.size();
 
   // Relative mode (the default) judges the table against the canonical one of its kind; --tolerance and
@@ -98,7 +109,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
   run.provenance = driver::CurrentProvenance(JoinCommandLine(args));
   run.seed = a.seed;
   run.gate = GateProvenance{op.descriptor_path, op.table_path, reports::Sha256Hex(op.table_bytes),
-                            std::string(to_string(kind)), source, std::nullopt};
+                            std::string(to_string(kind)), source, std::nullopt, {}};
   for (const CaseSpec& spec : driver::BuildGateCases(op.descriptor, op.table, a.samples)) {
     run.cases.push_back(driver::RunCase(spec, options, cache));
   }
@@ -115,7 +126,7 @@ Command AddGateCommand(CLI::App& app) {
   auto a = std::make_shared<GateArgs>();
   CLI::App* gate = app.add_subcommand(
       "gate", "Accept (exit 0) or reject (exit 1) a table file: exhaustive over every intermediate code plus conv cases");
-  gate->add_option("descriptor", a->descriptor, "Fused-op descriptor (fusediff-fused-op/1 JSON)")->required();
+  gate->add_option("descriptor", a->descriptor, "Fused-op descriptor (fusediff-fused-op/2 JSON; /1 still read)")->required();
   gate->add_option("--tolerance", a->tolerance, "Absolute mode: tolerance spec (fusediff-tolerance/1 JSON)");
   gate->add_option("--max-abs-lsb", a->max_abs_lsb, "Absolute mode: max |e| in output LSBs")->check(CLI::NonNegativeNumber);
   gate->add_option("--slack", a->slack,

@@ -6,6 +6,7 @@
 
 #include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
+#include "fusediff/fused/fused_kernel.h"
 #include "fusediff/reference/reference.h"
 
 namespace fusediff::driver {
@@ -322,6 +323,19 @@ std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::s
     cases.push_back(std::move(spec));
   }
   return cases;
+}
+
+std::string GateFusionIllegality(const FusedOpDescriptor& descriptor, const std::shared_ptr<const TableData>& table) {
+  std::vector<int32_t> applied;
+  if (has_stage(descriptor.pattern, StageKind::max_pool) || has_stage(descriptor.pattern, StageKind::avg_pool)) {
+    std::string why;
+    const std::unique_ptr<fused::FusedKernel> kernel =
+        fused::FusedKernel::Create(descriptor.convention, descriptor.table_kind, Mutant::none, &why, table);
+    if (!kernel) throw InputError("gate: the table cannot serve its descriptor: " + why);
+    const QuantType& type = descriptor.convention.intermediate.q.type;
+    for (int32_t u = type.qmin(); u <= type.qmax(); ++u) applied.push_back(kernel->ApplyTable(u));
+  }
+  return fusion_illegality(descriptor.pattern, descriptor.fusion, descriptor.convention, applied, descriptor.facts);
 }
 
 }  // namespace fusediff::driver

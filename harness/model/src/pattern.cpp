@@ -241,8 +241,26 @@ void validate(const Pattern& p, const Convention& c) {
   }
 }
 
-std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table) {
+std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
+                              const FusionFacts& facts) {
   const std::string name = pattern_name(p);
+  if (facts.intermediate_consumers != 1) {
+    return "single-consumer: a removed intermediate has " + std::to_string(facts.intermediate_consumers) +
+           " consumers; fusing it away leaves the others nothing to read";
+  }
+  if (facts.group != 1) {
+    return "group-1: the LUT post-processing rule fuses group-1 producers only (group " + std::to_string(facts.group) + ")";
+  }
+  if (facts.residual_broadcast && has_stage(p, StageKind::add)) {
+    return "residual-shape: the residual is broadcast; the fused add reads it element for element at the producer's "
+           "output shape";
+  }
+  if (!facts.fc_input_flattened && has_stage(p, StageKind::fully_connected)) {
+    return "fc-input-flattened: the fully connected stage does not read the producer's output flattened";
+  }
+  if (!facts.activation_supported && has_stage(p, StageKind::activation)) {
+    return "activation-supported: the fused path does not implement " + std::string(to_string(c.activation.kind));
+  }
   bool offered = false;
   for (const PatternInfo& info : kPatterns) {
     if (info.name != name) continue;

@@ -17,6 +17,7 @@ std::string_view to_string(Verdict v) {
 }
 
 bool RunResult::any_failure() const {
+  if (gate && !gate->illegal_fusion.empty()) return true;
   for (const CaseResult& c : cases) {
     if (c.verdict == Verdict::fail) return true;
   }

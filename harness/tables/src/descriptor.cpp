@@ -58,29 +58,123 @@ nlohmann::ordered_json QuantToJson(const QuantParams& q) {
   return j;
 }
 
+// The `pattern` object of a /2 descriptor: its name, fusion, the stages' parameters and the graph facts legality
+// reads. Every stage the name lists needs its object (an activation needs none), and only those.
+void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
+  f.CheckObject(object, "the fusion pattern",
+                {"name", "fusion", "multiplier", "intermediate_consumers", "add", "maxpool", "avgpool", "fc"});
+  d.pattern = parse_pattern_name(f.String(object, "name"), f.Name("name"));
+  if (object.contains("fusion")) d.fusion = parse_fusion(f.String(object, "fusion"), f.Name("fusion"));
+  if (object.contains("multiplier")) {
+    if (d.pattern.producer != Producer::fully_connected) f.Fail("multiplier", "applies to a fully connected producer only");
+    d.pattern.multiplier = parse_multiplier_rule(f.String(object, "multiplier"), f.Name("multiplier"));
+  }
+  if (object.contains("intermediate_consumers")) {
+    const int64_t consumers = f.Integer(object.at("intermediate_consumers"), "intermediate_consumers");
+    if (consumers < 1 || consumers > 1 << 20) f.Fail("intermediate_consumers", std::to_string(consumers) + " (expected >= 1)");
+    d.facts.intermediate_consumers = static_cast<int32_t>(consumers);
+  }
+  for (const char* stage_name : {"add", "maxpool", "avgpool", "fc"}) {
+    bool listed = false;
+    for (const Stage& st : d.pattern.stages) listed = listed || to_string(st.kind) == stage_name;
+    if (object.contains(stage_name) && !listed) {
+      f.Fail(stage_name, "pattern " + pattern_name(d.pattern) + " has no " + stage_name + " stage");
+    }
+  }
+  for (Stage& st : d.pattern.stages) {
+    if (st.kind == StageKind::activation) continue;
+    const std::string name(to_string(st.kind));
+    const json& o = f.Required(object, name);
+    const Fields fs = f.Child(name);
+    switch (st.kind) {
+      case StageKind::add: {
+        // The sum is the tensor the table reads: the descriptor's `intermediate` (set by the caller).
+        fs.CheckObject(o, "the add stage", {"rule", "residual", "residual_shape"});
+        st.add_rule = parse_add_rule(fs.String(o, "rule"), fs.Name("rule"));
+        const Fields fr = fs.Child("residual");
+        fr.CheckObject(fs.Required(o, "residual"), "the residual tensor", {"type", "scale", "zero_point", "narrow"});
+        st.residual = ParseQuant(fr, o.at("residual"));
+        if (o.contains("residual_shape")) {
+          const std::string shape = fs.String(o, "residual_shape");
+          if (shape != "same" && shape != "broadcast") fs.Fail("residual_shape", "'" + shape + "' (expected same or broadcast)");
+          d.facts.residual_broadcast = shape == "broadcast";
+        }
+        break;
+      }
+      case StageKind::max_pool:
+      case StageKind::avg_pool: {
+        const bool avg = st.kind == StageKind::avg_pool;
+        if (avg) fs.CheckObject(o, "the average pool", {"kernel", "stride", "padding", "rule", "out"});
+        else fs.CheckObject(o, "the max pool", {"kernel", "stride", "padding"});
+        st.window.kernel = static_cast<int32_t>(fs.Integer(fs.Required(o, "kernel"), "kernel"));
+        st.window.stride = static_cast<int32_t>(fs.Integer(fs.Required(o, "stride"), "stride"));
+        st.window.padding = o.contains("padding") ? static_cast<int32_t>(fs.Integer(o.at("padding"), "padding")) : 0;
+        if (avg) {
+          st.pool_rule = parse_avg_pool_rule(fs.String(o, "rule"), fs.Name("rule"));
+          const Fields fo = fs.Child("out");
+          fo.CheckObject(fs.Required(o, "out"), "the pool's output tensor", {"type", "scale", "zero_point", "narrow"});
+          st.out = ParseQuant(fo, o.at("out"));
+        }
+        break;
+      }
+      case StageKind::fully_connected: {
+        fs.CheckObject(o, "the second fully connected layer", {"outputs", "out", "input"});
+        st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
+        const Fields fo = fs.Child("out");
+        fo.CheckObject(fs.Required(o, "out"), "the layer's output tensor", {"type", "scale", "zero_point", "narrow"});
+        st.out = ParseQuant(fo, o.at("out"));
+        if (o.contains("input")) {
+          const std::string input = fs.String(o, "input");
+          if (input != "flattened" && input != "strided") fs.Fail("input", "'" + input + "' (expected flattened or strided)");
+          d.facts.fc_input_flattened = input == "flattened";
+        }
+        break;
+      }
+      case StageKind::activation: break;
+    }
+  }
+}
+
 }  // namespace
 
 FusedOpDescriptor ParseDescriptor(std::string_view json_text, const std::string& file) {
   const json root = detail::ParseJson(json_text, file);
   const Fields top(file, "");
-  top.CheckObject(root, "a fused-op descriptor",
-                  {"format", "op", "group", "activation", "intermediate", "output", "requant", "table"});
+  const bool v2 = root.is_object() && root.contains("format") && root.at("format") == kFusedOpFormat;
+  if (v2) {
+    top.CheckObject(root, "a fused-op descriptor",
+                    {"format", "op", "group", "pattern", "activation", "intermediate", "output", "requant", "table"});
+  } else {
+    top.CheckObject(root, "a fused-op descriptor",
+                    {"format", "op", "group", "activation", "intermediate", "output", "requant", "table"});
+  }
   try {
     FusedOpDescriptor d;
-    if (const std::string format = top.String(root, "format"); format != kFusedOpFormat) {
-      top.Fail("format", "'" + format + "' (expected " + kFusedOpFormat + ")");
+    if (const std::string format = top.String(root, "format"); format != kFusedOpFormat && format != kFusedOpFormatV1) {
+      top.Fail("format", "'" + format + "' (expected " + kFusedOpFormat + " or " + kFusedOpFormatV1 + ")");
     }
     const std::string op = top.String(root, "op");
     if (op == "conv2d") {
       d.op = ConvOp::conv2d;
     } else if (op == "conv_transpose2d") {
       d.op = ConvOp::conv_transpose2d;
+    } else if (op == "fully_connected" && v2) {
+      d.pattern = parse_pattern_name("fc+act", "op");
     } else {
-      top.Fail("op", "unknown op '" + op + "' (expected conv2d or conv_transpose2d)");
+      top.Fail("op", "unknown op '" + op + "' (expected conv2d, conv_transpose2d" + (v2 ? ", fully_connected)" : ")"));
     }
+    // A group other than 1 is a legal descriptor of an illegal fusion: the gate refuses it by rule (group-1).
     d.group = top.Integer(top.Required(root, "group"), "group");
-    if (d.group != 1) {
-      top.Fail("group", std::to_string(d.group) + ": grouped convolution is not fused by this path (expected 1)");
+    if (d.group < 1) top.Fail("group", std::to_string(d.group) + " (expected >= 1)");
+    d.facts.group = d.group;
+    if (v2 && root.contains("pattern")) {
+      ParsePattern(top.Child("pattern"), root.at("pattern"), d);
+      if ((d.pattern.producer == Producer::fully_connected) != (op == "fully_connected")) {
+        top.Fail("pattern.name", pattern_name(d.pattern) + " does not start with the descriptor's op " + op);
+      }
+    }
+    if (!has_stage(d.pattern, StageKind::activation)) {
+      top.Fail("pattern.name", pattern_name(d.pattern) + " has no activation: there is no table to gate");
     }
 
     Convention& c = d.convention;
@@ -134,6 +228,10 @@ FusedOpDescriptor ParseDescriptor(std::string_view json_text, const std::string&
     if (d.table_file.empty()) ft.Fail("file", "empty (expected a path relative to the descriptor)");
 
     validate(c);  // requant vs intermediate rounding, alpha, quantization
+    for (Stage& st : d.pattern.stages) {
+      if (st.kind == StageKind::add) st.out = c.intermediate.q;  // the table reads the sum
+    }
+    validate(d.pattern, c);  // stage boundaries and windows
     if (const std::string mismatch = table_kind_mismatch(d.table_kind, c); !mismatch.empty()) {
       ft.Fail("kind", mismatch);
     }
@@ -149,7 +247,7 @@ std::string FormatDescriptor(const FusedOpDescriptor& d) {
   const Convention& c = d.convention;
   nlohmann::ordered_json j;
   j["format"] = kFusedOpFormat;
-  j["op"] = std::string(to_string(d.op));
+  j["op"] = d.pattern.producer == Producer::fully_connected ? std::string("fully_connected") : std::string(to_string(d.op));
   j["group"] = d.group;
   nlohmann::ordered_json activation;
   activation["kind"] = std::string(to_string(c.activation.kind));
@@ -166,6 +264,41 @@ std::string FormatDescriptor(const FusedOpDescriptor& d) {
   j["output"] = output;
   j["requant"] = std::string(to_string(c.requant));
   j["table"] = {{"kind", std::string(to_string(d.table_kind))}, {"file", d.table_file}};
+  if (!is_conv_act(d.pattern) || d.fusion != Fusion::keep_all || !(d.facts == FusionFacts{d.group})) {
+    nlohmann::ordered_json pattern;
+    pattern["name"] = pattern_name(d.pattern);
+    pattern["fusion"] = std::string(to_string(d.fusion));
+    if (d.pattern.producer == Producer::fully_connected) pattern["multiplier"] = std::string(to_string(d.pattern.multiplier));
+    if (d.facts.intermediate_consumers != 1) pattern["intermediate_consumers"] = d.facts.intermediate_consumers;
+    for (const Stage& st : d.pattern.stages) {
+      nlohmann::ordered_json o;
+      switch (st.kind) {
+        case StageKind::activation: continue;
+        case StageKind::add:
+          o["rule"] = std::string(to_string(st.add_rule));
+          o["residual"] = QuantToJson(st.residual);
+          o["residual_shape"] = d.facts.residual_broadcast ? "broadcast" : "same";
+          break;
+        case StageKind::max_pool:
+        case StageKind::avg_pool:
+          o["kernel"] = st.window.kernel;
+          o["stride"] = st.window.stride;
+          o["padding"] = st.window.padding;
+          if (st.kind == StageKind::avg_pool) {
+            o["rule"] = std::string(to_string(st.pool_rule));
+            o["out"] = QuantToJson(st.out);
+          }
+          break;
+        case StageKind::fully_connected:
+          o["outputs"] = st.fc_outputs;
+          o["out"] = QuantToJson(st.out);
+          o["input"] = d.facts.fc_input_flattened ? "flattened" : "strided";
+          break;
+      }
+      pattern[std::string(to_string(st.kind))] = o;
+    }
+    j["pattern"] = pattern;
+  }
   return j.dump(2) + "\n";
 }
 

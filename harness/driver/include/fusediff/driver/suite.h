@@ -63,6 +63,10 @@ bool OneDnnBuiltIn();
 std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,
                                      uint64_t conv_samples);
 
+// The fusion rule a descriptor breaks (model/pattern.h fusion_illegality, with its facts), the table read as the
+// fused path applies it (for the pool rule); empty when the fusion is legal.
+std::string GateFusionIllegality(const FusedOpDescriptor& descriptor, const std::shared_ptr<const TableData>& table);
+
 // The default quantization of an activation's intermediate / output for a type: 8-bit types cover the domain
 // asymmetrically (scale = span/255, zero point placed accordingly); int16 is symmetric with zero point 0.
 QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type);

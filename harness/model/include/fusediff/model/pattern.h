@@ -134,11 +134,34 @@ bool keyed_by_activation_input(const Pattern& p);
 // window out of range, a TFLite average pool whose input and output quantization differ, bad boundary).
 void validate(const Pattern& p, const Convention& c);
 
+// What a graph says around a fusion beyond the pattern itself (a fused-op descriptor states it; generated cases
+// are always of the legal kind).
+struct FusionFacts {
+  int64_t group = 1;                    // the producer's group count
+  int32_t intermediate_consumers = 1;   // consumers of each intermediate the fusion removes
+  bool residual_broadcast = false;      // add: the residual is broadcast to the producer's output shape
+  bool fc_input_flattened = true;       // fully connected stage: it reads the producer's output flattened
+  bool activation_supported = true;     // the fused path implements the activation (a table can any)
+  friend bool operator==(const FusionFacts&, const FusionFacts&) = default;
+};
+
 // Fusion legality, as compiler fusion rules state it. Empty when `fusion` of `p` is legal; otherwise the rule
-// broken, named, e.g. "pool-before-activation: the applied table is not non-decreasing over the reachable codes
-// (code -12 -> 5, code -11 -> 3)". `table` is the activation table as applied (one output code per input code
-// of its intermediate, from the intermediate's qmin), needed for the pool rule; empty when the pattern has no pool.
-std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table);
+// broken, named first, e.g. "pool-before-activation: the applied table is not non-decreasing over the reachable
+// codes (code -12 -> 5, code -11 -> 3)". The rules, in the order checked:
+//   single-consumer        every removed intermediate has exactly one consumer;
+//   group-1                the LUT post-processing rule fuses group-1 producers only;
+//   residual-shape         an add's residual has the producer output's shape (no broadcast);
+//   fc-input-flattened     a fully connected stage reads the producer's output flattened;
+//   activation-supported   the fused path implements the activation;
+//   fusion-offered         the pattern has this fusion at all;
+//   pool-before-activation a pool moves before the activation only if the applied table is non-decreasing over
+//                          the codes it can read (max pool; an average pool never: it commutes with no
+//                          nonlinear function);
+//   fold-linear-only       FC -> FC folds only without a nonlinearity between.
+// `table` is the activation table as applied (one output code per input code of its intermediate, from the
+// intermediate's qmin), needed for the pool rule; empty when the pattern has no pool.
+std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
+                              const FusionFacts& facts = {});
 
 // One draw of a pattern: the producer's case and input, and the tensors its stages add.
 //   residual:   add: one code per producer output element (NHWK order), quantized by the add's `residual`;

@@ -69,6 +69,7 @@ struct GateProvenance {
   std::string table_kind;
   std::string tolerance_source;  // "default", "FILE.json" or "--max-abs-lsb"
   std::optional<CanonicalComparison> canonical;  // the candidate against the canonical table (fusediff gate)
+  std::string illegal_fusion;  // the fusion rule the descriptor breaks (model/pattern.h); empty when legal
 };
 
 struct RunResult {

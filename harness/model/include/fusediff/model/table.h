@@ -8,6 +8,7 @@
 
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/pattern.h"
 
 namespace fusediff {
 
@@ -45,13 +46,18 @@ std::string table_fingerprint_hex(const TableData& table);  // 16 lowercase hex 
 //   pwl:        8- or 16-bit intermediate, any output type
 std::string table_kind_mismatch(FusedKind kind, const Convention& convention);
 
-// The fused node's contract (format "fusediff-fused-op/1"): which table, which activation, and the types on
-// either side of the removed intermediate tensor.
-inline constexpr const char* kFusedOpFormat = "fusediff-fused-op/1";
+// The fused node's contract: which table, which activation, the types on either side of the removed intermediate
+// tensor, and (format /2) the fusion pattern around it with what the graph says about its legality. Format /1
+// files (conv2d+act, every boundary kept) are still read.
+inline constexpr const char* kFusedOpFormat = "fusediff-fused-op/2";
+inline constexpr const char* kFusedOpFormatV1 = "fusediff-fused-op/1";
 
 struct FusedOpDescriptor {
-  ConvOp op = ConvOp::conv2d;  // the producer (model/conv_case.h)
+  ConvOp op = ConvOp::conv2d;  // the producer (model/conv_case.h); a fully connected producer is pattern.producer
   int64_t group = 1;
+  Pattern pattern;                  // conv2d+act (or fc+act for op fully_connected) unless the descriptor says
+  Fusion fusion = Fusion::keep_all;
+  FusionFacts facts;                // group, consumers, residual shape, FC input: what legality reads
   Convention convention;
   FusedKind table_kind = FusedKind::lut;
   std::string table_file;  // as written in the descriptor: relative to the descriptor's folder
