@@ -25,14 +25,14 @@ enum class StageKind { activation, add, max_pool, avg_pool, fully_connected };
 
 // How a quantized add of two tensors (a: the producer's u, b: the residual r) rounds into its output boundary s
 // (../shared/conventions.md §1, §4).
-//   tflite:       left shift 20; per-input multipliers sa/(2 max(sa, sb)), sb/(2 max), output multiplier
+//   tflite:       left shift 20 (15 for int16); per-input multipliers sa/(2 max(sa, sb)), sb/(2 max), output multiplier
 //                 2 max(sa, sb) / (2^20 so), each QuantizeMultiplierSmallerThanOneExp; three roundings (SRDHM, then
 //                 RoundingDivideByPOT, half away from zero), + zo, saturate.
 //   onnx_spec:    the exact real sum sa(a - za) + sb(b - zb), divided by so, one rounding half to even, + zo,
 //                 saturate.
 //   ort_mlas:     MLAS on x86 SSE2, binary32: ra = sa/so, rb = sb/so, k = zo - (ra za + rb zb), y = k + ra a + rb b
 //                 (separate multiplies and adds), round half to even, saturate.
-//   ort_mlas_fma: the same with AVX2's fused multiply-adds: y = fma(rb, b, fma(ra, a, k)).
+//   ort_mlas_fma: the same with AVX2's fused multiply-adds: y = fma(a, ra, fma(b, rb, k)) (b's term innermost).
 //   ort_raw:      MLAS's portable fallback: v = (sa(a - za) + sb(b - zb)) / so in binary32, clamped to
 //                 [qmin - zo, qmax - zo], then nearbyint(v + zo).
 enum class AddRule { tflite, onnx_spec, ort_mlas, ort_mlas_fma, ort_raw };
