@@ -58,6 +58,13 @@ nlohmann::ordered_json QuantToJson(const QuantParams& q) {
   return j;
 }
 
+// A stage's quantized tensor `field` of `object` (type, scale, zero point, optional narrow).
+QuantParams ParseStageTensor(const Fields& f, const json& object, std::string_view field, std::string_view what) {
+  const Fields ft = f.Child(field);
+  ft.CheckObject(f.Required(object, field), what, {"type", "scale", "zero_point", "narrow"});
+  return ParseQuant(ft, object.at(std::string(field)));
+}
+
 // The `pattern` object of a /2 descriptor: its name, fusion, the stages' parameters and the graph facts legality
 // reads. Every stage the name lists needs its object (an activation needs none), and only those.
 void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
@@ -91,9 +98,7 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
         // The sum is the tensor the table reads: the descriptor's `intermediate` (set by the caller).
         fs.CheckObject(o, "the add stage", {"rule", "residual", "residual_shape"});
         st.add_rule = parse_add_rule(fs.String(o, "rule"), fs.Name("rule"));
-        const Fields fr = fs.Child("residual");
-        fr.CheckObject(fs.Required(o, "residual"), "the residual tensor", {"type", "scale", "zero_point", "narrow"});
-        st.residual = ParseQuant(fr, o.at("residual"));
+        st.residual = ParseStageTensor(fs, o, "residual", "the residual tensor");
         if (o.contains("residual_shape")) {
           const std::string shape = fs.String(o, "residual_shape");
           if (shape != "same" && shape != "broadcast") fs.Fail("residual_shape", "'" + shape + "' (expected same or broadcast)");
@@ -111,18 +116,14 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
         st.window.padding = o.contains("padding") ? static_cast<int32_t>(fs.Integer(o.at("padding"), "padding")) : 0;
         if (avg) {
           st.pool_rule = parse_avg_pool_rule(fs.String(o, "rule"), fs.Name("rule"));
-          const Fields fo = fs.Child("out");
-          fo.CheckObject(fs.Required(o, "out"), "the pool's output tensor", {"type", "scale", "zero_point", "narrow"});
-          st.out = ParseQuant(fo, o.at("out"));
+          st.out = ParseStageTensor(fs, o, "out", "the pool's output tensor");
         }
         break;
       }
       case StageKind::fully_connected: {
         fs.CheckObject(o, "the second fully connected layer", {"outputs", "out", "input"});
         st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
-        const Fields fo = fs.Child("out");
-        fo.CheckObject(fs.Required(o, "out"), "the layer's output tensor", {"type", "scale", "zero_point", "narrow"});
-        st.out = ParseQuant(fo, o.at("out"));
+        st.out = ParseStageTensor(fs, o, "out", "the layer's output tensor");
         if (o.contains("input")) {
           const std::string input = fs.String(o, "input");
           if (input != "flattened" && input != "strided") fs.Fail("input", "'" + input + "' (expected flattened or strided)");
