@@ -4,20 +4,57 @@
 #   2. compare against the stored baseline (exit 1 = regression, 2 = bad input),
 #   3. publish the sign-off report (HTML + Markdown) and JUnit XML,
 #   4. promote tonight's results to baseline when nothing regressed.
+# Usage: nightly.sh [--shards N]
+#   --shards N runs the suite as N shards in N local processes (fusediff run --shard I/N, each with
+#   nproc/N worker threads unless RUN_ARGS sets --threads) and merges them: the same flow as the
+#   Kubernetes and Slurm examples (examples/nightly-kubernetes.yaml, examples/nightly-slurm.sh), on one machine.
 # Environment: FUSEDIFF (binary, default "fusediff"), STATE (folder holding baseline.json, default ./nightly),
 # PUBLISH (report folder, default $STATE/publish), RUN_ARGS (extra `run` options, e.g. "--samples 200000"),
 # RULES (optional compare rules JSON, docs/reports.md).
 set -euo pipefail
+shards=1
+while (( $# > 0 )); do
+  case $1 in
+    --shards) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "nightly: --shards: expected a count N >= 1, got '${2:-}'" >&2; exit 2; }
+              shards=$2; shift 2 ;;
+    *) echo "nightly: $1: unknown option (expected --shards N)" >&2; exit 2 ;;
+  esac
+done
 fusediff=${FUSEDIFF:-fusediff}
 state=${STATE:-./nightly}
 publish=${PUBLISH:-$state/publish}
 mkdir -p "$state" "$publish"
 
 # 1. Run. Exit 1 (some case fails its tolerance) is still a result to compare and publish.
-# shellcheck disable=SC2086
-"$fusediff" run --seed 1 ${RUN_ARGS:-} --json "$state/current.json" --junit "$publish/junit.xml" \
-  > "$publish/run.txt" || run_status=$?
-run_status=${run_status:-0}
+run_status=0
+if (( shards == 1 )); then
+  # shellcheck disable=SC2086
+  "$fusediff" run --seed 1 ${RUN_ARGS:-} --json "$state/current.json" --junit "$publish/junit.xml" \
+    > "$publish/run.txt" || run_status=$?
+else
+  parts=$state/parts
+  rm -rf "$parts" && mkdir -p "$parts"
+  threads=()
+  [[ " ${RUN_ARGS:-} " == *" --threads "* ]] || threads=(--threads "$(( $(nproc) / shards > 0 ? $(nproc) / shards : 1 ))")
+  pids=()
+  for (( i = 0; i < shards; i++ )); do
+    # shellcheck disable=SC2086
+    "$fusediff" run --seed 1 ${RUN_ARGS:-} "${threads[@]}" --shard "$i/$shards" --json "$parts/part-$i.json" \
+      > "$parts/run-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  for (( i = 0; i < shards; i++ )); do
+    part_status=0
+    wait "${pids[$i]}" || part_status=$?
+    if (( part_status >= 2 )); then
+      echo "nightly: shard $i/$shards failed with exit $part_status:" >&2; cat "$parts/run-$i.txt" >&2; run_status=$part_status
+    fi
+  done
+  if (( run_status < 2 )); then
+    "$fusediff" merge "$parts"/part-*.json --out "$state/current.json" --junit "$publish/junit.xml" \
+      > "$publish/run.txt" || run_status=$?
+  fi
+fi
 if (( run_status >= 2 )); then echo "nightly: run failed with exit $run_status" >&2; exit "$run_status"; fi
 
 # 3. Publish whatever happened.
