@@ -12,14 +12,14 @@
 #
 # Submit from a login node, e.g. from cron every night (the folder must be shared with the compute nodes):
 #   bash examples/nightly-slurm.sh            # = submit: the array (this file) and the dependent merge job
-# Steps, as the jobs run them:  nightly-slurm.sh part  |  nightly-slurm.sh merge ARRAY_JOB_ID
+# Steps, as the jobs run them:  nightly-slurm.sh part  |  nightly-slurm.sh merge ARRAY_JOB_ID (which runs
+# examples/nightly.sh --parts on the array's parts: this folder must be on the shared file system too).
 # Environment (exported to the jobs): FUSEDIFF (binary, default "fusediff"), STATE (shared folder for parts,
 # baseline and reports, default ./nightly), RUN_ARGS (extra `run` options, e.g. "--samples 10000000"),
 # RULES (optional compare rules JSON, docs/reports.md), SBATCH (submit command, default "sbatch").
 set -euo pipefail
 fusediff=${FUSEDIFF:-fusediff}
 state=${STATE:-./nightly}
-publish=$state/publish
 
 case ${1:-submit} in
   submit)
@@ -49,32 +49,12 @@ case ${1:-submit} in
 
   merge)
     parts=$state/parts-${2:?merge: expected the array job id}
-    mkdir -p "$publish"
-    shopt -s nullglob
-    files=("$parts"/part-*.json)
-    (( ${#files[@]} > 0 )) || { echo "nightly: no parts in $parts" >&2; exit 2; }
-    # 1. Merge: exactly shards 0..N-1 of one run, else exit 2 naming what is missing or doubled.
-    run_status=0
-    "$fusediff" merge "${files[@]}" --out "$state/current.json" --junit "$publish/junit.xml" \
-      > "$publish/run.txt" || run_status=$?
-    if (( run_status >= 2 )); then echo "nightly: merge failed with exit $run_status" >&2; exit "$run_status"; fi
-    rm -rf "$parts"  # merged into current.json
-    # 2. Publish the sign-off report.
-    "$fusediff" report "$state/current.json" --html "$publish/signoff.html" --md "$publish/signoff.md"
-    # 3. Compare against the baseline (the first night has none: it becomes one), 4. promote.
-    if [[ -f "$state/baseline.json" ]]; then
-      compare_status=0
-      "$fusediff" compare "$state/baseline.json" "$state/current.json" ${RULES:+--rules "$RULES"} \
-        > "$publish/compare.txt" || compare_status=$?
-      cat "$publish/compare.txt"
-      if (( compare_status != 0 )); then
-        echo "nightly: regression against the baseline (exit $compare_status); baseline kept" >&2
-        exit "$compare_status"
-      fi
-    fi
-    cp "$state/current.json" "$state/baseline.json.tmp" && mv "$state/baseline.json.tmp" "$state/baseline.json"
-    echo "nightly: baseline promoted"
-    exit "$run_status"
+    # Merge (exactly shards 0..N-1 of one run, else exit 2 naming what is missing or doubled), publish the
+    # sign-off report, compare against the baseline and promote: examples/nightly.sh on the parts.
+    status=0
+    bash "$(dirname "$0")/nightly.sh" --parts "$parts" || status=$?
+    if (( status < 2 )); then rm -rf "$parts"; fi  # merged into $STATE/current.json
+    exit "$status"
     ;;
 
   *)

@@ -37,6 +37,11 @@ bash "$script" --shards 0 > "$3/bad_shards.txt" 2>&1
 code=$?
 set -e
 [[ $code -eq 2 ]] || { echo "FAIL: --shards 0 exited $code, expected 2" >&2; exit 1; }
+set +e
+bash "$script" --parts "$3/no-such-folder" > "$3/bad_parts.txt" 2>&1
+code=$?
+set -e
+[[ $code -eq 2 ]] || { echo "FAIL: --parts of a missing folder exited $code, expected 2" >&2; exit 1; }
 before=$(sha256sum < "$STATE/baseline.json")
 export RUN_ARGS="--activation hard_swish --samples 2000 --max-abs-lsb 0"
 set +e

@@ -65,6 +65,17 @@ def check_merged_equals(current, whole):
     check(merged == unsharded, f"{current}: the merged parts differ from the unsharded run")
 
 
+def check_first_night(result, run_status, state, parts, whole):
+    """The first night: the verdict of the run, a baseline created, the parts consumed, everything published, and
+    the merged results equal to the unsharded run apart from provenance."""
+    check(result.returncode == run_status, f"first night exited {result.returncode}: {result.stdout}")
+    check(os.path.exists(os.path.join(state, "baseline.json")), "the first night did not create the baseline")
+    check(not os.path.exists(parts), "the merged parts were left behind")
+    for f in ("signoff.html", "signoff.md", "junit.xml", "run.txt"):
+        check(os.path.getsize(os.path.join(state, "publish", f)) > 0, f"{f} not published")
+    check_merged_equals(os.path.join(state, "current.json"), whole)
+
+
 def unsharded_run(fusediff, work, env):
     whole = os.path.join(work, "whole.json")
     r = run([fusediff, "run", "--seed", "1", *SMALL_RUN.split(), "--json", whole], env)
@@ -151,13 +162,7 @@ def kubernetes(manifest, fusediff, work, bin_dir):
             check(os.path.exists(os.path.join(state, "parts", f"part-{i}.json")), f"part {i} not written")
         return pod("fusediff-nightly-merge")
 
-    first = night(check_wait=True)
-    check(first.returncode == run_status, f"first night exited {first.returncode}: {first.stdout}")
-    check(os.path.exists(os.path.join(state, "baseline.json")), "the first night did not create the baseline")
-    check(not os.path.exists(os.path.join(state, "parts")), "the merged parts were left behind")
-    for f in ("signoff.html", "signoff.md", "junit.xml", "run.txt"):
-        check(os.path.getsize(os.path.join(state, "publish", f)) > 0, f"{f} not published")
-    check_merged_equals(os.path.join(state, "current.json"), whole)
+    check_first_night(night(check_wait=True), run_status, state, os.path.join(state, "parts"), whole)
 
     second = night()
     check(second.returncode == run_status and "baseline promoted" in second.stdout, f"second night: {second.stdout}")
@@ -219,12 +224,7 @@ def slurm(script, fusediff, work, bin_dir):
     for task_id in ids:
         task(task_id)
     merged = run(["bash", script, "merge", "4242"], env)
-    check(merged.returncode == run_status, f"merge exited {merged.returncode}: {merged.stdout}")
-    check(os.path.exists(os.path.join(state, "baseline.json")), "the first night did not create the baseline")
-    check(not os.path.exists(os.path.join(state, "parts-4242")), "the merged parts were left behind")
-    for f in ("signoff.html", "signoff.md", "junit.xml", "run.txt"):
-        check(os.path.getsize(os.path.join(state, "publish", f)) > 0, f"{f} not published")
-    check_merged_equals(os.path.join(state, "current.json"), whole)
+    check_first_night(merged, run_status, state, os.path.join(state, "parts-4242"), whole)
 
     # Night 2, one task lost: the merge refuses (exit 2) naming the shard; the baseline stays.
     baseline = open(os.path.join(state, "baseline.json"), "rb").read()
