@@ -1,7 +1,7 @@
 #pragma once
 // Every variable `fusediff run` takes its shard from (harness/cli/src/sharding.h). A surrounding test runner or
 // scheduler (Bazel, GoogleTest, a Kubernetes Indexed Job, a Slurm array) must not shard the project's own runs,
-// so tests clear them before running the CLI.
+// so tests clear them before running the CLI (the shell and CMake test drivers clear the same list).
 #include <cstdlib>
 
 namespace fusediff::test_support {
