@@ -37,8 +37,9 @@ case ${1:-submit} in
   part)
     parts=$state/parts-$SLURM_ARRAY_JOB_ID
     mkdir -p "$parts"
-    threads=()  # the task's CPUs, not the node's
+    threads=()  # the task's CPUs, not the node's; for oneDNN's OpenMP pool too
     [[ " ${RUN_ARGS:-} " == *" --threads "* ]] || threads=(--threads "${SLURM_CPUS_PER_TASK:-1}")
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
     status=0
     # shellcheck disable=SC2086
     "$fusediff" run --seed 1 ${RUN_ARGS:-} "${threads[@]}" --json "$parts/part-$SLURM_ARRAY_TASK_ID.json" \

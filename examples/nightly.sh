@@ -6,7 +6,8 @@
 #   4. promote tonight's results to baseline when nothing regressed.
 # Usage: nightly.sh [--shards N | --parts DIR]
 #   --shards N  runs the suite as N shards in N local processes (fusediff run --shard I/N, each with nproc/N
-#               worker threads unless RUN_ARGS sets --threads) and merges them: the flow of the Kubernetes and
+#               worker threads unless RUN_ARGS sets --threads, and as many OpenMP threads for oneDNN unless
+#               OMP_NUM_THREADS is set) and merges them: the flow of the Kubernetes and
 #               Slurm examples (examples/nightly-kubernetes.yaml, examples/nightly-slurm.sh) on one machine.
 #   --parts DIR merges the parts a scheduler wrote to DIR (part-*.json) instead of running; a missing or
 #               doubled shard is refused (exit 2). examples/nightly-slurm.sh ends with this.
@@ -35,8 +36,12 @@ run_status=0
 if (( shards > 1 )); then
   parts=$state/parts
   rm -rf "$parts" && mkdir -p "$parts"
+  per_part=$(( $(nproc) / shards > 0 ? $(nproc) / shards : 1 ))
   threads=()
-  [[ " ${RUN_ARGS:-} " == *" --threads "* ]] || threads=(--threads "$(( $(nproc) / shards > 0 ? $(nproc) / shards : 1 ))")
+  [[ " ${RUN_ARGS:-} " == *" --threads "* ]] || threads=(--threads "$per_part")
+  # oneDNN's OpenMP pool is per process and sized to the machine: N of them oversubscribe it (results do not
+  # depend on it; the time does, docs/reports.md).
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$per_part}
   pids=()
   for (( i = 0; i < shards; i++ )); do
     # shellcheck disable=SC2086

@@ -125,6 +125,12 @@ def kubernetes(manifest, fusediff, work, bin_dir):
         check(container["command"] == ["/bin/sh", "-c"] and len(container["args"]) == 1, f"{name}: command")
         scripts[name] = (container["args"][0], env)
         check(run(["sh", "-n", "-c", container["args"][0]], os.environ).returncode == 0, f"{name}: sh -n")
+    _, parts_env = scripts["fusediff-nightly-parts"]
+    (parts_container,) = parts_job["spec"]["template"]["spec"]["containers"]
+    cpus = parts_container["resources"]["requests"]["cpu"]
+    check(parts_env["THREADS"] == parts_env["OMP_NUM_THREADS"] == cpus,
+          f"THREADS, OMP_NUM_THREADS and the CPU request differ: {parts_env['THREADS']}, "
+          f"{parts_env['OMP_NUM_THREADS']}, {cpus}")
     for rule in spec["podFailurePolicy"]["rules"]:
         check(rule["onExitCodes"]["containerName"] == "fusediff", "podFailurePolicy names another container")
         check(set(rule["onExitCodes"]["values"]) == {2, 3}, "podFailurePolicy: FailJob on exit 2 and 3")
@@ -135,7 +141,7 @@ def kubernetes(manifest, fusediff, work, bin_dir):
 
     def pod(name, index=None, run_args=SMALL_RUN, timeout=300):
         script, pod_env = scripts[name]
-        e = {**env, **pod_env, "STATE": state, "RUN_ARGS": run_args, "THREADS": "1"}
+        e = {**env, **pod_env, "STATE": state, "RUN_ARGS": run_args, "THREADS": "1", "OMP_NUM_THREADS": "1"}
         if index is not None:
             e["JOB_COMPLETION_INDEX"] = str(index)  # set by Kubernetes in each pod of an Indexed Job
         return run(["sh", "-c", script], e, timeout)
