@@ -13,6 +13,7 @@ packages=(
   libssl-dev                              # SHA-256 of table files (libcrypto)
   clang libclang-rt-14-dev                # libFuzzer target (clang -fsanitize=fuzzer)
   python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
+  python3-yaml                            # parsing the Kubernetes example manifest (ctest examples.kubernetes)
   libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
   chromium                                # headless rendering test of the HTML sign-off report
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN fused path (its CMake config wants the OpenCL headers)

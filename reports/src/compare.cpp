@@ -174,7 +174,7 @@ std::string RenderComparison(const RunComparison& comparison, const RunResult& b
                        "changed' compare different samples\n",
                        SampleSetId(baseline).substr(0, 12), baseline.seed, SampleSetId(current).substr(0, 12), current.seed);
   }
-  if (!current.complete) out += "\ncurrent run is incomplete (interrupted)\n";
+  if (!current.complete) out += "\ncurrent run is incomplete (interrupted, or a merge of some shards)\n";
   out += fmt::format("\n{} cases compared: {} regression{}\n", comparison.cases.size(), regressions,
                      regressions == 1 ? "" : "s");
   return out;

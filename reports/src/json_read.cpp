@@ -1,7 +1,9 @@
 // The strict inverse of ToJson: a results file read back into a RunResult, with errors that name the file, the
 // field and what was expected.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -376,6 +378,14 @@ RunResult FromJson(const json& j, const std::string& source) {
   }
   run.shard_index = static_cast<uint32_t>(shard_index);
   run.shard_count = static_cast<uint32_t>(shard_count);
+  run.shard_source = "unrecorded";  // files written before the field existed
+  if (top["shard"].has("source")) {
+    const Field source = top["shard"]["source"];
+    run.shard_source = source.str();
+    if (std::find(std::begin(kShardSources), std::end(kShardSources), run.shard_source) == std::end(kShardSources)) {
+      source.fail(fmt::format("one of {}", fmt::join(kShardSources, ", ")));
+    }
+  }
   const Field cases = top["cases"];
   for (size_t i = 0; i < cases.array_size(); ++i) {
     CaseResult c = ReadCase(cases.at(i));

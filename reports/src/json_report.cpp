@@ -243,7 +243,7 @@ ordered_json ToJson(const RunResult& run) {
   }
   j["seed"] = run.seed;
   j["sample_set"] = SampleSetId(run);
-  j["shard"] = {{"index", run.shard_index}, {"count", run.shard_count}};
+  j["shard"] = {{"index", run.shard_index}, {"count", run.shard_count}, {"source", run.shard_source}};
   j["complete"] = run.complete;
   ordered_json cases = ordered_json::array();
   for (const CaseResult& c : run.cases) cases.push_back(CaseToJson(c, run.seed));

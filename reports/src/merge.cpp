@@ -1,6 +1,7 @@
 // Shards of one run folded back into the whole run: histograms and counts add exactly; coverage, worst replay
 // lines and verdicts are recomputed from the merged statistics.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 #include <vector>
@@ -10,11 +11,24 @@
 
 namespace fusediff::reports {
 
-RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::string>& names) {
+std::vector<uint32_t> MissingShards(const std::vector<RunResult>& parts) {
+  if (parts.empty()) return {};
+  std::vector<bool> seen(parts.front().shard_count, false);
+  for (const RunResult& p : parts) {
+    if (p.shard_index < seen.size()) seen[p.shard_index] = true;
+  }
+  std::vector<uint32_t> missing;
+  for (uint32_t s = 0; s < seen.size(); ++s) {
+    if (!seen[s]) missing.push_back(s);
+  }
+  return missing;
+}
+
+RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::string>& names, bool allow_partial) {
   if (parts.empty()) throw InputError("merge: expected at least one results file");
   const RunResult& first = parts.front();
   const std::string first_set = SampleSetId(first);
-  std::vector<bool> seen(first.shard_count, false);
+  std::vector<const std::string*> holder(first.shard_count, nullptr);  // which file holds each shard
   for (size_t i = 0; i < parts.size(); ++i) {
     const RunResult& p = parts[i];
     auto refuse = [&](const std::string& what, const std::string& mine, const std::string& theirs) {
@@ -37,22 +51,28 @@ RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::
     }
     const std::string set = SampleSetId(p);
     if (set != first_set) refuse("sample_set", set.substr(0, 16) + "...", first_set.substr(0, 16) + "...");
-    if (seen[p.shard_index]) {
-      throw InputError(fmt::format("{}: shard.index: shard {}/{} appears twice", names[i], p.shard_index, p.shard_count));
+    // Never merged, even when partial: its samples would count twice.
+    if (holder[p.shard_index]) {
+      throw InputError(fmt::format("{}: shard.index: shard {}/{} appears twice (also in {})", names[i], p.shard_index,
+                                   p.shard_count, *holder[p.shard_index]));
     }
-    seen[p.shard_index] = true;
+    holder[p.shard_index] = &names[i];
   }
-  for (uint32_t s = 0; s < first.shard_count; ++s) {
-    if (!seen[s]) {
-      throw InputError(fmt::format("merge: shard {}/{} is missing: expected every shard 0..{} once", s, first.shard_count,
-                                   first.shard_count - 1));
-    }
+  const std::vector<uint32_t> missing = MissingShards(parts);
+  if (!missing.empty() && !allow_partial) {
+    std::vector<std::string> listed;
+    for (uint32_t s : missing) listed.push_back(fmt::format("{}/{}", s, first.shard_count));
+    throw InputError(fmt::format("merge: shard{} {} {} missing: expected every shard 0..{} once (--allow-partial merges "
+                                 "what is there, marked \"complete\": false)",
+                                 missing.size() == 1 ? "" : "s", fmt::join(listed, ", "),
+                                 missing.size() == 1 ? "is" : "are", first.shard_count - 1));
   }
 
   RunResult merged = first;
   merged.shard_index = 0;
   merged.shard_count = 1;
-  merged.complete = true;
+  merged.shard_source = "merge";
+  merged.complete = missing.empty();
   for (CaseResult& c : merged.cases) {
     c.shard_index = 0;
     c.shard_count = 1;

@@ -143,8 +143,8 @@ std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult&
       {"seed", std::to_string(run.seed)},
       {"samples", fmt::format("{} in {} cases", TotalSamples(run), run.cases.size())},
       {"sample set", SampleSetId(run)},
-      {"shard", fmt::format("{}/{}", run.shard_index, run.shard_count)},
-      {"complete", run.complete ? "yes" : "NO (interrupted: partial result)"},
+      {"shard", fmt::format("{}/{} (from {})", run.shard_index, run.shard_count, run.shard_source)},
+      {"complete", run.complete ? "yes" : "NO (partial result: interrupted, or a merge of some shards)"},
       {"command line", run.provenance.command_line},
       {"platform", run.provenance.compiler + "; " + run.provenance.libc + "; " + run.provenance.isa}};
   if (!run.provenance.onednn_version.empty()) {
@@ -444,7 +444,7 @@ std::string ToHtml(const RunResult& run) {
   out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
                      run.cases.size(), passed, failed, unsupported,
                      crossed ? fmt::format(", {} cross-convention measurements (no verdict)", crossed) : "",
-                     run.complete ? "" : " — INCOMPLETE (interrupted)");
+                     run.complete ? "" : " — INCOMPLETE (partial result)");
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
   out += CanonicalHtml(run);
 

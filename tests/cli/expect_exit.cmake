@@ -1,7 +1,9 @@
 # Runs COMMAND (a ;-list) and fails unless it exits with EXPECTED and, when given, its output matches PATTERN.
 # Usage: cmake -DEXPECTED=1 -DPATTERN=regex -DCOMMAND="a;b;c" -P expect_exit.cmake
 # The project's own runs are never sharded by a surrounding test runner's variables.
-foreach(variable GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE)
+foreach(variable GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE
+                 JOB_COMPLETION_INDEX FUSEDIFF_SHARD_COUNT SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_COUNT
+                 SLURM_ARRAY_TASK_STEP)
   unset(ENV{${variable}})
 endforeach()
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -10,6 +10,7 @@
 
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/suite.h"
+#include "shard_env.h"
 
 namespace fusediff::cli {
 namespace {
@@ -21,10 +22,7 @@ struct Outcome {
 };
 
 Outcome RunCli(std::vector<std::string> args) {
-  // A surrounding test runner's sharding variables must not shard the project's own runs.
-  for (const char* v : {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "TEST_TOTAL_SHARDS", "TEST_SHARD_INDEX", "TEST_SHARD_STATUS_FILE"}) {
-    ::unsetenv(v);
-  }
+  test_support::ClearShardVariables();
   args.insert(args.begin(), "fusediff");
   std::ostringstream out, err;
   const int code = Main(args, out, err);

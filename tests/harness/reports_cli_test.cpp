@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,12 +20,10 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
+#include "shard_env.h"
 
 namespace fusediff::cli {
 namespace {
-
-constexpr const char* kShardVariables[] = {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "TEST_TOTAL_SHARDS",
-                                           "TEST_SHARD_INDEX", "TEST_SHARD_STATUS_FILE"};
 
 struct Outcome {
   int code;
@@ -41,7 +41,7 @@ Outcome Cli(std::vector<std::string> args) {
 class ReportsCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : kShardVariables) ::unsetenv(v);
+    test_support::ClearShardVariables();
     dir_ = std::filesystem::temp_directory_path() /
            ("fusediff_reports_test_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -49,7 +49,7 @@ class ReportsCli : public ::testing::Test {
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
-    for (const char* v : kShardVariables) ::unsetenv(v);
+    test_support::ClearShardVariables();
     std::filesystem::remove_all(dir_);
   }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
@@ -60,10 +60,11 @@ class ReportsCli : public ::testing::Test {
     return s.str();
   }
   static nlohmann::json Json(const std::string& path) { return nlohmann::json::parse(Read(path)); }
-  // Everything but when and how the file was made.
+  // Everything but when and how the file was made (a merge's shard comes from "merge").
   static nlohmann::json Comparable(nlohmann::json j) {
     j.erase("created");
     j.erase("command_line");
+    j["shard"].erase("source");
     return j;
   }
   std::filesystem::path dir_;
@@ -85,6 +86,7 @@ TEST_F(ReportsCli, ResultsReadBackToTheSameJson) {
   EXPECT_EQ(written["sample_set"].get<std::string>().size(), 64u);
   EXPECT_TRUE(written["complete"].get<bool>());
   EXPECT_EQ(written["shard"]["count"], 1);
+  EXPECT_EQ(written["shard"]["source"], "none");
 }
 
 TEST_F(ReportsCli, ShardedAndMergedEqualsUnsharded) {
@@ -101,7 +103,36 @@ TEST_F(ReportsCli, ShardedAndMergedEqualsUnsharded) {
   const Outcome merged = Cli(merge);
   EXPECT_EQ(merged.code, kExitFail) << merged.err;
   EXPECT_EQ(Comparable(Json(Path("merged.json"))), Comparable(Json(Path("whole.json"))));
+  EXPECT_EQ(Json(Path("merged.json"))["shard"], (nlohmann::json{{"index", 0}, {"count", 1}, {"source", "merge"}}));
+  EXPECT_TRUE(Json(Path("merged.json"))["complete"].get<bool>());
   EXPECT_NE(Read(Path("merged.xml")).find("<failure"), std::string::npos);
+
+  // Every missing shard is named; a doubled one is refused even with --allow-partial (it would count twice).
+  const Outcome two_missing = Cli({"merge", Path("part1.json"), "--out", Path("x.json")});
+  EXPECT_EQ(two_missing.code, kExitBadInput);
+  EXPECT_NE(two_missing.err.find("shards 0/3, 2/3 are missing"), std::string::npos) << two_missing.err;
+  std::filesystem::copy_file(Path("part1.json"), Path("again.json"));
+  for (const bool partial : {false, true}) {
+    std::vector<std::string> doubled = {"merge", Path("part0.json"), Path("part1.json"), Path("again.json"), "--out",
+                                        Path("x.json")};
+    if (partial) doubled.push_back("--allow-partial");
+    const Outcome o = Cli(doubled);
+    EXPECT_EQ(o.code, kExitBadInput);
+    EXPECT_NE(o.err.find("again.json: shard.index: shard 1/3 appears twice (also in " + Path("part1.json") + ")"),
+              std::string::npos)
+        << o.err;
+  }
+  // --allow-partial merges what is there and says so: complete is false, the samples are those of the parts.
+  const Outcome partial =
+      Cli({"merge", Path("part0.json"), Path("part2.json"), "--allow-partial", "--out", Path("partial.json")});
+  EXPECT_EQ(partial.code, kExitFail) << partial.err;
+  EXPECT_NE(partial.err.find("partial: 1 of 3 shards missing (1)"), std::string::npos) << partial.err;
+  const nlohmann::json partial_json = Json(Path("partial.json"));
+  EXPECT_FALSE(partial_json["complete"].get<bool>());
+  EXPECT_EQ(partial_json["cases"][0]["samples"].get<uint64_t>(),
+            Json(Path("part0.json"))["cases"][0]["samples"].get<uint64_t>() +
+                Json(Path("part2.json"))["cases"][0]["samples"].get<uint64_t>());
+  EXPECT_EQ(reports::ReadResultsFile(Path("partial.json")).complete, false);
 
   // Shards that do not make up one run are refused with the file and field named.
   const Outcome missing = Cli({"merge", Path("part0.json"), Path("part2.json"), "--out", Path("x.json")});
@@ -251,28 +282,187 @@ TEST_F(ReportsCli, JUnitHasOneTestcasePerCaseWithFailureAndReplay) {
   EXPECT_NE(Read(Path("u.xml")).find("<skipped message=\"unsupported: "), std::string::npos);
 }
 
-TEST_F(ReportsCli, ShardingVariablesAreHonouredAndTheFlagWins) {
+TEST_F(ReportsCli, ShardingVariablesAreHonouredAndSourcesThatAgreeCombine) {
   ::setenv("GTEST_TOTAL_SHARDS", "3", 1);
   ::setenv("GTEST_SHARD_INDEX", "2", 1);
   ::setenv("TEST_SHARD_STATUS_FILE", Path("status").c_str(), 1);
-  ASSERT_EQ(Cli(With({"run", "--json", Path("g.json")})).code, kExitFail);
-  EXPECT_EQ(Json(Path("g.json"))["shard"], (nlohmann::json{{"index", 2}, {"count", 3}}));
+  const Outcome g = Cli(With({"run", "--json", Path("g.json")}));
+  ASSERT_EQ(g.code, kExitFail) << g.err;
+  EXPECT_EQ(Json(Path("g.json"))["shard"], (nlohmann::json{{"index", 2}, {"count", 3}, {"source", "googletest"}}));
+  EXPECT_NE(g.err.find("fusediff: shard 2/3 from googletest (GTEST_SHARD_INDEX=2, GTEST_TOTAL_SHARDS=3)\n"),
+            std::string::npos)
+      << g.err;
   EXPECT_TRUE(std::filesystem::exists(Path("status")));
-  ::setenv("TEST_TOTAL_SHARDS", "2", 1);  // Bazel's pair is preferred over GoogleTest's
-  ::setenv("TEST_SHARD_INDEX", "1", 1);
+  // Bazel exports its pair and GoogleTest's with the same values: they agree, and Bazel's comes first.
+  ::setenv("TEST_TOTAL_SHARDS", "3", 1);
+  ::setenv("TEST_SHARD_INDEX", "2", 1);
   ASSERT_EQ(Cli(With({"run", "--json", Path("b.json")})).code, kExitFail);
-  EXPECT_EQ(Json(Path("b.json"))["shard"], (nlohmann::json{{"index", 1}, {"count", 2}}));
-  ASSERT_EQ(Cli(With({"run", "--shard", "0/4", "--json", Path("f.json")})).code, kExitFail);
-  EXPECT_EQ(Json(Path("f.json"))["shard"], (nlohmann::json{{"index", 0}, {"count", 4}}));
-  ::setenv("TEST_SHARD_INDEX", "5", 1);
-  const Outcome bad_env = Cli(With({"run"}));
-  EXPECT_EQ(bad_env.code, kExitBadInput);
-  EXPECT_NE(bad_env.err.find("TEST_SHARD_INDEX"), std::string::npos) << bad_env.err;
-  for (const char* flag : {"3/3", "1", "a/2", "0/0"}) {
-    const Outcome o = Cli(With({"run", "--shard", flag}));
-    EXPECT_EQ(o.code, kExitBadInput) << flag;
-    EXPECT_NE(o.err.find("--shard"), std::string::npos) << o.err;
+  EXPECT_EQ(Json(Path("b.json"))["shard"]["source"], "bazel");
+  // A flag, a Kubernetes index and a Slurm task that all name shard 2/3: the flag comes first.
+  ::setenv("JOB_COMPLETION_INDEX", "2", 1);
+  ::setenv("SLURM_ARRAY_TASK_ID", "7", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "5", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "3", 1);
+  ASSERT_EQ(Cli(With({"run", "--shard", "2/3", "--json", Path("f.json")})).code, kExitFail);
+  EXPECT_EQ(Json(Path("f.json"))["shard"], (nlohmann::json{{"index", 2}, {"count", 3}, {"source", "flag"}}));
+  test_support::ClearShardVariables();
+  const Outcome none = Cli(With({"run", "--json", Path("n.json")}));
+  EXPECT_EQ(Json(Path("n.json"))["shard"]["source"], "none");
+  EXPECT_EQ(none.err.find("shard"), std::string::npos) << none.err;
+}
+
+// Each scheduler's variables, through the CLI: the parts merge to the unsharded run byte for byte, apart from
+// when and how each file was made (created, command_line, shard.source).
+TEST_F(ReportsCli, EverySchedulersPartsMergeToTheUnshardedRunByteForByte) {
+  ASSERT_EQ(Cli(With({"run", "--json", Path("whole.json")})).code, kExitFail);
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  struct Scheduler {
+    std::string name, source;
+    std::function<Env(int)> env;  // the variables of part i of 3
+    std::vector<std::string> flags;
+  };
+  const std::vector<Scheduler> schedulers = {
+      {"googletest", "googletest",
+       [](int i) { return Env{{"GTEST_SHARD_INDEX", std::to_string(i)}, {"GTEST_TOTAL_SHARDS", "3"}}; }, {}},
+      {"bazel", "bazel",
+       [](int i) {
+         return Env{{"TEST_SHARD_INDEX", std::to_string(i)}, {"TEST_TOTAL_SHARDS", "3"},
+                    {"GTEST_SHARD_INDEX", std::to_string(i)}, {"GTEST_TOTAL_SHARDS", "3"}};
+       },
+       {}},
+      {"kubernetes", "kubernetes",
+       [](int i) { return Env{{"JOB_COMPLETION_INDEX", std::to_string(i)}, {"FUSEDIFF_SHARD_COUNT", "3"}}; }, {}},
+      {"kubernetes_flag", "kubernetes", [](int i) { return Env{{"JOB_COMPLETION_INDEX", std::to_string(i)}}; },
+       {"--shard-count", "3"}},
+      // sbatch --array=4-10:3: task ids 4, 7, 10
+      {"slurm", "slurm",
+       [](int i) {
+         return Env{{"SLURM_ARRAY_TASK_ID", std::to_string(4 + 3 * i)}, {"SLURM_ARRAY_TASK_MIN", "4"},
+                    {"SLURM_ARRAY_TASK_STEP", "3"}, {"SLURM_ARRAY_TASK_COUNT", "3"}};
+       },
+       {}},
+  };
+  // The file as written, less the three fields; first proven to be the writer's canonical form, so comparing
+  // the re-dumped text compares the bytes.
+  auto without_provenance = [](const std::string& path) {
+    const std::string text = Read(path);
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    EXPECT_EQ(j.dump(2) + "\n", text) << path;
+    j.erase("created");
+    j.erase("command_line");
+    j["shard"].erase("source");
+    return j.dump(2);
+  };
+  const std::string whole = without_provenance(Path("whole.json"));
+  for (const Scheduler& s : schedulers) {
+    std::vector<std::string> merge = {"merge"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string part = Path(s.name + std::to_string(i) + ".json");
+      for (const auto& [name, value] : s.env(i)) ::setenv(name.c_str(), value.c_str(), 1);
+      std::vector<std::string> run = {"run", "--json", part};
+      run.insert(run.end(), s.flags.begin(), s.flags.end());
+      const Outcome o = Cli(With(run));
+      test_support::ClearShardVariables();
+      ASSERT_EQ(o.code, kExitFail) << s.name << ": " << o.err;
+      EXPECT_NE(o.err.find("fusediff: shard " + std::to_string(i) + "/3 from " + s.source + " ("), std::string::npos)
+          << o.err;
+      EXPECT_EQ(Json(part)["shard"], (nlohmann::json{{"index", i}, {"count", 3}, {"source", s.source}}));
+      merge.push_back(part);
+    }
+    merge.insert(merge.end(), {"--out", Path(s.name + ".json")});
+    const Outcome merged = Cli(merge);
+    ASSERT_EQ(merged.code, kExitFail) << s.name << ": " << merged.err;
+    EXPECT_EQ(without_provenance(Path(s.name + ".json")), whole) << s.name;
   }
+}
+
+// Every inconsistent shard value exits 2 before any work, with one line that starts with the flag or variable.
+TEST_F(ReportsCli, InconsistentShardValuesExit2NamingTheVariable) {
+  using Env = std::vector<std::pair<const char*, const char*>>;
+  struct Bad {
+    Env env;
+    std::vector<std::string> flags;
+    std::string named;
+  };
+  const Env slurm_base = {{"SLURM_ARRAY_TASK_MIN", "1"}, {"SLURM_ARRAY_TASK_COUNT", "4"}};
+  auto slurm = [&](Env more) {
+    more.insert(more.end(), slurm_base.begin(), slurm_base.end());
+    return more;
+  };
+  const std::vector<Bad> bads = {
+      // index outside the count, count 0, not a number, half set
+      {{}, {"--shard", "3/3"}, "--shard"},
+      {{}, {"--shard", "0/0"}, "--shard"},
+      {{}, {"--shard", "a/2"}, "--shard"},
+      {{}, {"--shard", "1"}, "--shard"},
+      {{{"TEST_SHARD_INDEX", "5"}, {"TEST_TOTAL_SHARDS", "2"}}, {}, "TEST_SHARD_INDEX"},
+      {{{"TEST_SHARD_INDEX", "0"}, {"TEST_TOTAL_SHARDS", "0"}}, {}, "TEST_TOTAL_SHARDS"},
+      {{{"GTEST_SHARD_INDEX", "1"}}, {}, "GTEST_TOTAL_SHARDS"},
+      {{{"GTEST_SHARD_INDEX", "x"}, {"GTEST_TOTAL_SHARDS", "3"}}, {}, "GTEST_SHARD_INDEX"},
+      {{{"JOB_COMPLETION_INDEX", "3"}, {"FUSEDIFF_SHARD_COUNT", "3"}}, {}, "JOB_COMPLETION_INDEX"},
+      {{{"JOB_COMPLETION_INDEX", "0"}, {"FUSEDIFF_SHARD_COUNT", "0"}}, {}, "FUSEDIFF_SHARD_COUNT"},
+      {{{"JOB_COMPLETION_INDEX", "0"}}, {"--shard-count", "0"}, "--shard-count"},
+      {{{"JOB_COMPLETION_INDEX", "-1"}, {"FUSEDIFF_SHARD_COUNT", "3"}}, {}, "JOB_COMPLETION_INDEX"},
+      {{{"JOB_COMPLETION_INDEX", "1"}, {"FUSEDIFF_SHARD_COUNT", "three"}}, {}, "FUSEDIFF_SHARD_COUNT"},
+      {{{"JOB_COMPLETION_INDEX", "1"}}, {}, "JOB_COMPLETION_INDEX"},  // Kubernetes gives no count
+      {{{"FUSEDIFF_SHARD_COUNT", "3"}}, {}, "FUSEDIFF_SHARD_COUNT"},  // a count without an index
+      {{}, {"--shard-count", "3"}, "--shard-count"},
+      {slurm({{"SLURM_ARRAY_TASK_ID", "5"}}), {}, "SLURM_ARRAY_TASK_ID"},  // 5 - 1 = 4, not below 4
+      {slurm({{"SLURM_ARRAY_TASK_ID", "0"}}), {}, "SLURM_ARRAY_TASK_ID"},  // below SLURM_ARRAY_TASK_MIN
+      {slurm({{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_STEP", "2"}}), {}, "SLURM_ARRAY_TASK_ID"},  // off the step
+      {slurm({{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_STEP", "0"}}), {}, "SLURM_ARRAY_TASK_STEP"},
+      {{{"SLURM_ARRAY_TASK_ID", "0"}, {"SLURM_ARRAY_TASK_MIN", "0"}, {"SLURM_ARRAY_TASK_COUNT", "0"}}, {},
+       "SLURM_ARRAY_TASK_COUNT"},
+      {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_MIN", "0"}, {"SLURM_ARRAY_TASK_COUNT", "two"}}, {},
+       "SLURM_ARRAY_TASK_COUNT"},
+      {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_COUNT", "2"}}, {}, "SLURM_ARRAY_TASK_MIN"},
+      {slurm({{"SLURM_ARRAY_TASK_ID", "99999999999"}}), {}, "SLURM_ARRAY_TASK_ID"},
+      // two sources that disagree
+      {{{"GTEST_SHARD_INDEX", "1"}, {"GTEST_TOTAL_SHARDS", "2"}}, {"--shard", "0/2"}, "GTEST_SHARD_INDEX"},
+      {{{"TEST_SHARD_INDEX", "1"}, {"TEST_TOTAL_SHARDS", "2"}, {"GTEST_SHARD_INDEX", "1"}, {"GTEST_TOTAL_SHARDS", "3"}},
+       {},
+       "GTEST_TOTAL_SHARDS"},
+      {{{"JOB_COMPLETION_INDEX", "2"}}, {"--shard", "1/4"}, "JOB_COMPLETION_INDEX"},
+      {{{"FUSEDIFF_SHARD_COUNT", "3"}}, {"--shard", "1/4"}, "FUSEDIFF_SHARD_COUNT"},
+      {{{"JOB_COMPLETION_INDEX", "0"}, {"FUSEDIFF_SHARD_COUNT", "3"}}, {"--shard-count", "4"}, "FUSEDIFF_SHARD_COUNT"},
+      {slurm({{"JOB_COMPLETION_INDEX", "1"}, {"FUSEDIFF_SHARD_COUNT", "3"}, {"SLURM_ARRAY_TASK_ID", "2"}}), {},
+       "SLURM_ARRAY_TASK_COUNT"},  // Kubernetes says 1/3, Slurm 1/4
+  };
+  for (const Bad& bad : bads) {
+    test_support::ClearShardVariables();
+    for (const auto& [name, value] : bad.env) ::setenv(name, value, 1);
+    std::vector<std::string> run = {"run", "--json", Path("x.json")};
+    run.insert(run.end(), bad.flags.begin(), bad.flags.end());
+    const Outcome o = Cli(With(run));
+    std::string what;
+    for (const auto& [name, value] : bad.env) what += std::string(name) + "=" + value + " ";
+    for (const std::string& f : bad.flags) what += f + " ";
+    EXPECT_EQ(o.code, kExitBadInput) << what;
+    EXPECT_EQ(o.err.rfind("fusediff: " + bad.named + ": ", 0), 0u) << what << "-> " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_FALSE(std::filesystem::exists(Path("x.json"))) << what;
+  }
+}
+
+// Results written before shard.source existed read with a default; an unknown source is bad input.
+TEST_F(ReportsCli, ResultsWithoutAShardSourceStillRead) {
+  ASSERT_EQ(Cli(With({"run", "--json", Path("a.json")})).code, kExitFail);
+  nlohmann::ordered_json old = nlohmann::ordered_json::parse(Read(Path("a.json")));
+  old["shard"].erase("source");
+  std::ofstream(Path("old.json")) << old.dump(2);
+  EXPECT_EQ(reports::ReadResultsFile(Path("old.json")).shard_source, "unrecorded");
+  EXPECT_EQ(Cli({"report", Path("old.json"), "--md", Path("old.md")}).code, kExitPass);
+  EXPECT_NE(Read(Path("old.md")).find("0/1 (from unrecorded)"), std::string::npos);
+  EXPECT_EQ(Cli({"compare", Path("old.json"), Path("a.json")}).code, kExitPass);
+  ASSERT_EQ(Cli({"merge", Path("old.json"), "--out", Path("m.json")}).code, kExitFail);
+  EXPECT_EQ(Json(Path("m.json"))["shard"]["source"], "merge");
+  old["shard"]["source"] = "cron";
+  std::ofstream(Path("odd.json")) << old.dump(2);
+  const Outcome odd = Cli({"report", Path("odd.json")});
+  EXPECT_EQ(odd.code, kExitBadInput);
+  EXPECT_NE(odd.err.find("odd.json: shard.source: expected one of none, flag, bazel, googletest, kubernetes, slurm"),
+            std::string::npos)
+      << odd.err;
 }
 
 // Ctrl-C in a real process: the current batch finishes, valid JSON with "complete": false is written, exit 130.
@@ -281,7 +471,7 @@ TEST_F(ReportsCli, SigintLeavesValidPartialJson) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    for (const char* v : kShardVariables) ::unsetenv(v);
+    test_support::ClearShardVariables();
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

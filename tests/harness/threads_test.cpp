@@ -16,6 +16,7 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
+#include "shard_env.h"
 
 namespace fusediff {
 namespace {
@@ -117,7 +118,7 @@ TEST(Threads, StopEndsEveryWorkerAndMarksTheCaseIncomplete) {
 }
 
 std::string RunJson(const std::string& threads, const std::filesystem::path& dir) {
-  for (const char* v : {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "TEST_TOTAL_SHARDS", "TEST_SHARD_INDEX"}) ::unsetenv(v);
+  test_support::ClearShardVariables();
   const std::string path = (dir / ("threads-" + threads + ".json")).string();
   std::ostringstream out, err;
   const int code = cli::Main({"fusediff", "run", "--activation", "silu", "--samples", "20000", "--mutant",

@@ -50,7 +50,7 @@ class InterruptScope {
 
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv, junit, shard, mix, threads, pattern;
+      zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern;
   bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -82,7 +82,10 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.csv.empty()) CheckOutputPath(a.csv, "--csv");
   if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
-  const Shard shard = ResolveShard(a.shard);
+  const Shard shard = ResolveShard(a.shard, a.shard_count);
+  if (shard.source != "none") {
+    err << fmt::format("fusediff: shard {}/{} from {} ({})\n", shard.index, shard.count, shard.source, shard.origin);
+  }
   const std::vector<CaseSpec> specs = driver::BuildSuite(suite);
 
   driver::RunOptions options;
@@ -107,6 +110,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   run.seed = a.seed;
   run.shard_index = shard.index;
   run.shard_count = shard.count;
+  run.shard_source = shard.source;
   driver::ReferenceCache cache;
   run.complete = true;
   for (const CaseSpec& spec : specs) {
@@ -162,8 +166,11 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
   run->add_option("--shard", a->shard,
-                  "Run deterministic partition I of N (I/N, 0-based); default: TEST_SHARD_INDEX/TEST_TOTAL_SHARDS or "
-                  "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+                  "Run deterministic partition I of N (I/N, 0-based); default: Bazel's or GoogleTest's sharding "
+                  "variables, JOB_COMPLETION_INDEX (Kubernetes), SLURM_ARRAY_TASK_ID (Slurm)");
+  run->add_option("--shard-count", a->shard_count,
+                  "Number of shards N when the index is JOB_COMPLETION_INDEX (Kubernetes Indexed Job); else "
+                  "FUSEDIFF_SHARD_COUNT");
   run->add_option("--threads", a->threads,
                   "Worker threads per case (default: every hardware thread); results are identical for any count");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");

@@ -36,8 +36,13 @@ std::string SampleSetId(const RunResult& run);
 
 // Folds shards of one run into the whole run. Each input must carry the same seed, sample set, tool version
 // and shard count, and together the shard indices 0..N-1 exactly once; an unsharded input merges only with
-// itself being alone. Throws InputError naming `names[i]` otherwise.
-RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::string>& names);
+// itself being alone. Throws InputError naming `names[i]` otherwise. With `allow_partial`, missing shards are
+// accepted (a doubled one never is) and the result is marked complete = false. The result has shard 0/1 from
+// source "merge".
+RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::string>& names,
+                    bool allow_partial = false);
+// The shard indices 0..N-1 (N of the first part) that no part holds, ascending.
+std::vector<uint32_t> MissingShards(const std::vector<RunResult>& parts);
 
 // JUnit XML: one <testcase classname="fusediff" name=CASE> per case; <failure> with the worst error and its
 // replay line; <skipped> for unsupported cases.

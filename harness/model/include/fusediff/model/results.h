@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusediff/model/case_spec.h"
@@ -72,6 +73,11 @@ struct GateProvenance {
   std::string illegal_fusion;  // the fusion rule the descriptor breaks (model/pattern.h); empty when legal
 };
 
+// Where a run's shard came from: unsharded, --shard, Bazel's or GoogleTest's variables, a Kubernetes Indexed Job,
+// a Slurm job array; "merge" for merged shards; "unrecorded" for results files written before the field existed.
+inline constexpr std::string_view kShardSources[] = {"none",       "flag",  "bazel", "googletest",
+                                                     "kubernetes", "slurm", "merge", "unrecorded"};
+
 struct RunResult {
   Provenance provenance;
   std::optional<GateProvenance> gate;  // set by `fusediff gate` only
@@ -79,6 +85,7 @@ struct RunResult {
   bool complete = true;
   uint32_t shard_index = 0;  // the deterministic partition this run holds (0/1: all of it)
   uint32_t shard_count = 1;
+  std::string shard_source = "none";  // where the shard came from: one of kShardSources
   std::vector<CaseResult> cases;
 
   bool any_failure() const;
