@@ -107,6 +107,7 @@ struct CodeRanges {
 
 // One worker's share of a case; merged into the case's result after the workers join.
 struct Partial {
+  explicit Partial(size_t codes, size_t worst_count) : per_code(codes) { stats.worst = WorstCases(worst_count); }
   CaseStats stats;
   CodeRanges per_code;
   // Samples of draws the path refused: counted, never compared. The lowest sample index and the path's reason.
@@ -215,8 +216,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   const int32_t key_min = key ? key->qmin() : 0;
   // A library that parallelises itself, and the f32 evaluator (it counts escalations), run on one thread.
   const unsigned threads = comparison->path().concurrent() && !comparison->f32_reference() ? options.threads : 1;
-  std::vector<Partial> partials(threads, Partial{CaseStats{}, CodeRanges(key ? key->code_count() : 0)});
-  for (Partial& partial : partials) partial.stats.worst = WorstCases(options.worst_count);
+  std::vector<Partial> partials(threads, Partial(key ? key->code_count() : 0, options.worst_count));
 
   const uint64_t stream = case_stream_id(spec);
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
@@ -307,8 +307,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 
   const uint32_t code_count = convention.intermediate.q.type.code_count();
   const CodeFacts facts(table, convention);
-  std::vector<Partial> partials(options.threads, Partial{CaseStats{}, CodeRanges(code_count)});
-  for (Partial& partial : partials) partial.stats.worst = WorstCases(options.worst_count);
+  std::vector<Partial> partials(options.threads, Partial(code_count, options.worst_count));
   bool finished = true;
 
   {

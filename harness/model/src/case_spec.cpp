@@ -244,12 +244,13 @@ std::string EncodeExplicit(const ExplicitConv& e) {
   out += ";b=" + JoinCodes(c.bias());
   out += ";x=" + JoinCodes(e.input);
   out += ";element=" + std::to_string(e.element);
-  if (!e.residual.empty()) out += ";res=" + JoinCodes(e.residual);
+  if (!e.residual.empty()) out.append(";res=").append(JoinCodes(e.residual));
   if (!e.fc_weights.empty()) {
     std::string fc_scales;
-    for (float s : e.fc_weight_scales) fc_scales += (fc_scales.empty() ? "" : ":") + format_float32(s);
-    out += ";fws=" + fc_scales + ";fw=" + JoinCodes(std::vector<int32_t>(e.fc_weights.begin(), e.fc_weights.end())) +
-           ";fb=" + JoinCodes(e.fc_bias);
+    for (float s : e.fc_weight_scales) fc_scales.append(fc_scales.empty() ? "" : ":").append(format_float32(s));
+    out.append(";fws=").append(fc_scales);
+    out.append(";fw=").append(JoinCodes(std::vector<int32_t>(e.fc_weights.begin(), e.fc_weights.end())));
+    out.append(";fb=").append(JoinCodes(e.fc_bias));
   }
   if (c.weight_range() == WeightRange::full) out += ";wrange=full";
   if (c.op() == ConvOp::conv_transpose2d) {

@@ -94,7 +94,10 @@ Fusion parse_fusion(std::string_view text, std::string_view field) {
 
 std::string pattern_name(const Pattern& p) {
   std::string name(to_string(p.producer));
-  for (const Stage& s : p.stages) name += "+" + std::string(to_string(s.kind));
+  for (const Stage& s : p.stages) {
+    name += '+';
+    name += to_string(s.kind);
+  }
   return name;
 }
 
