@@ -120,7 +120,7 @@ TEST(Pattern, ReplayCarriesThePatternAndItsTensors) {
   s.pattern.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 0.0625f, -1};
   s.fusion = Fusion::add_in_accumulator;
   s.comparison = Comparison::cross_convention;
-  const ReplayKey generated{3, 17, s};
+  const ReplayKey generated{3, 17, s, std::nullopt};
   const std::string text = format_replay(generated);
   EXPECT_NE(text.find(";pattern=conv2d+add+act;add=ort_mlas;r=int8:0.125:4;s=int8:0.0625:-1;fusion=add_in_accumulator"),
             std::string::npos)
@@ -130,7 +130,7 @@ TEST(Pattern, ReplayCarriesThePatternAndItsTensors) {
   EXPECT_EQ(back.spec.fusion, Fusion::add_in_accumulator);
   EXPECT_EQ(format_replay(back), text);
 
-  ReplayKey shrunk{0, 0, s};
+  ReplayKey shrunk{0, 0, s, std::nullopt};
   ExplicitConv e;
   e.conv.input_quant(QuantParams{QuantType{ScalarType::uint8}, 0.5f, 3}).weight_scales({0.25f}).weights({5}).bias({-2});
   e.input = {7};

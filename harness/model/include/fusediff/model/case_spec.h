@@ -140,11 +140,12 @@ struct ExplicitConv {
   ConvCase conv;
   std::vector<int32_t> input;
   uint64_t element = 0;  // index of the sample in the pattern's final tensor (conv2d+act: the conv's output)
-  // The tensors a pattern's stages add (model/pattern.h PatternDraw); empty for conv2d+act.
-  std::vector<int32_t> residual;
-  std::vector<float> fc_weight_scales;
-  std::vector<int8_t> fc_weights;
-  std::vector<int32_t> fc_bias;
+  // The tensors a pattern's stages add (model/pattern.h PatternDraw); empty for conv2d+act (and so by default:
+  // ExplicitConv{conv, input, element} leaves them out).
+  std::vector<int32_t> residual{};
+  std::vector<float> fc_weight_scales{};
+  std::vector<int8_t> fc_weights{};
+  std::vector<int32_t> fc_bias{};
 };
 struct ReplayKey {
   uint64_t seed = 0;

@@ -73,7 +73,9 @@ struct Stage {
 struct Pattern {
   Producer producer = Producer::conv2d;
   MultiplierRule multiplier = MultiplierRule::double_product;
-  std::vector<Stage> stages = {Stage{}};  // conv2d+act
+  // conv2d+act. Not `= {Stage{}}`: GCC 12 reports the initializer list's array as maybe uninitialized where this
+  // constructor is inlined into a loop (a false positive under -Wmaybe-uninitialized).
+  std::vector<Stage> stages = std::vector<Stage>(1);
   friend bool operator==(const Pattern&, const Pattern&) = default;
 };
 
