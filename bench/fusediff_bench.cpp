@@ -43,7 +43,7 @@ CaseSpec FindCase(const Variant& v, SampleSource source, uint64_t samples) {
   options.activation = v.activation;
   options.intermediate = v.int16 ? "int16" : "int8";
   options.output = v.int16 ? "int16" : "int8";
-  options.fused = v.int16 ? FusedKind::lut_interp : FusedKind::lut;
+  options.table_kind = v.int16 ? TableKind::lut_interp : TableKind::lut;
   options.samples = samples;
   for (const CaseSpec& spec : driver::BuildSuite(options)) {
     if (spec.source == source) return spec;
@@ -78,7 +78,7 @@ void BM_EndToEnd(benchmark::State& state, Variant v, unsigned threads) {
 void BM_FusedOnly(benchmark::State& state, Variant v) {
   const CaseSpec spec = FindCase(v, SampleSource::conv, kConvSamples);
   std::string unsupported;
-  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.fused, Mutant::none, &unsupported);
+  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.table_kind, Mutant::none, &unsupported);
   if (!kernel) throw std::runtime_error(unsupported);
   const uint64_t stream = case_stream_id(spec);
   std::vector<int32_t> y;
@@ -130,7 +130,7 @@ Layer RepresentativeLayer() {
 void BM_LayerFused(benchmark::State& state, Variant v) {
   const CaseSpec spec = FindCase(v, SampleSource::conv, 1);
   std::string unsupported;
-  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.fused, Mutant::none, &unsupported);
+  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.table_kind, Mutant::none, &unsupported);
   const Layer layer = RepresentativeLayer();
   std::vector<int32_t> y(layer.conv.output_elements());
   for (auto _ : state) {

@@ -256,7 +256,7 @@ std::string Describe(const QuantParams& q) { return to_string(q.type) + " zero p
 
 struct FusedKernel::Impl {
   Convention convention;
-  FusedKind kind = FusedKind::lut;
+  TableKind kind = TableKind::lut;
   Mutant mutant = Mutant::none;
   std::vector<int32_t> table_8bit;      // lut: one entry per intermediate code, index u - qmin
   std::array<int16_t, 513> table_interp{};  // lut_interp: TFLite knots
@@ -264,8 +264,8 @@ struct FusedKernel::Impl {
 
   int32_t Table(int32_t u) const {
     if (mutant == Mutant::lut_index_off_by_one) u = std::min(u + 1, convention.intermediate.q.type.qmax());
-    if (kind == FusedKind::lut) return LUTLookupInt8(table_8bit, convention.intermediate.q.type.qmin(), u);
-    if (kind == FusedKind::pwl) return PwlLookup(segments, u, convention.output.q.type);
+    if (kind == TableKind::lut) return LUTLookupInt8(table_8bit, convention.intermediate.q.type.qmin(), u);
+    if (kind == TableKind::pwl) return PwlLookup(segments, u, convention.output.q.type);
     // lut_interp: the int16 lookup; clamped to the output type (matters only for int16_narrow output).
     const int32_t y = mutant == Mutant::interp_truncate ? LUTLookupTruncating(static_cast<int16_t>(u), table_interp)
                                                         : LUTLookup(static_cast<int16_t>(u), table_interp);
@@ -289,7 +289,7 @@ struct FusedKernel::Impl {
 FusedKernel::FusedKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FusedKernel::~FusedKernel() = default;
 
-std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, FusedKind kind, Mutant mutant,
+std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, TableKind kind, Mutant mutant,
                                                  std::string* unsupported_reason) {
   auto reject = [unsupported_reason](std::string reason) -> std::unique_ptr<FusedKernel> {
     if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
@@ -321,16 +321,13 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
     table_output.rounding = RoundingMode::half_to_even;
   }
 
-  if (kind == FusedKind::pwl) {
+  if (kind == TableKind::pwl) {
     return reject("fused kind pwl has no built-in table: give it a table file (fusediff gate DESCRIPTOR.json)");
-  }
-  if (kind == FusedKind::onednn || kind == FusedKind::onednn_unfused) {
-    return reject("fused kind " + std::string(to_string(kind)) + " is oneDNN's kernel, not a built-in table");
   }
   if (convention.intermediate.kind == IntermediateKind::f32) {
     return reject("the built-in tables index a quantized intermediate; an f32 intermediate has no codes");
   }
-  if (kind == FusedKind::lut) {
+  if (kind == TableKind::lut) {
     if (uq.type.scalar != ScalarType::int8 && uq.type.scalar != ScalarType::uint8) {
       return reject("fused kind lut needs an 8-bit intermediate (int8 or uint8), got " + to_string(uq.type));
     }
@@ -366,7 +363,7 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
   return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(impl)));
 }
 
-std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, FusedKind kind, Mutant mutant,
+std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, TableKind kind, Mutant mutant,
                                                  std::string* unsupported_reason,
                                                  std::shared_ptr<const TableData> table) {
   if (!table) return Create(convention, kind, mutant, unsupported_reason);
@@ -382,7 +379,7 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
   impl->convention = convention;
   impl->kind = kind;
   switch (kind) {
-    case FusedKind::lut:
+    case TableKind::lut:
       if (table->lut.size() != u_type.code_count()) {
         throw InputError("lut table has " + std::to_string(table->lut.size()) + " entries, expected " +
                          std::to_string(u_type.code_count()));
@@ -392,7 +389,7 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
       }
       impl->table_8bit = table->lut;
       break;
-    case FusedKind::lut_interp:
+    case TableKind::lut_interp:
       if (table->knots.size() != impl->table_interp.size()) {
         throw InputError("lut_interp table has " + std::to_string(table->knots.size()) + " knots, expected 513");
       }
@@ -401,7 +398,7 @@ std::unique_ptr<FusedKernel> FusedKernel::Create(const Convention& convention, F
         impl->table_interp[i] = static_cast<int16_t>(table->knots[i]);
       }
       break;
-    case FusedKind::pwl: {
+    case TableKind::pwl: {
       int64_t next = u_type.qmin();
       for (const PwlSegment& s : table->segments) {
         if (s.u_lo != next || s.u_hi < s.u_lo || s.shift < 0 || s.shift > kPwlMaxShift) {

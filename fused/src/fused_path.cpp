@@ -35,6 +35,12 @@ class PatternPath final : public FusedPath {
 }  // namespace
 
 std::unique_ptr<FusedPath> CreateBuiltInPath(const CaseSpec& spec, std::string* unsupported_reason) {
+  if (spec.backend != Backend::builtin) {
+    if (unsupported_reason) {
+      *unsupported_reason = "fused kind " + std::string(fused_path_name(spec)) + " is oneDNN's kernel, not a built-in table";
+    }
+    return nullptr;
+  }
   const bool conv_act = is_conv_act(spec.pattern) && spec.fusion == Fusion::keep_all;
   if (spec.mutant != Mutant::none && is_pattern_mutant(spec.mutant) == conv_act) {
     if (unsupported_reason) {
@@ -45,7 +51,7 @@ std::unique_ptr<FusedPath> CreateBuiltInPath(const CaseSpec& spec, std::string* 
   }
   if (conv_act) {
     std::unique_ptr<FusedKernel> kernel =
-        FusedKernel::Create(spec.convention, spec.fused, spec.mutant, unsupported_reason, spec.table);
+        FusedKernel::Create(spec.convention, spec.table_kind, spec.mutant, unsupported_reason, spec.table);
     if (!kernel) return nullptr;
     return std::make_unique<ConvActPath>(std::move(kernel));
   }

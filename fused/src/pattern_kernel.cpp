@@ -114,9 +114,9 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   validate(spec);
   const Pattern& p = spec.pattern;
   const Convention& c = spec.convention;
-  if (spec.fused != FusedKind::lut) {
+  if (!uses_table(spec, TableKind::lut)) {
     return reject("the built-in " + pattern_name(p) + " path uses 8-bit lut tables; fused kind " +
-                  std::string(to_string(spec.fused)) + " runs conv2d+act only");
+                  std::string(fused_path_name(spec)) + " runs conv2d+act only");
   }
   bool offered = false;
   for (const PatternInfo& info : known_patterns()) {
@@ -135,10 +135,10 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   k.fold = spec.fusion == Fusion::fold || spec.mutant == Mutant::fold_across_activation;
 
   std::string why;
-  k.producer = FusedKernel::Create(c, FusedKind::lut, Mutant::none, &why);
+  k.producer = FusedKernel::Create(c, TableKind::lut, Mutant::none, &why);
   if (!k.producer) return reject("pattern " + pattern_name(p) + ": " + why);
   if (has_stage(p, StageKind::activation)) {
-    k.activation = FusedKernel::Create(activation_convention(p, c), FusedKind::lut, Mutant::none, &why);
+    k.activation = FusedKernel::Create(activation_convention(p, c), TableKind::lut, Mutant::none, &why);
     if (!k.activation) return reject("pattern " + pattern_name(p) + ": " + why);
   }
   if (k.add_stage) {
@@ -161,7 +161,7 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   if (k.fc_stage) {
     Convention layer = c;
     layer.intermediate.q = k.fc_stage->out;
-    k.layer = FusedKernel::Create(layer, FusedKind::lut, Mutant::none, &why);
+    k.layer = FusedKernel::Create(layer, TableKind::lut, Mutant::none, &why);
     if (!k.layer) return reject("pattern " + pattern_name(p) + ": " + why);
   }
   if (unsupported_reason) unsupported_reason->clear();

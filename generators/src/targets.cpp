@@ -355,7 +355,7 @@ CaseSpec GenerateMutantCase(Mutant mutant, bool targeted, uint64_t seed, uint64_
   CaseSpec spec;
   spec.source = SampleSource::conv;
   spec.mutant = mutant;
-  spec.fused = mutant == Mutant::interp_truncate ? FusedKind::lut_interp : FusedKind::lut;
+  spec.table_kind = mutant == Mutant::interp_truncate ? TableKind::lut_interp : TableKind::lut;
   Convention& c = spec.convention;
 
   if (mutant == Mutant::gelu_tanh_for_erf) {
@@ -379,7 +379,7 @@ CaseSpec GenerateMutantCase(Mutant mutant, bool targeted, uint64_t seed, uint64_
   c.intermediate.rounding = fixed_rounding(c.requant).value_or(kModes[rng.uniform_int(0, 2)]);
 
   const ActivationDomain domain = default_domain(c.activation.kind);
-  if (spec.fused == FusedKind::lut_interp) {
+  if (spec.table_kind == TableKind::lut_interp) {
     c.intermediate.q = QuantParams{QuantType{ScalarType::int16, false},
                                    Jitter(rng, std::max(std::abs(domain.input_lo), std::abs(domain.input_hi)) / 32768.0), 0};
     c.output.q = QuantParams{QuantType{ScalarType::int16, false},

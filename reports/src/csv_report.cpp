@@ -32,7 +32,7 @@ std::string ToCsv(const RunResult& run) {
                        CsvField(c.spec.name), to_string(c.spec.source), to_string(conv.activation.kind),
                        to_string(conv.requant), format_quant_params(conv.intermediate.q),
                        to_string(conv.intermediate.rounding), format_quant_params(conv.output.q),
-                       to_string(conv.output.rounding), to_string(conv.output.zero_point_order), to_string(c.spec.fused),
+                       to_string(conv.output.rounding), to_string(conv.output.zero_point_order), fused_path_name(c.spec),
                        to_string(c.spec.mutant), s.count(), s.exact_fraction(), s.mean(), s.stddev(), s.min(), s.max(),
                        s.p50(), s.p90(), s.p99(), s.p999(), s.max_abs(), c.tolerance.max_abs_lsb, to_string(c.verdict),
                        CsvField(c.reason));

@@ -229,7 +229,7 @@ CaseResult ReadCase(const Field& f) {
   c.spec.convention.output.rounding = Parse(convention["output"]["rounding"], parse_rounding_mode);
   c.spec.convention.output.zero_point_order = Parse(convention["output"]["zero_point_order"], parse_zero_point_order);
   if (f.has("pattern")) ReadPattern(f["pattern"], c.spec);  // absent in /1 files: conv2d+act, kept whole
-  c.spec.fused = Parse(f["fused"], parse_fused_kind);
+  Parse(f["fused"], [&c](std::string_view text, std::string_view field) { parse_fused_path(text, field, c.spec); });
   if (f.has("comparison")) c.spec.comparison = Parse(f["comparison"], parse_comparison);
   if (f.has("implementation")) c.implementation = f["implementation"].str();
   if (f.has("unsupported_samples")) {

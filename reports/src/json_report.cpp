@@ -163,7 +163,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["activation"] = std::move(activation);
   j["convention"] = ConventionToJson(c.spec.convention);
   j["pattern"] = PatternToJson(c.spec.pattern, c.spec.fusion);
-  j["fused"] = std::string(to_string(c.spec.fused));
+  j["fused"] = std::string(fused_path_name(c.spec));
   j["comparison"] = std::string(to_string(c.spec.comparison));
   j["reference_convention"] = c.reference_convention;
   j["fused_convention"] = c.fused_convention;

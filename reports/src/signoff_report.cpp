@@ -101,7 +101,7 @@ std::vector<std::pair<std::string, std::string>> ConventionRows(const CaseResult
   if (takes_alpha(v.activation.kind)) activation += " (alpha " + format_float32(v.activation.alpha) + ")";
   return {{"activation", activation},
           {"source", std::string(to_string(c.spec.source))},
-          {"fused path", std::string(to_string(c.spec.fused))},
+          {"fused path", std::string(fused_path_name(c.spec))},
           {"mutant", std::string(to_string(c.spec.mutant))},
           {"requant variant", std::string(to_string(v.requant))},
           {"intermediate", fmt::format("{} scale {} zero point {} rounding {}", to_string(v.intermediate.q.type),

@@ -70,7 +70,7 @@ std::string RenderTable(const RunResult& run, bool show_timing) {
 std::string RenderReplay(const ReplayTrace& t) {
   std::string out;
   out += fmt::format("case        {} ({}, {}, mutant {})\n", t.key.spec.name, to_string(t.key.spec.source),
-                     to_string(t.key.spec.fused), to_string(t.key.spec.mutant));
+                     fused_path_name(t.key.spec), to_string(t.key.spec.mutant));
   out += fmt::format("convention  {}{}\n", t.convention, t.fused_convention.empty() ? "" : "  (reference)");
   if (!t.fused_convention.empty()) out += fmt::format("            {}  (declared by the fused path)\n", t.fused_convention);
   if (!t.implementation.empty()) out += fmt::format("library     {}\n", t.implementation);

@@ -19,7 +19,7 @@ TEST(FusedConvTranspose2D, HandWorkedAccumulatorsAndCodes) {
   c.output.q = QuantParams{QuantType{ScalarType::int8}, 0.125f, 0};
   c.activation = make_activation(ActivationKind::relu);
   std::string why;
-  auto kernel = FusedKernel::Create(c, FusedKind::lut, Mutant::none, &why);
+  auto kernel = FusedKernel::Create(c, TableKind::lut, Mutant::none, &why);
   ASSERT_TRUE(kernel) << why;
   const std::vector<int32_t> input = {2, 3, 4, 5};
   std::vector<int32_t> y(16), acc(16), u(16);

@@ -35,7 +35,7 @@ Convention MakeConvention(RequantVariant variant, RoundingMode u_rounding, Quant
   return c;
 }
 
-std::unique_ptr<FusedKernel> MustCreate(const Convention& c, FusedKind kind, Mutant mutant = Mutant::none) {
+std::unique_ptr<FusedKernel> MustCreate(const Convention& c, TableKind kind, Mutant mutant = Mutant::none) {
   std::string reason;
   auto kernel = FusedKernel::Create(c, kind, mutant, &reason);
   EXPECT_NE(kernel, nullptr) << reason;
@@ -57,20 +57,20 @@ TEST(FusedKernelCreate, RejectsUnsupportedConventionsWithOneLineReasons) {
   const RoundingMode away = RoundingMode::half_away_from_zero;
   struct Case {
     Convention c;
-    FusedKind kind;
+    TableKind kind;
     std::string expected;
   };
   const Case cases[] = {
-      {MakeConvention(RequantVariant::double_rounding, away, int16_u, int16_y), FusedKind::lut,
+      {MakeConvention(RequantVariant::double_rounding, away, int16_u, int16_y), TableKind::lut,
        "fused kind lut needs an 8-bit intermediate (int8 or uint8), got int16"},
-      {MakeConvention(RequantVariant::double_rounding, away, int8_u, int16_y), FusedKind::lut_interp,
+      {MakeConvention(RequantVariant::double_rounding, away, int8_u, int16_y), TableKind::lut_interp,
        "fused kind lut_interp needs an int16 intermediate, got int8"},
-      {MakeConvention(RequantVariant::double_rounding, away, int16_u, int8_y), FusedKind::lut_interp,
+      {MakeConvention(RequantVariant::double_rounding, away, int16_u, int8_y), TableKind::lut_interp,
        "fused kind lut_interp needs an int16 output, got int8"},
       {MakeConvention(RequantVariant::double_rounding, away, Q(ScalarType::int16, 0.001f, 3), int16_y),
-       FusedKind::lut_interp, "fused kind lut_interp needs intermediate zero point 0, got int16 zero point 3"},
+       TableKind::lut_interp, "fused kind lut_interp needs intermediate zero point 0, got int16 zero point 3"},
       {MakeConvention(RequantVariant::double_rounding, away, int16_u, Q(ScalarType::int16, 0.0001f, -2)),
-       FusedKind::lut_interp, "fused kind lut_interp needs output zero point 0, got int16 zero point -2"},
+       TableKind::lut_interp, "fused kind lut_interp needs output zero point 0, got int16 zero point -2"},
   };
   for (const Case& c : cases) {
     std::string reason = "stale";
@@ -86,12 +86,12 @@ TEST(FusedKernelCreate, InvalidConventionIsBadInputNotUnsupported) {
   std::string reason;
   EXPECT_THROW(FusedKernel::Create(MakeConvention(RequantVariant::double_rounding, away, Q(ScalarType::int8, 0.0f, 0),
                                                   Q(ScalarType::int8, 0.01f, 0)),
-                                   FusedKind::lut, Mutant::none, &reason),
+                                   TableKind::lut, Mutant::none, &reason),
                InputError);
   // double_rounding's last step rounds half away from zero: a declared half_to_even contradicts it.
   EXPECT_THROW(FusedKernel::Create(MakeConvention(RequantVariant::double_rounding, RoundingMode::half_to_even,
                                                   Q(ScalarType::int8, 0.05f, 0), Q(ScalarType::int8, 0.01f, 0)),
-                                   FusedKind::lut, Mutant::none, &reason),
+                                   TableKind::lut, Mutant::none, &reason),
                InputError);
 }
 
@@ -104,14 +104,14 @@ TEST(FusedKernelCreate, AcceptsEverySupportedCombination) {
         std::string reason = "stale";
         const auto c = MakeConvention(RequantVariant::double_rounding, away, Q(u, 0.05f, u == ScalarType::uint8 ? 128 : 0, narrow),
                                       Q(y, 0.01f, y == ScalarType::uint8 ? 7 : -3));
-        EXPECT_NE(FusedKernel::Create(c, FusedKind::lut, Mutant::none, &reason), nullptr);
+        EXPECT_NE(FusedKernel::Create(c, TableKind::lut, Mutant::none, &reason), nullptr);
         EXPECT_TRUE(reason.empty());
       }
     }
   }
   const auto interp = MakeConvention(RequantVariant::single_rounding, RoundingMode::half_up,
                                      Q(ScalarType::int16, 0.001f, 0), Q(ScalarType::int16, 0.0001f, 0, true));
-  EXPECT_NE(FusedKernel::Create(interp, FusedKind::lut_interp, Mutant::none, nullptr), nullptr);
+  EXPECT_NE(FusedKernel::Create(interp, TableKind::lut_interp, Mutant::none, nullptr), nullptr);
 }
 
 // ----------------------------------------------------------------------------------------------- ApplyTable
@@ -120,18 +120,18 @@ TEST(FusedKernelApplyTable, LutReadsTheIntermediateScaleAndTheMutantReadsTheOutp
   // su = 0.25, sy = 0.0625, relu: code 8 is 2.0 -> 32; the mutant dequantizes with sy: 0.5 -> 8.
   const auto c = MakeConvention(RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
                                 Q(ScalarType::int8, 0.25f, 0), Q(ScalarType::int8, 0.0625f, 0));
-  EXPECT_EQ(MustCreate(c, FusedKind::lut)->ApplyTable(8), 32);
-  EXPECT_EQ(MustCreate(c, FusedKind::lut, Mutant::use_output_scale)->ApplyTable(8), 8);
-  EXPECT_THROW(MustCreate(c, FusedKind::lut)->ApplyTable(128), std::out_of_range);
-  EXPECT_THROW(MustCreate(c, FusedKind::lut)->ApplyTable(-129), std::out_of_range);
+  EXPECT_EQ(MustCreate(c, TableKind::lut)->ApplyTable(8), 32);
+  EXPECT_EQ(MustCreate(c, TableKind::lut, Mutant::use_output_scale)->ApplyTable(8), 8);
+  EXPECT_THROW(MustCreate(c, TableKind::lut)->ApplyTable(128), std::out_of_range);
+  EXPECT_THROW(MustCreate(c, TableKind::lut)->ApplyTable(-129), std::out_of_range);
 }
 
 TEST(FusedKernelApplyTable, LutInterpIsTfliteLookupAndClampsToANarrowOutput) {
   const Activation sigmoid{ActivationKind::sigmoid, 0.0f};
   const auto c = MakeConvention(RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
                                 Q(ScalarType::int16, 0x1p-12f, 0), Q(ScalarType::int16, 0x1p-15f, 0), sigmoid);
-  const auto kernel = MustCreate(c, FusedKind::lut_interp);
-  const auto mutant = MustCreate(c, FusedKind::lut_interp, Mutant::use_output_scale);
+  const auto kernel = MustCreate(c, TableKind::lut_interp);
+  const auto mutant = MustCreate(c, TableKind::lut_interp, Mutant::use_output_scale);
   const auto lut = LUTPopulateInt16(sigmoid, 0x1p-12f, 0, 0x1p-15f, 0);
   const auto wrong = LUTPopulateInt16(sigmoid, 0x1p-15f, 0, 0x1p-15f, 0);
   int differ = 0;
@@ -146,13 +146,13 @@ TEST(FusedKernelApplyTable, LutInterpIsTfliteLookupAndClampsToANarrowOutput) {
   const auto narrow = MakeConvention(RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
                                      Q(ScalarType::int16, 0x1p-10f, 0), Q(ScalarType::int16, 0x1p-10f, 0, true),
                                      Activation{ActivationKind::leaky_relu, 1.0f});
-  EXPECT_EQ(MustCreate(narrow, FusedKind::lut_interp)->ApplyTable(-32768), -32767);
+  EXPECT_EQ(MustCreate(narrow, TableKind::lut_interp)->ApplyTable(-32768), -32767);
   // A narrow int16 intermediate has no code -32768.
   const auto narrow_u = MakeConvention(RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
                                        Q(ScalarType::int16, 0x1p-10f, 0, true), Q(ScalarType::int16, 0x1p-10f, 0),
                                        Activation{ActivationKind::leaky_relu, 1.0f});
-  EXPECT_THROW(MustCreate(narrow_u, FusedKind::lut_interp)->ApplyTable(-32768), std::out_of_range);
-  EXPECT_NO_THROW(MustCreate(narrow_u, FusedKind::lut_interp)->ApplyTable(-32767));
+  EXPECT_THROW(MustCreate(narrow_u, TableKind::lut_interp)->ApplyTable(-32768), std::out_of_range);
+  EXPECT_NO_THROW(MustCreate(narrow_u, TableKind::lut_interp)->ApplyTable(-32767));
 }
 
 // --------------------------------------------------------------------------------------- hand-worked conv
@@ -214,8 +214,8 @@ TEST(FusedKernelRun, HandWorkedConvInEveryVariant) {
   for (const VariantCase& vc : cases) {
     // relu, y = int8 (sy = 0.5, zy = -128): y = 2 * max(u - zu, 0) - 128.
     const auto c = MakeConvention(vc.variant, vc.rounding, Q(ScalarType::int8, 1.0f, -3), Q(ScalarType::int8, 0.5f, -128));
-    const auto kernel = MustCreate(c, FusedKind::lut);
-    const auto mutant = MustCreate(c, FusedKind::lut, Mutant::use_output_scale);
+    const auto kernel = MustCreate(c, TableKind::lut);
+    const auto mutant = MustCreate(c, TableKind::lut, Mutant::use_output_scale);
     std::vector<int32_t> y(8), acc(8), u(8), y_mutant(8);
     kernel->Run(conv, kHandInput, y, acc, u);
     mutant->Run(conv, kHandInput, y_mutant);
@@ -243,7 +243,7 @@ TEST(FusedKernelRun, RejectsSpansOfTheWrongSize) {
   const ConvCase conv = HandConv();
   const auto kernel = MustCreate(MakeConvention(RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
                                                 Q(ScalarType::int8, 1.0f, -3), Q(ScalarType::int8, 0.5f, -128)),
-                                 FusedKind::lut);
+                                 TableKind::lut);
   std::vector<int32_t> y(8), small(7);
   const std::vector<int32_t> short_input(11, 10);
   EXPECT_THROW(kernel->Run(conv, short_input, y), std::invalid_argument);
@@ -270,7 +270,7 @@ TEST(FusedKernelRun, ZeroPointFoldingWrapsInInt32AndStillGivesTheTrueAccumulator
   ASSERT_NO_THROW(conv.validate());
   const auto kernel = MustCreate(MakeConvention(RequantVariant::exact, RoundingMode::half_to_even,
                                                 Q(ScalarType::int8, 1.0f, 0), Q(ScalarType::int8, 1.0f, 0)),
-                                 FusedKind::lut);
+                                 TableKind::lut);
   std::vector<int32_t> y(1), acc(1), u(1);
   kernel->Run(conv, std::vector<int32_t>(kTaps, 255), y, acc, u);
   EXPECT_EQ(acc[0], 1612900000 - 7);
@@ -286,7 +286,7 @@ TEST(FusedKernelRun, ZeroPointFoldingWrapsInInt32AndStillGivesTheTrueAccumulator
 // A kernel with an int16 intermediate (lut_interp), where requantized values have room.
 std::unique_ptr<FusedKernel> Int16Kernel(RequantVariant v, RoundingMode m) {
   return MustCreate(MakeConvention(v, m, Q(ScalarType::int16, 1.0f, 0), Q(ScalarType::int16, 1.0f, 0)),
-                    FusedKind::lut_interp);
+                    TableKind::lut_interp);
 }
 
 TEST(FusedKernelRequantize, F32RoundsTheAccumulatorToFloatFirst) {
@@ -323,7 +323,7 @@ TEST(FusedKernelRequantize, ExactTiesInEveryRoundingMode) {
   const ConvCase odd = ScalesOnly(0.1f, 0.3f);
   const auto k = MustCreate(MakeConvention(RequantVariant::exact, RoundingMode::half_up, Q(ScalarType::int16, 0.7f, 0),
                                            Q(ScalarType::int16, 1.0f, 0)),
-                            FusedKind::lut_interp);
+                            TableKind::lut_interp);
   EXPECT_EQ(k->Requantize(odd, 0, 7), 0);
   EXPECT_EQ(k->Requantize(odd, 0, 12), 1);        // 0.514...
   EXPECT_EQ(k->Requantize(odd, 0, -1000000), -32768);  // -42857.14 saturates to int16
@@ -339,7 +339,7 @@ TEST(FusedKernelRequantize, HugeAndTinyMultipliersSaturateOrVanishInEveryVariant
   for (const auto& [v, m] : variants) {
     const std::string name = std::to_string(static_cast<int>(v));
     const auto kernel_huge = MustCreate(MakeConvention(v, m, Q(ScalarType::int16, 1e-30f, 0), Q(ScalarType::int16, 1.0f, 0)),
-                                        FusedKind::lut_interp);
+                                        TableKind::lut_interp);
     const ConvCase unit = ScalesOnly(1.0f, 1.0f);  // M = 1e30
     EXPECT_EQ(kernel_huge->Requantize(unit, 0, 1), 32767) << name;
     EXPECT_EQ(kernel_huge->Requantize(unit, 0, -1), -32768) << name;
@@ -347,13 +347,13 @@ TEST(FusedKernelRequantize, HugeAndTinyMultipliersSaturateOrVanishInEveryVariant
     EXPECT_EQ(kernel_huge->Requantize(unit, 0, std::numeric_limits<int32_t>::min()), -32768) << name;
     // Subnormal su: 1 / 1e-45f overflows float to inf in the f32 variant; acc = 0 must still give 0.
     const auto kernel_subnormal =
-        MustCreate(MakeConvention(v, m, Q(ScalarType::int16, 1e-45f, 0), Q(ScalarType::int16, 1.0f, 0)), FusedKind::lut_interp);
+        MustCreate(MakeConvention(v, m, Q(ScalarType::int16, 1e-45f, 0), Q(ScalarType::int16, 1.0f, 0)), TableKind::lut_interp);
     EXPECT_EQ(kernel_subnormal->Requantize(unit, 0, 0), 0) << name;
     EXPECT_EQ(kernel_subnormal->Requantize(unit, 0, 3), 32767) << name;
     // M = 1e-30 * 1e-8: every accumulator rounds to 0.
     const ConvCase tiny = ScalesOnly(1e-30f, 1e-8f);
     const auto kernel_unit = MustCreate(MakeConvention(v, m, Q(ScalarType::int16, 1.0f, 0), Q(ScalarType::int16, 1.0f, 0)),
-                                        FusedKind::lut_interp);
+                                        TableKind::lut_interp);
     EXPECT_EQ(kernel_unit->Requantize(tiny, 0, std::numeric_limits<int32_t>::max()), 0) << name;
     EXPECT_EQ(kernel_unit->Requantize(tiny, 0, std::numeric_limits<int32_t>::min()), 0) << name;
   }
@@ -392,7 +392,7 @@ RC_GTEST_PROP(FusedKernelRequantizeProp, ExactSatisfiesItsDefiningInequality, ()
   const int32_t acc = static_cast<int32_t>(*rc::gen::inRange<int64_t>(-(int64_t{1} << bits), int64_t{1} << bits));
   const auto kernel = MustCreate(MakeConvention(RequantVariant::exact, mode, Q(ScalarType::int16, su, 0),
                                                 Q(ScalarType::int16, 1.0f, 0)),
-                                 FusedKind::lut_interp);
+                                 TableKind::lut_interp);
   const int32_t r = kernel->Requantize(ScalesOnly(sx, sw), 0, acc);
 
   int ex = 0, ew = 0, eu = 0;
@@ -500,7 +500,7 @@ RC_GTEST_PROP(FusedKernelRunProp, MatchesTextbookConvAndItsOwnStages, ()) {
                                          std::make_pair(RequantVariant::exact, RoundingMode::half_to_even));
   const auto kernel = MustCreate(MakeConvention(variant.first, variant.second, Q(ScalarType::int8, 0.05f, 3),
                                                 Q(ScalarType::uint8, 0.02f, 40), Activation{ActivationKind::silu, 0.0f}),
-                                 FusedKind::lut);
+                                 TableKind::lut);
   std::vector<int32_t> y(conv.output_elements()), acc(y.size()), u(y.size());
   kernel->Run(conv, input, y, acc, u);
   const std::vector<int64_t> expected = TextbookAcc(conv, input);

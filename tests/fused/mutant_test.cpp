@@ -19,7 +19,7 @@ Convention Relu(float su, int32_t zu, float sy, int32_t zy) {
   return c;
 }
 
-std::unique_ptr<FusedKernel> Make(const Convention& c, Mutant m, FusedKind kind = FusedKind::lut) {
+std::unique_ptr<FusedKernel> Make(const Convention& c, Mutant m, TableKind kind = TableKind::lut) {
   std::string why;
   auto kernel = FusedKernel::Create(c, kind, m, &why);
   EXPECT_TRUE(kernel) << why;
@@ -158,7 +158,7 @@ TEST(Mutants, SpacesSayWhereTheyDiffer) {
   EXPECT_FALSE(in_mutant_space(Mutant::ignore_intermediate_zero_point, spec));
   EXPECT_FALSE(in_mutant_space(Mutant::requant_double_for_single, spec));
   EXPECT_FALSE(in_mutant_space(Mutant::interp_truncate, spec));
-  spec.fused = FusedKind::lut_interp;
+  spec.table_kind = TableKind::lut_interp;
   EXPECT_TRUE(in_mutant_space(Mutant::interp_truncate, spec));
 }
 

@@ -27,7 +27,7 @@ Convention Fixed(ScalarType u, ScalarType y) {
   return c;
 }
 
-void CheckTable(std::string_view csv, FusedKind kind, const Convention& c) {
+void CheckTable(std::string_view csv, TableKind kind, const Convention& c) {
   TableData table;
   try {
     table = tables::ParseTable(csv, "fuzz.csv", kind, c);
@@ -68,9 +68,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
     if (!table_checked) {
     switch (size % 3) {
-      case 0: CheckTable(table_text, FusedKind::lut, Fixed(ScalarType::int8, ScalarType::int8)); break;
-      case 1: CheckTable(table_text, FusedKind::lut_interp, Fixed(ScalarType::int16, ScalarType::int16)); break;
-      default: CheckTable(table_text, FusedKind::pwl, Fixed(ScalarType::uint8, ScalarType::int16)); break;
+      case 0: CheckTable(table_text, TableKind::lut, Fixed(ScalarType::int8, ScalarType::int8)); break;
+      case 1: CheckTable(table_text, TableKind::lut_interp, Fixed(ScalarType::int16, ScalarType::int16)); break;
+      default: CheckTable(table_text, TableKind::pwl, Fixed(ScalarType::uint8, ScalarType::int16)); break;
     }
   }
   return 0;

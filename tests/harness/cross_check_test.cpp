@@ -48,7 +48,7 @@ RC_GTEST_PROP(CrossCheck, FusedRequantEqualsReferenceOnRandomAccumulators, ()) {
   Convention c = MakeConvention(variant, mode, type, su, zu);
   if (int16) c.output.q = QuantParams{QuantType{ScalarType::int16}, 1.0f / 4096, 0};
   std::string why;
-  auto kernel = fused::FusedKernel::Create(c, int16 ? FusedKind::lut_interp : FusedKind::lut, Mutant::none, &why);
+  auto kernel = fused::FusedKernel::Create(c, int16 ? TableKind::lut_interp : TableKind::lut, Mutant::none, &why);
   RC_ASSERT(kernel != nullptr);
   const reference::Requantizer requantizer(c, sx, sw);
   const reference::RequantTrace ref = requantizer(acc);
@@ -64,7 +64,7 @@ TEST(CrossCheck, FusedRequantEqualsReferenceOnEveryTieAccumulator) {
       for (int j = 1; j <= 8; ++j) {
         const Convention c = MakeConvention(variant, mode, QuantType{ScalarType::int8}, 1.0f, 0);
         std::string why;
-        auto kernel = fused::FusedKernel::Create(c, FusedKind::lut, Mutant::none, &why);
+        auto kernel = fused::FusedKernel::Create(c, TableKind::lut, Mutant::none, &why);
         ASSERT_TRUE(kernel) << why;
         const float sx = 0.5f, sw = std::ldexp(1.0f, 1 - j);
         const reference::Requantizer requantizer(c, sx, sw);
@@ -88,7 +88,7 @@ CaseSpec SeedExample(Mutant mutant) {
   spec.source = SampleSource::sweep;
   spec.convention = MakeConvention(RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
                                    QuantType{ScalarType::int8}, 0.25f, 0);
-  spec.fused = FusedKind::lut;
+  spec.table_kind = TableKind::lut;
   spec.mutant = mutant;
   return spec;
 }

@@ -37,7 +37,7 @@ RC_GTEST_PROP(GeneratedCases, FusedAccumulatorsEqualReferenceForBothOps, ()) {
   RC_CLASSIFY(s.conv.dilation_height() * s.conv.dilation_width() > 1, "dilated");
   RC_TAG(s.conv.input_quant().type.scalar == ScalarType::uint8 ? "uint8 input" : "int8 input");
   std::string why;
-  auto kernel = fused::FusedKernel::Create(SimpleConvention(), FusedKind::lut, Mutant::none, &why);
+  auto kernel = fused::FusedKernel::Create(SimpleConvention(), TableKind::lut, Mutant::none, &why);
   RC_ASSERT(kernel != nullptr);
   std::vector<int32_t> y(s.conv.output_elements()), acc(s.conv.output_elements());
   kernel->Run(s.conv, s.input, y, acc);

@@ -65,7 +65,7 @@ TEST(Threads, ShardsWithThreadsStillPartitionTheSamples) {
   driver::SuiteOptions suite;
   suite.activation = ActivationKind::sigmoid;
   suite.samples = 5000;
-  suite.fused = FusedKind::lut;
+  suite.table_kind = TableKind::lut;
   for (const CaseSpec& spec : driver::BuildSuite(suite)) {
     driver::ReferenceCache cache;
     const CaseResult whole = driver::RunCase(spec, driver::RunOptions{}, cache);
@@ -97,7 +97,7 @@ TEST(Threads, ZeroThreadsIsBadInput) {
 TEST(Threads, StopEndsEveryWorkerAndMarksTheCaseIncomplete) {
   driver::SuiteOptions suite;
   suite.activation = ActivationKind::tanh;
-  suite.fused = FusedKind::lut;
+  suite.table_kind = TableKind::lut;
   suite.samples = 2000000;
   const CaseSpec spec = driver::BuildSuite(suite).front();
   ASSERT_EQ(spec.source, SampleSource::conv);

@@ -44,6 +44,44 @@ TEST(Replay, BadStringsNameTheField) {
   EXPECT_THROW(parse_replay(good.substr(0, good.find(";mutant"))), InputError);
 }
 
+// One word names a fused path in every text: a table kind names the built-in backend, onednn* a oneDNN one.
+TEST(FusedPath, NameAndParseRoundTrip) {
+  for (const char* word : {"lut", "lut_interp", "pwl", "onednn", "onednn_unfused"}) {
+    CaseSpec s;
+    s.table_kind = TableKind::pwl;  // parse resets it: a oneDNN backend keeps the default lut
+    parse_fused_path(word, "f", s);
+    EXPECT_EQ(fused_path_name(s), word);
+    EXPECT_EQ(is_onednn(s), std::string_view(word).starts_with("onednn")) << word;
+  }
+  CaseSpec s;
+  parse_fused_path("onednn_unfused", "f", s);
+  EXPECT_EQ(s.backend, Backend::onednn_unfused);
+  EXPECT_EQ(s.table_kind, TableKind::lut);
+  EXPECT_FALSE(uses_table(s, TableKind::lut));
+  parse_fused_path("lut_interp", "f", s);
+  EXPECT_EQ(s.backend, Backend::builtin);
+  EXPECT_TRUE(uses_table(s, TableKind::lut_interp));
+  try {
+    parse_fused_path("builtin", "replay.fused", s);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("replay.fused: unknown fused path 'builtin'"), std::string::npos) << e.what();
+  }
+}
+
+// Both oneDNN comparisons of one graph draw the same samples (fused=onednn in the sample key); the replay string
+// keeps each one's own word.
+TEST(CaseStream, OneDnnBackendsShareTheSampleKey) {
+  CaseSpec fused = Example(), unfused = Example();
+  fused.mutant = unfused.mutant = Mutant::none;
+  fused.backend = Backend::onednn;
+  unfused.backend = Backend::onednn_unfused;
+  EXPECT_EQ(case_stream_id(fused), case_stream_id(unfused));
+  EXPECT_NE(canonical_key(fused), canonical_key(unfused));
+  EXPECT_NE(format_replay(ReplayKey{1, 2, unfused, std::nullopt}).find(";fused=onednn_unfused;"), std::string::npos);
+  EXPECT_NE(case_stream_id(fused), case_stream_id(Example()));
+}
+
 TEST(CaseStream, DependsOnConventionNotOnNameOrMutant) {
   CaseSpec a = Example(), b = Example();
   b.name = "other";

@@ -37,13 +37,14 @@ TEST(TableModel, KindFitsTheTypes) {
   Convention c;
   c.intermediate.q = QuantParams{QuantType{ScalarType::int16, false}, 0.001f, 0};
   c.output.q = QuantParams{QuantType{ScalarType::int16, false}, 0.001f, 0};
-  EXPECT_EQ(table_kind_mismatch(FusedKind::lut_interp, c), "");
-  EXPECT_EQ(table_kind_mismatch(FusedKind::pwl, c), "");
-  EXPECT_NE(table_kind_mismatch(FusedKind::lut, c).find("8-bit"), std::string::npos);
+  EXPECT_EQ(table_kind_mismatch(TableKind::lut_interp, c), "");
+  EXPECT_EQ(table_kind_mismatch(TableKind::pwl, c), "");
+  EXPECT_NE(table_kind_mismatch(TableKind::lut, c).find("8-bit"), std::string::npos);
   c.output.q.zero_point = 1;
-  EXPECT_NE(table_kind_mismatch(FusedKind::lut_interp, c).find("output zero point 0"), std::string::npos);
-  EXPECT_EQ(parse_fused_kind("pwl", "f"), FusedKind::pwl);
-  EXPECT_EQ(to_string(FusedKind::pwl), "pwl");
+  EXPECT_NE(table_kind_mismatch(TableKind::lut_interp, c).find("output zero point 0"), std::string::npos);
+  EXPECT_EQ(parse_table_kind("pwl", "f"), TableKind::pwl);
+  EXPECT_THROW(parse_table_kind("onednn", "f"), InputError);  // a backend, not a table kind
+  EXPECT_EQ(to_string(TableKind::pwl), "pwl");
 }
 
 TEST(TableModel, PwlDefaultToleranceByWidthAndSegmentCount) {

@@ -64,7 +64,7 @@ TEST(OneDnnKernel, FusedAddsTheZeroPointBeforeRoundingHalfToEven) {
   for (const auto& [zy, expected] : std::vector<std::pair<int32_t, int32_t>>{{0, 2}, {1, 4}, {2, 4}}) {
     std::string why;
     auto kernel = OneDnnKernel::Create(OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 0.5f, zy}),
-                                       FusedKind::onednn, &why);
+                                       Backend::onednn, &why);
     ASSERT_TRUE(kernel) << why;
     // rne(2.5 + zy): zy = 1 gives 4, where adding zy after rounding (TFLite) would give rne(2.5) + 1 = 3.
     EXPECT_EQ(RunOne(*kernel, conv, 12), expected) << "zy=" << zy;
@@ -77,7 +77,7 @@ TEST(OneDnnKernel, UnfusedRequantizesWithTheZeroPointInsideTheRounding) {
   const ConvCase conv = OnePixel(0.5f, 0, 0.5f, 5, 0);
   const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 1}, {kInt8, 1.0f, 1});
   std::string why;
-  auto kernel = OneDnnKernel::Create(graph, FusedKind::onednn_unfused, &why);
+  auto kernel = OneDnnKernel::Create(graph, Backend::onednn_unfused, &why);
   ASSERT_TRUE(kernel) << why;
   EXPECT_EQ(RunOne(*kernel, conv, 2), 4);
   EXPECT_EQ(reference::Requantizer(graph, 0.5f, 0.5f)(10).u, 4);
@@ -86,20 +86,20 @@ TEST(OneDnnKernel, UnfusedRequantizesWithTheZeroPointInsideTheRounding) {
 TEST(OneDnnKernel, RejectsWhatOneDnnCannotExpressWithTheReason) {
   std::string why;
   EXPECT_FALSE(OneDnnKernel::Create(OneDnnGraph(ActivationKind::hard_sigmoid, {kInt8, 0.05f, 0}, {kUint8, 1 / 255.0f, 0}),
-                                    FusedKind::onednn, &why));
+                                    Backend::onednn, &why));
   EXPECT_NE(why.find("hardsigmoid"), std::string::npos) << why;
   Convention half_away = OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {kUint8, 0.05f, 0});
   half_away.output.rounding = RoundingMode::half_away_from_zero;
-  EXPECT_FALSE(OneDnnKernel::Create(half_away, FusedKind::onednn, &why));
+  EXPECT_FALSE(OneDnnKernel::Create(half_away, Backend::onednn, &why));
   EXPECT_NE(why.find("half to even"), std::string::npos) << why;
   const Convention int16_out =
       OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {QuantType{ScalarType::int16, false}, 0.001f, 0});
-  EXPECT_FALSE(OneDnnKernel::Create(int16_out, FusedKind::onednn, &why));
+  EXPECT_FALSE(OneDnnKernel::Create(int16_out, Backend::onednn, &why));
   Convention double_rounding = OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {kUint8, 0.05f, 0});
   double_rounding.requant = RequantVariant::double_rounding;
   double_rounding.intermediate.rounding = RoundingMode::half_away_from_zero;
-  EXPECT_TRUE(OneDnnKernel::Create(double_rounding, FusedKind::onednn, &why)) << "the fused kernel never requantizes";
-  EXPECT_FALSE(OneDnnKernel::Create(double_rounding, FusedKind::onednn_unfused, &why));
+  EXPECT_TRUE(OneDnnKernel::Create(double_rounding, Backend::onednn, &why)) << "the fused kernel never requantizes";
+  EXPECT_FALSE(OneDnnKernel::Create(double_rounding, Backend::onednn_unfused, &why));
   EXPECT_NE(why.find("f32_zero_point_first"), std::string::npos) << why;
 }
 
@@ -114,7 +114,7 @@ TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) 
     ASSERT_EQ(specs.size(), 3u);
     for (const CaseSpec& spec : {specs[0], specs[2]}) {
       std::string why;
-      auto kernel = OneDnnKernel::Create(spec.convention, spec.fused, &why);
+      auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
       ASSERT_TRUE(kernel) << why;
       const Convention reference_conv = reference_convention(spec);
       const bool f32 = reference_conv.intermediate.kind == IntermediateKind::f32;
@@ -159,7 +159,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   ASSERT_EQ(conv.output_width(), 3);
   const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 1.0f, 0});
   std::string why;
-  auto kernel = OneDnnKernel::Create(graph, FusedKind::onednn, &why);
+  auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
   ASSERT_TRUE(kernel) << why;
   std::vector<int32_t> y(3);
   ASSERT_TRUE(kernel->Run(conv, std::vector<int32_t>{10}, y, &why)) << why;
@@ -173,7 +173,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   ReplayKey key;
   key.spec.name = "deconv-defect";
   key.spec.convention = graph;
-  key.spec.fused = FusedKind::onednn;
+  key.spec.backend = Backend::onednn;
   key.explicit_conv = ExplicitConv{conv, std::vector<int32_t>{10}, 0};
   const ReplayTrace trace = driver::Replay(parse_replay(format_replay(key)));
   EXPECT_EQ(trace.acc_reference, 31);

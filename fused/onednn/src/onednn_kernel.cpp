@@ -102,7 +102,7 @@ std::string EffectiveIsa() {
 
 struct OneDnnKernel::Impl {
   Convention graph;
-  FusedKind kind = FusedKind::onednn;
+  Backend backend = Backend::onednn;
   Eltwise eltwise{algorithm::eltwise_relu};
   DataType output_type = DataType::s8;
   DataType intermediate_type = DataType::s8;  // onednn_unfused
@@ -122,19 +122,19 @@ OneDnnKernel::~OneDnnKernel() = default;
 
 const std::vector<std::string>& OneDnnKernel::implementations() const { return impl_->implementations; }
 
-std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, FusedKind kind,
+std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Backend backend,
                                                    std::string* unsupported_reason) {
   auto reject = [unsupported_reason](std::string reason) -> std::unique_ptr<OneDnnKernel> {
     if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
     return nullptr;
   };
   validate(graph);
-  if (kind != FusedKind::onednn && kind != FusedKind::onednn_unfused) {
-    throw InputError("OneDnnKernel: fused kind " + std::string(to_string(kind)) + " is not a oneDNN path");
+  if (backend != Backend::onednn && backend != Backend::onednn_unfused) {
+    throw InputError("OneDnnKernel: the built-in backend is not a oneDNN path");
   }
   auto impl = std::make_unique<Impl>();
   impl->graph = graph;
-  impl->kind = kind;
+  impl->backend = backend;
   std::string why;
   const std::optional<Eltwise> eltwise = MapActivation(graph.activation, &why);
   if (!eltwise) return reject(why);
@@ -151,7 +151,7 @@ std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Fuse
                   std::string(to_string(graph.output.rounding)) + " with the zero point " +
                   std::string(to_string(graph.output.zero_point_order)));
   }
-  if (kind == FusedKind::onednn_unfused) {
+  if (backend == Backend::onednn_unfused) {
     const std::optional<DataType> mid = EightBitType(graph.intermediate.q.type);
     if (graph.intermediate.kind != IntermediateKind::quantized || !mid) {
       return reject("oneDNN's unfused graph stores the intermediate as s8 or u8 (full range); intermediate " +
@@ -176,7 +176,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     throw InputError("OneDnnKernel::Run: input or output has the wrong size");
   }
   Impl& m = *impl_;
-  const bool unfused = m.kind == FusedKind::onednn_unfused;
+  const bool unfused = m.backend == Backend::onednn_unfused;
   auto reject = [unsupported_reason](std::string reason) {
     if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
     return false;
@@ -361,7 +361,7 @@ std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsuppo
     if (unsupported_reason) *unsupported_reason = "mutants are injected into the built-in fused paths only";
     return nullptr;
   }
-  std::unique_ptr<OneDnnKernel> kernel = OneDnnKernel::Create(spec.convention, spec.fused, unsupported_reason);
+  std::unique_ptr<OneDnnKernel> kernel = OneDnnKernel::Create(spec.convention, spec.backend, unsupported_reason);
   if (!kernel) return nullptr;
   return std::make_unique<OneDnnPath>(std::move(kernel));
 }

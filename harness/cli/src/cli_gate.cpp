@@ -38,7 +38,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
       tables::LoadFusedOp(a.descriptor, a.allow_table_outside ? tables::TablePlacement::anywhere
                                                               : tables::TablePlacement::inside_descriptor_folder);
   const Convention& c = op.descriptor.convention;
-  const FusedKind kind = op.descriptor.table_kind;
+  const TableKind kind = op.descriptor.table_kind;
   // An illegal fusion is refused by the rule it breaks before any sample: no table makes it right.
   if (const std::string illegal = driver::GateFusionIllegality(op.descriptor, op.table); !illegal.empty()) {
     RunResult refused;
@@ -84,7 +84,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
     if (tolerance) source = a.tolerance;
   }
   if (!tolerance) {
-    if (kind == FusedKind::pwl) {
+    if (kind == TableKind::pwl) {
       tolerance = default_pwl_tolerance(c.intermediate.q.type.bits(), segments);
       if (!tolerance && a.max_abs_lsb < 0) {
         throw InputError(a.descriptor + ": no default tolerance for a pwl table with " + std::to_string(segments) +
@@ -92,7 +92,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
       }
       if (!tolerance) tolerance = Tolerance{};
     } else {
-      tolerance = default_tolerance(kind, c.activation.kind);
+      tolerance = default_tolerance(Backend::builtin, kind, c.activation.kind);
     }
   }
   if (a.max_abs_lsb >= 0) {

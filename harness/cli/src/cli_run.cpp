@@ -73,7 +73,15 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.zero_point_order.empty()) {
     suite.zero_point_order = parse_zero_point_order(a.zero_point_order, "--zero-point-order");
   }
-  if (!a.fused.empty()) suite.fused = parse_fused_kind(a.fused, "--fused");
+  if (!a.fused.empty()) {
+    CaseSpec path;
+    parse_fused_path(a.fused, "--fused", path);
+    if (path.backend == Backend::builtin) {
+      suite.table_kind = path.table_kind;
+    } else {
+      suite.backend = path.backend;
+    }
+  }
   suite.mutant = parse_mutant(a.mutant, "--mutant");
   suite.samples = a.samples;
   if (!a.mix.empty()) suite.mix = parse_region_mix(a.mix, "--mix");

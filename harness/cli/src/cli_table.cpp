@@ -45,15 +45,15 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
   if (!a.output_rounding.empty()) c.output.rounding = parse_rounding_mode(a.output_rounding, "--output-rounding");
   if (!a.zero_point_order.empty()) c.output.zero_point_order = parse_zero_point_order(a.zero_point_order, "--zero-point-order");
   validate(c);
-  d.table_kind = parse_fused_kind(a.kind, "--kind");
+  d.table_kind = parse_table_kind(a.kind, "--kind");
   if (const std::string mismatch = table_kind_mismatch(d.table_kind, c); !mismatch.empty()) {
     throw InputError("--kind: " + mismatch);
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(a.out_dir, ec)) throw InputError("--out-dir: folder '" + a.out_dir + "' does not exist");
-  if (a.segments != 0 && d.table_kind != FusedKind::pwl) throw InputError("--segments: applies to --kind pwl only");
-  if (!a.line_fit.empty() && d.table_kind != FusedKind::pwl) throw InputError("--line-fit: applies to --kind pwl only");
-  if (!a.knots.empty() && d.table_kind != FusedKind::lut_interp) {
+  if (a.segments != 0 && d.table_kind != TableKind::pwl) throw InputError("--segments: applies to --kind pwl only");
+  if (!a.line_fit.empty() && d.table_kind != TableKind::pwl) throw InputError("--line-fit: applies to --kind pwl only");
+  if (!a.knots.empty() && d.table_kind != TableKind::lut_interp) {
     throw InputError("--knots: applies to --kind lut_interp only");
   }
   // The table goes beside its descriptor, the only place `gate` reads it from by default.
@@ -70,11 +70,11 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
   table.kind = d.table_kind;
   std::string summary;
   switch (d.table_kind) {
-    case FusedKind::lut:
+    case TableKind::lut:
       table.lut = fused::LUTPopulateInt8(c.activation, c.intermediate.q, c.output);
       summary = fmt::format("{} entries (LUTPopulateInt8 semantics in double)", table.lut.size());
       break;
-    case FusedKind::lut_interp: {
+    case TableKind::lut_interp: {
       const auto knots = fused::LUTPopulateInt16(c.activation, c.intermediate.q.scale, 0, c.output.q.scale, 0);
       table.knots.assign(knots.begin(), knots.end());
       summary = "513 knots (TFLite LUTPopulateInt16, bit-exact)";
@@ -101,7 +101,7 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
       }
       break;
     }
-    case FusedKind::pwl: {
+    case TableKind::pwl: {
       const int32_t codes = static_cast<int32_t>(c.intermediate.q.type.code_count());
       const int32_t segments = a.segments != 0 ? a.segments : (c.intermediate.q.type.bits() == 8 ? 16 : 64);
       if (segments < 1 || segments > codes) {

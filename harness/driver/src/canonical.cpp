@@ -25,11 +25,11 @@ namespace {
 // Codes farther apart than this start a new run: a run is one stretch of table rows a reviewer looks at.
 constexpr int32_t kRunGap = 8;
 
-std::string_view RowName(FusedKind kind) {
+std::string_view RowName(TableKind kind) {
   switch (kind) {
-    case FusedKind::lut_interp:
+    case TableKind::lut_interp:
       return "knot";
-    case FusedKind::pwl:
+    case TableKind::pwl:
       return "segment";
     default:
       return "entry";
@@ -39,11 +39,11 @@ std::string_view RowName(FusedKind kind) {
 // The table rows code u reads: knots i (and i + 1 when it interpolates), the segment index, or the entry u.
 std::pair<int32_t, int32_t> RowsOf(const TableData& table, int32_t u) {
   switch (table.kind) {
-    case FusedKind::lut_interp: {
+    case TableKind::lut_interp: {
       const int32_t knot = 256 + (u >> 7);
       return {knot, knot + ((u & 127) != 0 ? 1 : 0)};
     }
-    case FusedKind::pwl: {
+    case TableKind::pwl: {
       const auto it = std::lower_bound(table.segments.begin(), table.segments.end(), u,
                                        [](const PwlSegment& s, int32_t code) { return s.u_hi < code; });
       const int32_t index = static_cast<int32_t>(it - table.segments.begin());
@@ -99,17 +99,17 @@ CanonicalTable BuildCanonicalTable(const FusedOpDescriptor& descriptor, const Ta
   CanonicalTable out;
   out.table.kind = descriptor.table_kind;
   switch (descriptor.table_kind) {
-    case FusedKind::lut:
+    case TableKind::lut:
       out.table.lut = y;
       out.construction = "the correctly rounded table";
       break;
-    case FusedKind::lut_interp: {
+    case TableKind::lut_interp: {
       const auto knots = fused::LUTPopulateInt16(c.activation, c.intermediate.q.scale, 0, c.output.q.scale, 0);
       out.table.knots.assign(knots.begin(), knots.end());
       out.construction = "TFLite LUTPopulateInt16";
       break;
     }
-    case FusedKind::pwl:
+    case TableKind::pwl:
       for (const PwlSegment& s : candidate.segments) {
         const std::span<const int32_t> codes(y.data() + (s.u_lo - qmin), static_cast<size_t>(s.u_hi - s.u_lo + 1));
         const fused::PwlLine line = fused::MinimaxPwlLine(codes, s.u_lo, s.shift, c.output.q.type);
@@ -120,8 +120,6 @@ CanonicalTable BuildCanonicalTable(const FusedOpDescriptor& descriptor, const Ta
                                         : "the minimax line per segment (the candidate's boundaries and shifts); a "
                                           "search hit its breakpoint cap, so a segment's line is the best found";
       break;
-    default:
-      throw InputError("canonical table: " + std::string(to_string(descriptor.table_kind)) + " is not a table kind");
   }
   std::string unsupported;
   const std::unique_ptr<fused::FusedKernel> kernel =

@@ -9,7 +9,7 @@
 namespace fusediff::driver::detail {
 
 std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why) {
-  if (is_onednn(spec.fused)) {
+  if (is_onednn(spec)) {
 #if FUSEDIFF_HAVE_ONEDNN
     return fused::onednn::CreatePath(spec, why);
 #else

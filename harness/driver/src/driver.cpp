@@ -271,7 +271,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.stats.worst = WorstCases(options.worst_count);
   const Convention& convention = spec.convention;
   validate(convention);
-  result.tolerance = default_tolerance(spec.fused, convention.activation.kind);
+  result.tolerance = default_tolerance(spec.backend, spec.table_kind, convention.activation.kind);
   if (options.tolerance) result.tolerance = *options.tolerance;
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
   validate(spec);
@@ -279,7 +279,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.reference_convention = describe(reference_convention(spec)) + describe_pattern(spec.pattern, Fusion::keep_all);
   result.fused_convention = describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion);
   if (spec.source == SampleSource::conv) return RunDrawCase(std::move(result), options, *cache.impl_, start);
-  if (is_onednn(spec.fused)) {
+  if (is_onednn(spec)) {
     result.verdict = Verdict::unsupported;
     result.reason = "oneDNN runs whole convolutions: only the conv source applies (not " +
                     std::string(to_string(spec.source)) + ")";
@@ -293,7 +293,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
-      fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported, spec.table);
+      fused::FusedKernel::Create(convention, spec.table_kind, spec.mutant, &unsupported, spec.table);
   if (!kernel) {
     result.verdict = Verdict::unsupported;
     result.reason = unsupported;
@@ -374,7 +374,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   std::string why;
   std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, nullptr, &why);
   if (!comparison) {
-    throw InputError("replay: fused path " + std::string(to_string(spec.fused)) + " is unsupported here: " + why);
+    throw InputError("replay: fused path " + std::string(fused_path_name(spec)) + " is unsupported here: " + why);
   }
   ReplayTrace trace;
   trace.key = key;
@@ -400,10 +400,10 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
 
   const Convention reference_conv = reference_convention(spec);
   trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all);
-  if (is_onednn(spec.fused) || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
+  if (is_onednn(spec) || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
     trace.fused_convention = describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion);
   }
-  if (is_onednn(spec.fused)) {
+  if (is_onednn(spec)) {
     trace.black_box = true;
     trace.implementation = join_implementations(comparison->path().implementations()) + " (" + LibraryDescription() + ")";
   }
@@ -461,9 +461,9 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
                                    format_quant_params(add->residual) + ") -> s = " + std::to_string(sample.code) + " (" +
                                    format_quant_params(add->out) + ", add " + std::string(to_string(add->add_rule)) + ")");
   }
-  if (is_conv_act(spec.pattern) && !is_onednn(spec.fused) && spec.fusion == Fusion::keep_all) {
+  if (is_conv_act(spec.pattern) && !is_onednn(spec) && spec.fusion == Fusion::keep_all) {
     // The built-in kernel's own accumulator and code, side by side with the reference's.
-    std::unique_ptr<fused::FusedKernel> kernel = fused::FusedKernel::Create(spec.convention, spec.fused, spec.mutant, &why);
+    std::unique_ptr<fused::FusedKernel> kernel = fused::FusedKernel::Create(spec.convention, spec.table_kind, spec.mutant, &why);
     if (kernel) {
       std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
       kernel->Run(draw.conv, draw.input, y, acc, u);
@@ -489,13 +489,13 @@ ReplayTrace Replay(const ReplayKey& key) {
   const CaseSpec& spec = key.spec;
   validate(spec);
   if (key.explicit_conv || spec.source == SampleSource::conv) return ReplayDraw(key);
-  if (is_onednn(spec.fused)) throw InputError("replay.source: oneDNN cases have conv samples only");
+  if (is_onednn(spec)) throw InputError("replay.source: oneDNN cases have conv samples only");
   if (!is_conv_act(spec.pattern)) throw InputError("replay.source: the " + std::string(to_string(spec.source)) + " source is conv2d+act only");
   const Convention& convention = spec.convention;
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
-      fused::FusedKernel::Create(convention, spec.fused, spec.mutant, &unsupported);
-  if (!kernel) throw InputError("replay: fused path " + std::string(to_string(spec.fused)) + " is unsupported here: " + unsupported);
+      fused::FusedKernel::Create(convention, spec.table_kind, spec.mutant, &unsupported);
+  if (!kernel) throw InputError("replay: fused path " + std::string(fused_path_name(spec)) + " is unsupported here: " + unsupported);
   const reference::ActivationTable table(convention);
 
   ReplayTrace trace;

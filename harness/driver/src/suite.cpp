@@ -105,30 +105,31 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   // Each variant pairs an intermediate type with the table kind built for it.
   struct Variant {
     QuantType intermediate;
-    FusedKind fused;
+    TableKind table_kind;
   };
   std::vector<Variant> variants;
-  const bool onednn_only = options.fused && is_onednn(*options.fused);
+  const bool fused_given = options.table_kind || options.backend;
+  const bool onednn_only = options.backend && *options.backend != Backend::builtin;
   if (onednn_only) {
     // The oneDNN comparisons are built below, per activation.
   } else if (options.intermediate) {
     const QuantParams q = parse_quant_params(*options.intermediate, "--intermediate", QuantParams{});
-    variants.push_back({q.type, q.type.bits() == 16 ? FusedKind::lut_interp : FusedKind::lut});
-  } else if (options.fused) {
-    variants.push_back({QuantType{*options.fused == FusedKind::lut ? ScalarType::int8 : ScalarType::int16, false},
-                        *options.fused});
+    variants.push_back({q.type, q.type.bits() == 16 ? TableKind::lut_interp : TableKind::lut});
+  } else if (options.table_kind) {
+    variants.push_back({QuantType{*options.table_kind == TableKind::lut ? ScalarType::int8 : ScalarType::int16, false},
+                        *options.table_kind});
   } else {
-    variants.push_back({QuantType{ScalarType::int8, false}, FusedKind::lut});
-    variants.push_back({QuantType{ScalarType::int16, false}, FusedKind::lut_interp});
+    variants.push_back({QuantType{ScalarType::int8, false}, TableKind::lut});
+    variants.push_back({QuantType{ScalarType::int16, false}, TableKind::lut_interp});
   }
-  if (options.fused) {
-    for (Variant& v : variants) v.fused = *options.fused;
+  if (options.table_kind) {
+    for (Variant& v : variants) v.table_kind = *options.table_kind;
   }
 
   std::vector<CaseSpec> suite;
   if (options.pattern) parse_pattern_name(*options.pattern, "--pattern");  // a clear error for an unknown name
   if (options.pattern && *options.pattern != "conv2d+act") {
-    if (options.fused && *options.fused != FusedKind::lut) {
+    if (onednn_only || (options.table_kind && *options.table_kind != TableKind::lut)) {
       throw InputError("--pattern " + *options.pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
     }
     return PatternCases(options, options.pattern);
@@ -145,20 +146,20 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
         spec.mix = options.mix;
         spec.source = source;
         spec.convention = c;
-        spec.fused = variant.fused;
+        spec.table_kind = variant.table_kind;
         spec.mutant = options.mutant;
         spec.samples = options.samples;
         spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." +
-                    std::string(to_string(variant.fused)) + "." + std::string(to_string(source));
+                    std::string(fused_path_name(spec)) + "." + std::string(to_string(source));
         suite.push_back(std::move(spec));
       }
     }
-    if (onednn_only || (!options.fused && !options.intermediate && OneDnnBuiltIn())) {
+    if (onednn_only || (!fused_given && !options.intermediate && OneDnnBuiltIn())) {
       for (CaseSpec& spec : OneDnnComparisons(options, kind)) suite.push_back(std::move(spec));
     }
   }
   // Every other pattern, where the options leave the built-in 8-bit conventions in place.
-  if (!options.pattern && !options.fused && !options.intermediate && !options.output &&
+  if (!options.pattern && !fused_given && !options.intermediate && !options.output &&
       (options.mutant == Mutant::none || pattern_mutant)) {
     for (CaseSpec& spec : PatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
   }
@@ -209,7 +210,7 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
         spec.convention = c;
         spec.pattern = std::move(pattern);
         spec.fusion = fusion;
-        spec.fused = FusedKind::lut;
+        spec.table_kind = TableKind::lut;
         spec.mutant = options.mutant;
         spec.samples = options.samples;
         spec.comparison = Comparison::same_convention;
@@ -280,21 +281,21 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {
   const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
   struct OneDnnComparison {
-    FusedKind fused;
+    Backend backend;
     Comparison comparison;
     const char* label;
   };
-  const OneDnnComparison comparisons[] = {{FusedKind::onednn, Comparison::same_convention, "onednn"},
-                                     {FusedKind::onednn, Comparison::cross_convention, "onednn.cross"},
-                                     {FusedKind::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
+  const OneDnnComparison comparisons[] = {{Backend::onednn, Comparison::same_convention, "onednn"},
+                                     {Backend::onednn, Comparison::cross_convention, "onednn.cross"},
+                                     {Backend::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
   std::vector<CaseSpec> specs;
   for (const OneDnnComparison& k : comparisons) {
-    if (options.fused == FusedKind::onednn_unfused && k.fused != FusedKind::onednn_unfused) continue;
+    if (options.backend == Backend::onednn_unfused && k.backend != Backend::onednn_unfused) continue;
     CaseSpec spec;
     spec.mix = options.mix;
     spec.source = SampleSource::conv;
     spec.convention = c;
-    spec.fused = k.fused;
+    spec.backend = k.backend;
     spec.comparison = k.comparison;
     spec.mutant = options.mutant;
     spec.samples = options.samples;
@@ -316,7 +317,7 @@ std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::s
     spec.name = stem + "." + std::string(to_string(source));
     spec.source = source;
     spec.convention = descriptor.convention;
-    spec.fused = descriptor.table_kind;
+    spec.table_kind = descriptor.table_kind;
     spec.samples = conv_samples;
     spec.table = table;
     if (source == SampleSource::conv && conv_samples == 0) continue;

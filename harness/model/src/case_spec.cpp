@@ -10,15 +10,53 @@
 
 namespace fusediff {
 
-std::string_view to_string(FusedKind k) {
+std::string_view to_string(TableKind k) {
   switch (k) {
-    case FusedKind::lut: return "lut";
-    case FusedKind::lut_interp: return "lut_interp";
-    case FusedKind::pwl: return "pwl";
-    case FusedKind::onednn: return "onednn";
-    case FusedKind::onednn_unfused: return "onednn_unfused";
+    case TableKind::lut: return "lut";
+    case TableKind::lut_interp: return "lut_interp";
+    case TableKind::pwl: return "pwl";
   }
   return "?";
+}
+
+TableKind parse_table_kind(std::string_view text, std::string_view field) {
+  if (text == "lut") return TableKind::lut;
+  if (text == "lut_interp") return TableKind::lut_interp;
+  if (text == "pwl") return TableKind::pwl;
+  throw InputError(std::string(field) + ": unknown table kind '" + std::string(text) +
+                   "' (expected lut, lut_interp or pwl)");
+}
+
+namespace {
+std::string_view FusedPathName(Backend backend, TableKind table_kind) {
+  switch (backend) {
+    case Backend::builtin: return to_string(table_kind);
+    case Backend::onednn: return "onednn";
+    case Backend::onednn_unfused: return "onednn_unfused";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string_view fused_path_name(const CaseSpec& spec) { return FusedPathName(spec.backend, spec.table_kind); }
+
+void parse_fused_path(std::string_view text, std::string_view field, CaseSpec& spec) {
+  spec.table_kind = TableKind::lut;
+  if (text == "onednn") {
+    spec.backend = Backend::onednn;
+  } else if (text == "onednn_unfused") {
+    spec.backend = Backend::onednn_unfused;
+  } else if (text == "lut" || text == "lut_interp" || text == "pwl") {
+    spec.backend = Backend::builtin;
+    spec.table_kind = parse_table_kind(text, field);
+  } else {
+    throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) +
+                     "' (expected lut, lut_interp, pwl, onednn or onednn_unfused)");
+  }
+}
+
+bool uses_table(const CaseSpec& spec, TableKind kind) {
+  return spec.backend == Backend::builtin && spec.table_kind == kind;
 }
 
 std::string_view to_string(Comparison c) {
@@ -32,11 +70,13 @@ Comparison parse_comparison(std::string_view text, std::string_view field) {
                    "' (expected same_convention or cross_convention)");
 }
 
-bool is_onednn(FusedKind k) { return k == FusedKind::onednn || k == FusedKind::onednn_unfused; }
+bool is_onednn(const CaseSpec& spec) {
+  return spec.backend == Backend::onednn || spec.backend == Backend::onednn_unfused;
+}
 
 Convention declared_convention(const CaseSpec& spec) {
   Convention c = spec.convention;
-  if (spec.fused == FusedKind::onednn) {
+  if (spec.backend == Backend::onednn) {
     c.intermediate.kind = IntermediateKind::f32;
     c.requant = RequantVariant::f32_half_even;
     c.intermediate.rounding = RoundingMode::half_to_even;
@@ -54,7 +94,7 @@ void validate(const CaseSpec& spec) {
   if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
       spec.fusion == Fusion::keep_all) {
     throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
-                     "graph's; " + std::string(to_string(spec.fused)) + " declares the graph's own");
+                     "graph's; " + std::string(fused_path_name(spec)) + " declares the graph's own");
   }
 }
 
@@ -65,16 +105,6 @@ std::string_view to_string(SampleSource s) {
     case SampleSource::thresholds: return "thresholds";
   }
   return "?";
-}
-
-FusedKind parse_fused_kind(std::string_view text, std::string_view field) {
-  if (text == "lut") return FusedKind::lut;
-  if (text == "lut_interp") return FusedKind::lut_interp;
-  if (text == "pwl") return FusedKind::pwl;
-  if (text == "onednn") return FusedKind::onednn;
-  if (text == "onednn_unfused") return FusedKind::onednn_unfused;
-  throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) +
-                   "' (expected lut, lut_interp, pwl, onednn or onednn_unfused)");
 }
 
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {
@@ -129,7 +159,8 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   out += ";y=" + format_quant_params(c.output.q);
   out += ";y_round=" + std::string(to_string(c.output.rounding));
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
-  out += ";fused=" + std::string(to_string(for_samples && is_onednn(s.fused) ? FusedKind::onednn : s.fused));
+  out += ";fused=" + std::string(for_samples && is_onednn(s) ? FusedPathName(Backend::onednn, s.table_kind)
+                                                              : fused_path_name(s));
   if (s.source == SampleSource::conv) out += ";mix=" + format_region_mix(s.mix);
   if (!for_samples && s.comparison != Comparison::same_convention) {
     out += ";comparison=" + std::string(to_string(s.comparison));  // absent for same_convention: old keys hold
@@ -351,7 +382,7 @@ ReplayKey parse_replay(std::string_view text) {
   c.output.q = parse_quant_params(take("y"), "replay.y", QuantParams{});
   c.output.rounding = parse_rounding_mode(take("y_round"), "replay.y_round");
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
-  s.fused = parse_fused_kind(take("fused"), "replay.fused");
+  parse_fused_path(take("fused"), "replay.fused", s);
   if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
   if (fields.count("comparison")) s.comparison = parse_comparison(take("comparison"), "replay.comparison");
   s.mutant = parse_mutant(take("mutant"), "replay.mutant");

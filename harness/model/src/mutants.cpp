@@ -135,15 +135,15 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
       return spec.source == SampleSource::conv && c.requant == RequantVariant::single_rounding;
     case Mutant::no_intermediate_saturation: return spec.source == SampleSource::conv;
     case Mutant::lut_index_off_by_one: return true;
-    case Mutant::knee_entry_off_by_one: return spec.fused == FusedKind::lut;
+    case Mutant::knee_entry_off_by_one: return uses_table(spec, TableKind::lut);
     case Mutant::ignore_intermediate_zero_point: return c.intermediate.q.zero_point != 0;
     case Mutant::zero_point_before_rounding:
-      return spec.fused == FusedKind::lut && c.output.zero_point_order == ZeroPointOrder::after_rounding &&
+      return uses_table(spec, TableKind::lut) && c.output.zero_point_order == ZeroPointOrder::after_rounding &&
              c.output.q.zero_point != 0 && c.output.rounding != RoundingMode::half_up;
     case Mutant::skip_intermediate_quantization: return spec.source == SampleSource::conv;
     case Mutant::output_half_even_for_half_away:
-      return spec.fused == FusedKind::lut && c.output.rounding == RoundingMode::half_away_from_zero;
-    case Mutant::interp_truncate: return spec.fused == FusedKind::lut_interp;
+      return uses_table(spec, TableKind::lut) && c.output.rounding == RoundingMode::half_away_from_zero;
+    case Mutant::interp_truncate: return uses_table(spec, TableKind::lut_interp);
     default: return false;  // the pattern mutants, above
   }
 }

@@ -39,14 +39,14 @@ std::string table_fingerprint_hex(const TableData& table) {
   return buffer;
 }
 
-std::string table_kind_mismatch(FusedKind kind, const Convention& c) {
+std::string table_kind_mismatch(TableKind kind, const Convention& c) {
   const QuantParams& u = c.intermediate.q;
   const QuantParams& y = c.output.q;
   switch (kind) {
-    case FusedKind::lut:
+    case TableKind::lut:
       if (u.type.bits() != 8) return "table kind lut needs an 8-bit intermediate (int8 or uint8), got " + to_string(u.type);
       return {};
-    case FusedKind::lut_interp:
+    case TableKind::lut_interp:
       if (u.type.scalar != ScalarType::int16) {
         return "table kind lut_interp needs an int16 intermediate, got " + to_string(u.type);
       }
@@ -56,7 +56,7 @@ std::string table_kind_mismatch(FusedKind kind, const Convention& c) {
       }
       if (y.zero_point != 0) return "table kind lut_interp needs output zero point 0, got " + std::to_string(y.zero_point);
       return {};
-    case FusedKind::pwl:
+    case TableKind::pwl:
       return {};  // every intermediate type is 8- or 16-bit
   }
   return "unknown table kind";

@@ -8,7 +8,7 @@ namespace fusediff {
 
 namespace {
 struct ToleranceRow {
-  FusedKind fused;
+  TableKind table;
   ActivationKind activation;
   int64_t max_abs_lsb;
 };
@@ -18,24 +18,24 @@ struct ToleranceRow {
 // times max|f| on [-D, D] (scripts/measure_lut_interp_tolerance.py; docs/tolerances.md). The error grows with
 // su/sy because each 128-code step of the lookup spans 65535/512 codes of the table: tanh at su/sy = 16 is 13.
 constexpr ToleranceRow kLutInterpRows[] = {
-    {FusedKind::lut_interp, ActivationKind::relu, 1},       {FusedKind::lut_interp, ActivationKind::relu6, 2},
-    {FusedKind::lut_interp, ActivationKind::leaky_relu, 1}, {FusedKind::lut_interp, ActivationKind::hard_sigmoid, 2},
-    {FusedKind::lut_interp, ActivationKind::hard_swish, 2}, {FusedKind::lut_interp, ActivationKind::gelu_erf, 2},
-    {FusedKind::lut_interp, ActivationKind::gelu_tanh, 2},  {FusedKind::lut_interp, ActivationKind::sigmoid, 3},
-    {FusedKind::lut_interp, ActivationKind::tanh, 13},      {FusedKind::lut_interp, ActivationKind::silu, 2},
-    {FusedKind::lut_interp, ActivationKind::elu, 2},        {FusedKind::lut_interp, ActivationKind::softplus, 2},
-    {FusedKind::lut_interp, ActivationKind::mish, 2},
+    {TableKind::lut_interp, ActivationKind::relu, 1},       {TableKind::lut_interp, ActivationKind::relu6, 2},
+    {TableKind::lut_interp, ActivationKind::leaky_relu, 1}, {TableKind::lut_interp, ActivationKind::hard_sigmoid, 2},
+    {TableKind::lut_interp, ActivationKind::hard_swish, 2}, {TableKind::lut_interp, ActivationKind::gelu_erf, 2},
+    {TableKind::lut_interp, ActivationKind::gelu_tanh, 2},  {TableKind::lut_interp, ActivationKind::sigmoid, 3},
+    {TableKind::lut_interp, ActivationKind::tanh, 13},      {TableKind::lut_interp, ActivationKind::silu, 2},
+    {TableKind::lut_interp, ActivationKind::elu, 2},        {TableKind::lut_interp, ActivationKind::softplus, 2},
+    {TableKind::lut_interp, ActivationKind::mish, 2},
 };
 }  // namespace
 
-Tolerance default_tolerance(FusedKind fused, ActivationKind activation) {
-  // An 8-bit table has one entry per code, so it can be exact: any wrong entry is a failure.
-  if (fused == FusedKind::lut) return Tolerance{0, std::nullopt, std::nullopt};
+Tolerance default_tolerance(Backend backend, TableKind table, ActivationKind activation) {
   // oneDNN evaluates the activation and its scaling in binary32: the output code may differ from the exactly
   // rounded one by 1 where t lies within float32 noise of a rounding tie (docs/onednn.md, measured there).
-  if (is_onednn(fused)) return Tolerance{1, std::nullopt, std::nullopt};
+  if (backend != Backend::builtin) return Tolerance{1, std::nullopt, std::nullopt};
+  // An 8-bit table has one entry per code, so it can be exact: any wrong entry is a failure.
+  if (table == TableKind::lut) return Tolerance{0, std::nullopt, std::nullopt};
   for (const ToleranceRow& row : kLutInterpRows) {
-    if (row.fused == fused && row.activation == activation) return Tolerance{row.max_abs_lsb, std::nullopt, std::nullopt};
+    if (row.table == table && row.activation == activation) return Tolerance{row.max_abs_lsb, std::nullopt, std::nullopt};
   }
   return Tolerance{0, std::nullopt, std::nullopt};
 }

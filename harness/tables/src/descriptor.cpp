@@ -224,7 +224,7 @@ FusedOpDescriptor ParseDescriptor(std::string_view json_text, const std::string&
     const json& table = root.at("table");
     const Fields ft = top.Child("table");
     ft.CheckObject(table, "the table", {"kind", "file"});
-    d.table_kind = parse_fused_kind(ft.String(table, "kind"), ft.Name("kind"));
+    d.table_kind = parse_table_kind(ft.String(table, "kind"), ft.Name("kind"));
     d.table_file = ft.String(table, "file");
     if (d.table_file.empty()) ft.Fail("file", "empty (expected a path relative to the descriptor)");
 

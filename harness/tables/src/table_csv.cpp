@@ -163,25 +163,25 @@ std::vector<int32_t> ReadKeyed(StrictCsv<N>& csv, const std::string& file, int64
 
 }  // namespace
 
-TableData ParseTable(std::string_view csv_text, const std::string& file, FusedKind kind, const Convention& c) {
+TableData ParseTable(std::string_view csv_text, const std::string& file, TableKind kind, const Convention& c) {
   const QuantType& u_type = c.intermediate.q.type;
   const QuantType& y_type = c.output.q.type;
   TableData table;
   table.kind = kind;
   switch (kind) {
-    case FusedKind::lut: {
+    case TableKind::lut: {
       StrictCsv<2> csv(csv_text, file, {"u", "y"});
       table.lut = ReadKeyed(csv, file, u_type.qmin(), u_type.qmax(), "an intermediate code in " + TypeRange(u_type),
                             y_type.qmin(), y_type.qmax(), "an output code in " + TypeRange(y_type), "code");
       break;
     }
-    case FusedKind::lut_interp: {
+    case TableKind::lut_interp: {
       StrictCsv<2> csv(csv_text, file, {"index", "value"});
       table.knots = ReadKeyed(csv, file, 0, kLutInterpKnotCount - 1, "a knot index in [0, 512]", INT16_MIN, INT16_MAX,
                               "an int16 knot value in [-32768, 32767]", "index");
       break;
     }
-    case FusedKind::pwl: {
+    case TableKind::pwl: {
       StrictCsv<5> csv(csv_text, file, {"u_lo", "u_hi", "slope", "offset", "shift"});
       const std::string u_expected = "an intermediate code in " + TypeRange(u_type);
       const std::string int32_expected = "an int32";
@@ -229,18 +229,18 @@ TableData ParseTable(std::string_view csv_text, const std::string& file, FusedKi
 std::string FormatTable(const TableData& table, const Convention& c) {
   std::string out;
   switch (table.kind) {
-    case FusedKind::lut:
+    case TableKind::lut:
       out = "u,y\n";
       for (size_t i = 0; i < table.lut.size(); ++i) {
         out += std::to_string(c.intermediate.q.type.qmin() + static_cast<int32_t>(i)) + "," +
                std::to_string(table.lut[i]) + "\n";
       }
       break;
-    case FusedKind::lut_interp:
+    case TableKind::lut_interp:
       out = "index,value\n";
       for (size_t i = 0; i < table.knots.size(); ++i) out += std::to_string(i) + "," + std::to_string(table.knots[i]) + "\n";
       break;
-    case FusedKind::pwl:
+    case TableKind::pwl:
       out = "u_lo,u_hi,slope,offset,shift\n";
       for (const PwlSegment& s : table.segments) {
         out += std::to_string(s.u_lo) + "," + std::to_string(s.u_hi) + "," + std::to_string(s.slope) + "," +

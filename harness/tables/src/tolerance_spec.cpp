@@ -33,9 +33,9 @@ ToleranceSpec ParseToleranceSpec(std::string_view json_text, const std::string& 
       ToleranceEntry e;
       const std::string activation = f.String(item, "activation");
       if (activation != "*") e.activation = parse_activation_kind(activation, f.Name("activation"));
-      e.table = parse_fused_kind(f.String(item, "table"), f.Name("table"));
+      e.table = parse_table_kind(f.String(item, "table"), f.Name("table"));
       if (auto it = item.find("segments"); it != item.end()) {
-        if (e.table != FusedKind::pwl) f.Fail("segments", "applies to table pwl only");
+        if (e.table != TableKind::pwl) f.Fail("segments", "applies to table pwl only");
         const int64_t segments = f.Integer(*it, "segments");
         if (segments < 1) f.Fail("segments", std::to_string(segments) + " (expected a count >= 1)");
         e.segments = static_cast<size_t>(segments);
@@ -62,7 +62,7 @@ ToleranceSpec ParseToleranceSpec(std::string_view json_text, const std::string& 
   return spec;
 }
 
-std::optional<Tolerance> FindTolerance(const ToleranceSpec& spec, ActivationKind activation, FusedKind table,
+std::optional<Tolerance> FindTolerance(const ToleranceSpec& spec, ActivationKind activation, TableKind table,
                                        size_t segments) {
   const ToleranceEntry* best = nullptr;
   int best_score = -1;

@@ -22,13 +22,13 @@ class FusedKernel {
   // (lut needs an 8-bit intermediate; lut_interp an int16 intermediate and int16 output, both zero points 0).
   // An invalid convention (fusediff::validate) is bad input, not an unsupported one: throws InputError.
   // pwl has no built-in table: without an external one it is unsupported.
-  static std::unique_ptr<FusedKernel> Create(const Convention& convention, FusedKind kind, Mutant mutant,
+  static std::unique_ptr<FusedKernel> Create(const Convention& convention, TableKind kind, Mutant mutant,
                                              std::string* unsupported_reason);
   // The same op with an external table (a table file) instead of a built one. The table must be of `kind`, fit
   // the convention's types (table_kind_mismatch) and be complete (lut: one entry per code; lut_interp: 513
   // int16 knots; pwl: segments sorted, contiguous, covering the intermediate range, shift in [0, 31]) — the
   // table reader guarantees all of it; a violation here throws InputError. Mutants do not apply (InputError).
-  static std::unique_ptr<FusedKernel> Create(const Convention& convention, FusedKind kind, Mutant mutant,
+  static std::unique_ptr<FusedKernel> Create(const Convention& convention, TableKind kind, Mutant mutant,
                                              std::string* unsupported_reason,
                                              std::shared_ptr<const TableData> table);
   ~FusedKernel();

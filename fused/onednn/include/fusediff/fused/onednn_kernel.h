@@ -36,10 +36,10 @@ std::string EffectiveIsa();
 
 class OneDnnKernel {
  public:
-  // `graph` is the case's (quantize-then-activate) convention, `kind` onednn or onednn_unfused. Returns nullptr
+  // `graph` is the case's (quantize-then-activate) convention, `backend` onednn or onednn_unfused. Returns nullptr
   // and sets *unsupported_reason when oneDNN cannot express the convention the path declares (the activation,
   // the output type or rounding, the unfused intermediate); throws InputError for an invalid convention.
-  static std::unique_ptr<OneDnnKernel> Create(const Convention& graph, FusedKind kind, std::string* unsupported_reason);
+  static std::unique_ptr<OneDnnKernel> Create(const Convention& graph, Backend backend, std::string* unsupported_reason);
   ~OneDnnKernel();
 
   // Runs one draw through oneDNN: y[output_index] = output code. Returns false and sets *unsupported_reason

@@ -21,7 +21,9 @@ struct SuiteOptions {
   std::optional<RoundingMode> intermediate_rounding;
   std::optional<RoundingMode> output_rounding;
   std::optional<ZeroPointOrder> zero_point_order;
-  std::optional<FusedKind> fused;
+  // --fused: at most one is set. table_kind: the built-in path with this table; backend: a oneDNN backend.
+  std::optional<TableKind> table_kind;
+  std::optional<Backend> backend;
   uint64_t samples = 20000;  // per conv case
   Mutant mutant = Mutant::none;
   RegionMix mix;             // what conv draws aim at (bulk only = uniform)

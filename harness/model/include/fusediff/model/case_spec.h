@@ -17,18 +17,22 @@ namespace fusediff {
 
 struct TableData;  // model/table.h
 
-// The fused path under test.
+// The kind of table the built-in fused path applies (fused/fused_kernel.h, model/table.h).
 //   lut:        direct table over every code of an 8-bit intermediate (TFLite LUTPopulateInt8 semantics, built
 //               in double with the declared output rounding).
 //   lut_interp: 513-knot table, int16 intermediate -> int16 output, zero points 0 (TFLite LUTPopulateInt16 /
 //               LUTLookup, bit-exact).
 //   pwl:        piecewise-linear segments in fixed point over an 8- or 16-bit intermediate (only from a table
 //               file: model/table.h).
+enum class TableKind { lut, lut_interp, pwl };
+
+// Which fused path runs a case.
+//   builtin:    the built-in fixed-point kernels (fused/fused_path.h), with the case's table kind.
 //   onednn:     oneDNN's int8 convolution with one eltwise post-op (fused/onednn; FUSEDIFF_WITH_ONEDNN). It declares
 //               the graph's convention with the intermediate unquantized (f32): declared_convention() below.
 //   onednn_unfused: oneDNN's int8 convolution to the intermediate 8-bit tensor (requant f32_zero_point_first), then
 //               dequantize, the activation and quantize as separate oneDNN primitives. Declares the graph's convention.
-enum class FusedKind { lut, lut_interp, pwl, onednn, onednn_unfused };
+enum class Backend { builtin, onednn, onednn_unfused };
 
 // Which reference a case compares the fused path with.
 //   same_convention:  the reference runs the convention the fused path declares (declared_convention): a verdict.
@@ -74,13 +78,12 @@ enum class SampleSource { conv, sweep, thresholds };
 std::string_view to_string(Mutant m);  // kebab-case: "use-output-scale"; "none"
 Mutant parse_mutant(std::string_view text, std::string_view field);
 
-std::string_view to_string(FusedKind k);
+std::string_view to_string(TableKind k);  // "lut", "lut_interp", "pwl"
 std::string_view to_string(SampleSource s);
 std::string_view to_string(Comparison c);
-FusedKind parse_fused_kind(std::string_view text, std::string_view field);
+TableKind parse_table_kind(std::string_view text, std::string_view field);
 SampleSource parse_sample_source(std::string_view text, std::string_view field);
 Comparison parse_comparison(std::string_view text, std::string_view field);
-bool is_onednn(FusedKind k);
 
 struct CaseSpec {
   std::string name;
@@ -93,7 +96,8 @@ struct CaseSpec {
   Pattern pattern;
   Fusion fusion = Fusion::keep_all;  // how the fused path treats the pattern's boundaries
   Comparison comparison = Comparison::same_convention;
-  FusedKind fused = FusedKind::lut;
+  Backend backend = Backend::builtin;
+  TableKind table_kind = TableKind::lut;  // the built-in path's table (lut, unused, for a oneDNN backend)
   Mutant mutant = Mutant::none;
   uint64_t samples = 0;  // conv: requested sample count; sweep: ignored (every code once)
   RegionMix mix;         // conv: what the draws aim at
@@ -101,6 +105,16 @@ struct CaseSpec {
   // When set, canonical_key carries its fingerprint, so different tables get different sample streams.
   std::shared_ptr<const TableData> table;
 };
+
+// The fused path as one word names it, wherever it is text (replay `fused=`, results "fused", --fused, case
+// names): the table kind for the built-in backend (lut, lut_interp, pwl), else the backend (onednn,
+// onednn_unfused). parse_fused_path sets spec.backend and spec.table_kind (lut for a oneDNN backend); it throws
+// InputError naming `field` for any other word.
+std::string_view fused_path_name(const CaseSpec& spec);
+void parse_fused_path(std::string_view text, std::string_view field, CaseSpec& spec);
+bool is_onednn(const CaseSpec& spec);  // backend onednn or onednn_unfused
+// Whether the case runs the built-in path with a table of `kind`.
+bool uses_table(const CaseSpec& spec, TableKind kind);
 
 // The convention the fused path declares it implements: the graph's own for every path but `onednn`, whose
 // intermediate is f32 (requant f32_half_even, no code; the output spec unchanged).
@@ -115,7 +129,7 @@ void validate(const CaseSpec& spec);
 std::string format_region_mix(const RegionMix& mix);
 RegionMix parse_region_mix(std::string_view text, std::string_view field);
 
-// Canonical text of what determines a case's samples (source + convention + fused kind + mix, + ";table=FINGERPRINT"
+// Canonical text of what determines a case's samples (source + convention + fused path + mix, + ";table=FINGERPRINT"
 // when an external table is set; not the name, the mutant or the sample count), e.g. "conv;gelu_erf;alpha=0;double_rounding;u=int8:0.0625:0:half_away_from_zero;
 // y=int8:0.00390625:-128:half_away_from_zero:after_rounding;lut". Same text -> same samples.
 std::string canonical_key(const CaseSpec& spec);

@@ -29,7 +29,7 @@ struct PwlSegment {
 };
 
 struct TableData {
-  FusedKind kind = FusedKind::lut;
+  TableKind kind = TableKind::lut;
   std::vector<int32_t> lut;            // lut: lut[u - qmin] = output code, one per intermediate code
   std::vector<int32_t> knots;          // lut_interp: kLutInterpKnotCount int16 knots, index 0..512
   std::vector<PwlSegment> segments;    // pwl: sorted, contiguous, covering the intermediate range
@@ -44,7 +44,7 @@ std::string table_fingerprint_hex(const TableData& table);  // 16 lowercase hex 
 //   lut:        8-bit intermediate (int8/uint8, narrow allowed), any output type
 //   lut_interp: int16 intermediate and int16 output, both zero points 0 (TFLite)
 //   pwl:        8- or 16-bit intermediate, any output type
-std::string table_kind_mismatch(FusedKind kind, const Convention& convention);
+std::string table_kind_mismatch(TableKind kind, const Convention& convention);
 
 // The fused node's contract: which table, which activation, the types on either side of the removed intermediate
 // tensor, and (format /2) the fusion pattern around it with what the graph says about its legality. Format /1
@@ -59,7 +59,7 @@ struct FusedOpDescriptor {
   Fusion fusion = Fusion::keep_all;
   FusionFacts facts;                // group, consumers, residual shape, FC input: what legality reads
   Convention convention;
-  FusedKind table_kind = FusedKind::lut;
+  TableKind table_kind = TableKind::lut;
   std::string table_file;  // as written in the descriptor: relative to the descriptor's folder
 };
 

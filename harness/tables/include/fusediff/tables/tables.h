@@ -25,7 +25,7 @@ std::string FormatDescriptor(const FusedOpDescriptor& descriptor);  // JSON text
 //   lut_interp  header index,value                      index 0..512 each once, value int16
 //   pwl         header u_lo,u_hi,slope,offset,shift     sorted, contiguous, covering the intermediate range
 // The file must end with a newline (a file cut short is reported as truncated).
-TableData ParseTable(std::string_view csv_text, const std::string& file, FusedKind kind, const Convention& convention);
+TableData ParseTable(std::string_view csv_text, const std::string& file, TableKind kind, const Convention& convention);
 std::string FormatTable(const TableData& table, const Convention& convention);  // CSV text, header first
 
 // Tolerance spec (JSON):
@@ -35,7 +35,7 @@ std::string FormatTable(const TableData& table, const Convention& convention);  
 //                    "min_exact_fraction": F (optional), "max_abs_mean_lsb": B (optional)}, ...]}
 struct ToleranceEntry {
   std::optional<ActivationKind> activation;  // nullopt: "*"
-  FusedKind table = FusedKind::lut;
+  TableKind table = TableKind::lut;
   std::optional<size_t> segments;
   Tolerance tolerance;
 };
@@ -44,7 +44,7 @@ struct ToleranceSpec {
 };
 ToleranceSpec ParseToleranceSpec(std::string_view json_text, const std::string& file);
 // The most specific entry: exact activation before "*", exact segment count before none; nullopt when none fits.
-std::optional<Tolerance> FindTolerance(const ToleranceSpec& spec, ActivationKind activation, FusedKind table,
+std::optional<Tolerance> FindTolerance(const ToleranceSpec& spec, ActivationKind activation, TableKind table,
                                        size_t segments);
 
 // Whole file contents; InputError naming `file` when it cannot be read.
