@@ -711,7 +711,7 @@ TEST(GateRelative, CanonicalComparisonSurvivesTheJsonRoundTrip) {
   k.better_codes = 2;
   k.worse = {CodeRun{5533, 5988, 406, 7, 299, 303}};
   k.better = {CodeRun{5522, 5522, 1, -1, 299, 300}, CodeRun{6001, 6001, 1, -1, 302, 303}};
-  run.gate = GateProvenance{"t.json", "t.csv", "00", "lut_interp", "canonical max |e| + k", k};
+  run.gate = GateProvenance{"t.json", "t.csv", "00", "lut_interp", "canonical max |e| + k", k, ""};
   const RunResult back = reports::FromJson(nlohmann::json::parse(reports::ToJson(run).dump()), "roundtrip.json");
   ASSERT_TRUE(back.gate && back.gate->canonical);
   EXPECT_EQ(*back.gate->canonical, k);
