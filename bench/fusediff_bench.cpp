@@ -75,24 +75,17 @@ void BM_EndToEnd(benchmark::State& state, Variant v, unsigned threads) {
   state.counters["samples_per_second"] = benchmark::Counter(double(samples), benchmark::Counter::kIsRate);
 }
 
-// The floor: the same draws generated the same way, then the built-in fused op alone (its int32 conv, Q31
-// requantization and table). One thread.
-void BM_FusedOnly(benchmark::State& state, Variant v) {
-  const CaseSpec spec = FindCase(v, SampleSource::conv, kConvSamples);
-  std::string unsupported;
-  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.fused, Mutant::none, &unsupported);
-  if (!kernel) throw std::runtime_error(unsupported);
-  const uint64_t stream = case_stream_id(spec);
+// The fused-only loop: draws 0, 1, ... of the case until kConvSamples outputs per iteration, as RunCase consumes
+// them. `run(draw, y)` generates draw `draw` and writes the path's outputs to y (resized to the draw's).
+template <typename RunDraw>
+void FusedDraws(benchmark::State& state, RunDraw run) {
   std::vector<int32_t> y;
   uint64_t samples = 0;
   for (auto _ : state) {
     int64_t checksum = 0;
     uint64_t produced = 0;
     for (uint32_t draw = 0; produced < kConvSamples; ++draw) {
-      const generators::TargetedDraw targeted =
-          generators::GenerateTargetedDraw(1, stream, draw, spec.convention, spec.mix);
-      y.assign(targeted.conv.output_elements(), 0);
-      kernel->Run(targeted.conv, targeted.input, y);
+      run(draw, y);
       const uint64_t take = std::min<uint64_t>(y.size(), kConvSamples - produced);
       for (uint64_t j = 0; j < take; ++j) checksum += y[j];
       produced += take;
@@ -101,6 +94,22 @@ void BM_FusedOnly(benchmark::State& state, Variant v) {
     benchmark::DoNotOptimize(checksum);
   }
   state.counters["samples_per_second"] = benchmark::Counter(double(samples), benchmark::Counter::kIsRate);
+}
+
+// The floor: the same draws generated the same way, then the built-in fused op alone (its int32 conv, Q31
+// requantization and table). One thread.
+void BM_FusedOnly(benchmark::State& state, Variant v) {
+  const CaseSpec spec = FindCase(v, SampleSource::conv, kConvSamples);
+  std::string unsupported;
+  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.fused, Mutant::none, &unsupported);
+  if (!kernel) throw std::runtime_error(unsupported);
+  const uint64_t stream = case_stream_id(spec);
+  FusedDraws(state, [&](uint32_t draw, std::vector<int32_t>& y) {
+    const generators::TargetedDraw targeted =
+        generators::GenerateTargetedDraw(1, stream, draw, spec.convention, spec.mix);
+    y.assign(targeted.conv.output_elements(), 0);
+    kernel->Run(targeted.conv, targeted.input, y);
+  });
 }
 
 // Issue 11's patterns beyond conv2d+act: the default suite's first case of the pattern that keeps every boundary
@@ -159,24 +168,12 @@ void BM_PatternFusedOnly(benchmark::State& state, PatternVariant v) {
   base.full_range_weights = path->weight_range() == WeightRange::full;
   const generators::ConvShapeLimits limits = generators::PatternDrawLimits(spec.pattern, base);
   const uint64_t stream = case_stream_id(spec);
-  std::vector<int32_t> y;
-  uint64_t samples = 0;
-  for (auto _ : state) {
-    int64_t checksum = 0;
-    uint64_t produced = 0;
-    for (uint32_t draw = 0; produced < kConvSamples; ++draw) {
-      const PatternDraw d =
-          generators::GeneratePatternDraw(1, stream, draw, spec.pattern, spec.convention, spec.mix, limits);
-      y.assign(pattern_output_geometry(spec.pattern, d.conv).elements(), 0);
-      if (!path->Run(d, y, &why)) throw std::runtime_error("the built-in path refused a draw: " + why);
-      const uint64_t take = std::min<uint64_t>(y.size(), kConvSamples - produced);
-      for (uint64_t j = 0; j < take; ++j) checksum += y[j];
-      produced += take;
-    }
-    samples += produced;
-    benchmark::DoNotOptimize(checksum);
-  }
-  state.counters["samples_per_second"] = benchmark::Counter(double(samples), benchmark::Counter::kIsRate);
+  FusedDraws(state, [&](uint32_t draw, std::vector<int32_t>& y) {
+    const PatternDraw d =
+        generators::GeneratePatternDraw(1, stream, draw, spec.pattern, spec.convention, spec.mix, limits);
+    y.assign(pattern_output_geometry(spec.pattern, d.conv).elements(), 0);
+    if (!path->Run(d, y, &why)) throw std::runtime_error("the built-in path refused a draw: " + why);
+  });
 }
 
 // Issue 7's representative layer: 3x3 conv, 16 -> 16 channels, 16x16 spatial (same padding), one image.
