@@ -17,9 +17,11 @@
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/fused_kernel.h"
+#include "fusediff/fused/fused_path.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/pattern.h"
 #include "fusediff/reference/reference.h"
 
 namespace fusediff {
@@ -73,24 +75,17 @@ void BM_EndToEnd(benchmark::State& state, Variant v, unsigned threads) {
   state.counters["samples_per_second"] = benchmark::Counter(double(samples), benchmark::Counter::kIsRate);
 }
 
-// The floor: the same draws generated the same way, then the built-in fused op alone (its int32 conv, Q31
-// requantization and table). One thread.
-void BM_FusedOnly(benchmark::State& state, Variant v) {
-  const CaseSpec spec = FindCase(v, SampleSource::conv, kConvSamples);
-  std::string unsupported;
-  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.table_kind, Mutant::none, &unsupported);
-  if (!kernel) throw std::runtime_error(unsupported);
-  const uint64_t stream = case_stream_id(spec);
+// The fused-only loop: draws 0, 1, ... of the case until kConvSamples outputs per iteration, as RunCase consumes
+// them. `run(draw, y)` generates draw `draw` and writes the path's outputs to y (resized to the draw's).
+template <typename RunDraw>
+void FusedDraws(benchmark::State& state, RunDraw run) {
   std::vector<int32_t> y;
   uint64_t samples = 0;
   for (auto _ : state) {
     int64_t checksum = 0;
     uint64_t produced = 0;
     for (uint32_t draw = 0; produced < kConvSamples; ++draw) {
-      const generators::TargetedDraw targeted =
-          generators::GenerateTargetedDraw(1, stream, draw, spec.convention, spec.mix);
-      y.assign(targeted.conv.output_elements(), 0);
-      kernel->Run(targeted.conv, targeted.input, y);
+      run(draw, y);
       const uint64_t take = std::min<uint64_t>(y.size(), kConvSamples - produced);
       for (uint64_t j = 0; j < take; ++j) checksum += y[j];
       produced += take;
@@ -99,6 +94,86 @@ void BM_FusedOnly(benchmark::State& state, Variant v) {
     benchmark::DoNotOptimize(checksum);
   }
   state.counters["samples_per_second"] = benchmark::Counter(double(samples), benchmark::Counter::kIsRate);
+}
+
+// The floor: the same draws generated the same way, then the built-in fused op alone (its int32 conv, Q31
+// requantization and table). One thread.
+void BM_FusedOnly(benchmark::State& state, Variant v) {
+  const CaseSpec spec = FindCase(v, SampleSource::conv, kConvSamples);
+  std::string unsupported;
+  const auto kernel = fused::FusedKernel::Create(spec.convention, spec.table_kind, Mutant::none, &unsupported);
+  if (!kernel) throw std::runtime_error(unsupported);
+  const uint64_t stream = case_stream_id(spec);
+  FusedDraws(state, [&](uint32_t draw, std::vector<int32_t>& y) {
+    const generators::TargetedDraw targeted =
+        generators::GenerateTargetedDraw(1, stream, draw, spec.convention, spec.mix);
+    y.assign(targeted.conv.output_elements(), 0);
+    kernel->Run(targeted.conv, targeted.input, y);
+  });
+}
+
+// Issue 11's patterns beyond conv2d+act: the default suite's first case of the pattern that keeps every boundary
+// (TFLite's add and average-pool rules, the double-product multiplier), for one representative activation.
+struct PatternVariant {
+  const char* pattern;
+  ActivationKind activation;
+};
+constexpr PatternVariant kPatternVariants[] = {
+    {"conv2d+add+act", ActivationKind::gelu_erf}, {"conv2d+act+maxpool", ActivationKind::gelu_erf},
+    {"conv2d+act+avgpool", ActivationKind::gelu_erf}, {"fc+act", ActivationKind::gelu_erf},
+    {"fc+fc", ActivationKind::relu},  // no activation between: the suite names it "linear", its case list is relu's
+    {"fc+act+fc", ActivationKind::relu},
+};
+
+CaseSpec FindPatternCase(const PatternVariant& v, uint64_t samples) {
+  driver::SuiteOptions options;
+  options.activation = v.activation;
+  options.samples = samples;
+  for (const CaseSpec& spec : driver::PatternCases(options, std::string(v.pattern))) {
+    if (spec.fusion == Fusion::keep_all) return spec;
+  }
+  throw std::runtime_error(std::string("no keep_all case for ") + v.pattern);
+}
+
+// End to end on a pattern case, one thread: generate the pattern draw, the unfused-graph reference
+// (reference::GraphReference), the built-in fused path, the comparison and statistics, as `fusediff run` does.
+// The activation table is built before timing.
+void BM_PatternEndToEnd(benchmark::State& state, PatternVariant v) {
+  const CaseSpec spec = FindPatternCase(v, kConvSamples);
+  driver::ReferenceCache cache;
+  driver::RunOptions options;
+  options.threads = 1;
+  (void)driver::RunCase(FindPatternCase(v, 1), options, cache);
+  uint64_t samples = 0;
+  for (auto _ : state) {
+    const CaseResult result = driver::RunCase(spec, options, cache);
+    if (result.verdict == Verdict::unsupported) {
+      state.SkipWithError(result.reason.c_str());
+      break;
+    }
+    samples += result.stats.overall.count();
+    benchmark::DoNotOptimize(result.stats.overall.max_abs());
+  }
+  state.counters["samples_per_second"] = benchmark::Counter(double(samples), benchmark::Counter::kIsRate);
+}
+
+// The pattern's floor: the same draws (generators::GeneratePatternDraw under the driver's draw limits), then the
+// built-in fused path alone. One thread.
+void BM_PatternFusedOnly(benchmark::State& state, PatternVariant v) {
+  const CaseSpec spec = FindPatternCase(v, kConvSamples);
+  std::string why;
+  const std::unique_ptr<fused::FusedPath> path = fused::CreateBuiltInPath(spec, &why);
+  if (!path) throw std::runtime_error(why);
+  generators::ConvShapeLimits base;
+  base.full_range_weights = path->weight_range() == WeightRange::full;
+  const generators::ConvShapeLimits limits = generators::PatternDrawLimits(spec.pattern, base);
+  const uint64_t stream = case_stream_id(spec);
+  FusedDraws(state, [&](uint32_t draw, std::vector<int32_t>& y) {
+    const PatternDraw d =
+        generators::GeneratePatternDraw(1, stream, draw, spec.pattern, spec.convention, spec.mix, limits);
+    y.assign(pattern_output_geometry(spec.pattern, d.conv).elements(), 0);
+    if (!path->Run(d, y, &why)) throw std::runtime_error("the built-in path refused a draw: " + why);
+  });
 }
 
 // Issue 7's representative layer: 3x3 conv, 16 -> 16 channels, 16x16 spatial (same padding), one image.
@@ -214,6 +289,11 @@ void Register() {
     benchmark::RegisterBenchmark(("LayerFused/" + name).c_str(), BM_LayerFused, v)->UseRealTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("ReferenceCache/" + name).c_str(), BM_ReferenceCache, v)->UseRealTime()->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("PlainDouble/" + name).c_str(), BM_PlainDouble, v)->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
+  for (const PatternVariant& v : kPatternVariants) {
+    const std::string name = std::string(v.pattern) + "/" + std::string(to_string(v.activation));
+    benchmark::RegisterBenchmark(("EndToEnd/" + name + "/threads:1").c_str(), BM_PatternEndToEnd, v)->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("FusedOnly/" + name).c_str(), BM_PatternFusedOnly, v)->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("LayerReferenceConv", BM_LayerReferenceConv)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("Gate/gelu_erf_int16_lut_interp", BM_Gate, "gelu_erf_int16_lut_interp", "")
