@@ -18,22 +18,9 @@ std::pair<float, float> MultiplierOperands(MultiplierRule rule, float input_scal
 }
 
 namespace {
-
 constexpr RegionSet kSaturation = region_bit(Region::saturation);
 constexpr RegionSet kQuantBoundary = region_bit(Region::quant_boundary);
 constexpr RegionSet kKnee = region_bit(Region::knee);
-
-RegionSet RoundingRegions(bool saturated, double tie_distance) {
-  return static_cast<RegionSet>((saturated ? kSaturation : 0) | (tie_distance <= kQuantBoundaryTieDistance ? kQuantBoundary : 0));
-}
-
-RegionSet PointRegions(const std::vector<double>& knees, double knee_scale, const ActivationPoint& point) {
-  RegionSet r = RoundingRegions(point.saturated, point.tie_distance);
-  for (double p : knees) {
-    if (std::abs(point.v - p) <= kKneeHalfWidthLsb * knee_scale) return static_cast<RegionSet>(r | kKnee);
-  }
-  return r;
-}
 
 // A tensor between two stages (NHWC); each element's y holds its current code.
 struct Tensor {
@@ -99,7 +86,7 @@ GraphReference::GraphReference(const Pattern& p, const Convention& c, const Acti
   for (size_t i = 0; i < activation_table->size(); ++i) {
     const ActivationPoint& point = activation_table->at(g.qmin + static_cast<int32_t>(i));
     g.y_of[i] = point.y;
-    g.regions_of[i] = PointRegions(g.knees, knee_scale, point);
+    g.regions_of[i] = ActivationPointRegions(g.knees, knee_scale, point);
   }
 }
 GraphReference::~GraphReference() = default;
@@ -129,7 +116,7 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
       const float v = F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]);
       const ActivationPoint point = (*g.evaluator)(v);
       t.e[i].y = point.y;
-      t.e[i].regions = PointRegions(g.knees, g.knee_scale, point);
+      t.e[i].regions = ActivationPointRegions(g.knees, g.knee_scale, point);
     }
     return std::move(t.e);
   }
@@ -257,6 +244,18 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
     for (GraphElement& e : t.e) e.key_code = e.y;
   }
   return std::move(t.e);
+}
+
+RegionSet RoundingRegions(bool saturated, double tie_distance) {
+  return static_cast<RegionSet>((saturated ? kSaturation : 0) | (tie_distance <= kQuantBoundaryTieDistance ? kQuantBoundary : 0));
+}
+
+RegionSet ActivationPointRegions(const std::vector<double>& knees, double knee_scale, const ActivationPoint& point) {
+  RegionSet r = RoundingRegions(point.saturated, point.tie_distance);
+  for (double p : knees) {
+    if (std::abs(point.v - p) <= kKneeHalfWidthLsb * knee_scale) return static_cast<RegionSet>(r | kKnee);
+  }
+  return r;
 }
 
 }  // namespace fusediff::reference

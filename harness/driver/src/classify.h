@@ -1,10 +1,9 @@
 #pragma once
 // Internal to the driver: the regions of docs/regions.md for one sample, shared by every comparison.
-#include <cmath>
 #include <vector>
 
 #include "fusediff/driver/driver.h"
-#include "fusediff/reference/reference.h"
+#include "fusediff/reference/graph.h"
 
 namespace fusediff::driver::detail {
 
@@ -13,17 +12,8 @@ namespace fusediff::driver::detail {
 // no requantization step exists (sweep samples, an f32 intermediate).
 inline RegionSet ClassifySample(const std::vector<double>& knees, double su, const reference::ActivationPoint& point,
                                 const reference::RequantTrace* requant) {
-  RegionSet regions = 0;
-  for (double p : knees) {
-    if (std::abs(point.v - p) <= kKneeHalfWidthLsb * su) {
-      regions |= region_bit(Region::knee);
-      break;
-    }
-  }
-  if (point.saturated || (requant && requant->saturated)) regions |= region_bit(Region::saturation);
-  if (point.tie_distance <= kBoundaryTieDistance || (requant && requant->tie_distance <= kBoundaryTieDistance)) {
-    regions |= region_bit(Region::quant_boundary);
-  }
+  RegionSet regions = reference::ActivationPointRegions(knees, su, point);
+  if (requant) regions |= reference::RoundingRegions(requant->saturated, requant->tie_distance);
   return regions;
 }
 

@@ -84,10 +84,8 @@ struct CodeFacts {
   }
   // Classify(knees, c, table.at(u), requant), from the packed facts.
   RegionSet classify(int32_t u, const reference::RequantTrace& requant) const {
-    RegionSet r = regions[static_cast<size_t>(u - qmin)];
-    if (requant.saturated) r |= region_bit(Region::saturation);
-    if (requant.tie_distance <= kBoundaryTieDistance) r |= region_bit(Region::quant_boundary);
-    return r;
+    return static_cast<RegionSet>(regions[static_cast<size_t>(u - qmin)] |
+                                  reference::RoundingRegions(requant.saturated, requant.tie_distance));
   }
 };
 

@@ -65,6 +65,16 @@ QuantParams ParseStageTensor(const Fields& f, const json& object, std::string_vi
   return ParseQuant(ft, object.at(std::string(field)));
 }
 
+// An optional two-valued string field: true for `yes`, false for `no` or when absent.
+bool ParseChoice(const Fields& f, const json& object, std::string_view field, std::string_view no, std::string_view yes) {
+  if (!object.contains(std::string(field))) return false;
+  const std::string value = f.String(object, field);
+  if (value != no && value != yes) {
+    f.Fail(field, "'" + value + "' (expected " + std::string(no) + " or " + std::string(yes) + ")");
+  }
+  return value == yes;
+}
+
 // The `pattern` object of a /2 descriptor: its name, fusion, the stages' parameters and the graph facts legality
 // reads. Every stage the name lists needs its object (an activation needs none), and only those.
 void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
@@ -99,11 +109,7 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
         fs.CheckObject(o, "the add stage", {"rule", "residual", "residual_shape"});
         st.add_rule = parse_add_rule(fs.String(o, "rule"), fs.Name("rule"));
         st.residual = ParseStageTensor(fs, o, "residual", "the residual tensor");
-        if (o.contains("residual_shape")) {
-          const std::string shape = fs.String(o, "residual_shape");
-          if (shape != "same" && shape != "broadcast") fs.Fail("residual_shape", "'" + shape + "' (expected same or broadcast)");
-          d.facts.residual_broadcast = shape == "broadcast";
-        }
+        d.facts.residual_broadcast = ParseChoice(fs, o, "residual_shape", "same", "broadcast");
         break;
       }
       case StageKind::max_pool:
@@ -124,11 +130,7 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
         fs.CheckObject(o, "the second fully connected layer", {"outputs", "out", "input"});
         st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
         st.out = ParseStageTensor(fs, o, "out", "the layer's output tensor");
-        if (o.contains("input")) {
-          const std::string input = fs.String(o, "input");
-          if (input != "flattened" && input != "strided") fs.Fail("input", "'" + input + "' (expected flattened or strided)");
-          d.facts.fc_input_flattened = input == "flattened";
-        }
+        d.facts.fc_input_flattened = !ParseChoice(fs, o, "input", "flattened", "strided");
         break;
       }
       case StageKind::activation: break;

@@ -52,6 +52,14 @@ class GraphReference {
   std::unique_ptr<Impl> impl_;
 };
 
+// The region rule of docs/regions.md, in one place for every comparison:
+//   RoundingRegions:        saturation when the step clamped, quant_boundary when it rounded a value within
+//                           kQuantBoundaryTieDistance of a tie;
+//   ActivationPointRegions: those of the activation's output rounding, plus knee when its input lies within
+//                           kKneeHalfWidthLsb * knee_scale of a knee point.
+RegionSet RoundingRegions(bool saturated, double tie_distance);
+RegionSet ActivationPointRegions(const std::vector<double>& knees, double knee_scale, const ActivationPoint& point);
+
 // The real multiplier's operands by the producer's rule: (sx, sw) for double_product, (fl32(sx sw), 1) for
 // float_product, so that every requant variant forms M from them as it always does.
 std::pair<float, float> MultiplierOperands(MultiplierRule rule, float input_scale, float weight_scale);

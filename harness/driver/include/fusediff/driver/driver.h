@@ -33,13 +33,8 @@ struct RunOptions {
   unsigned threads = 1;
 };
 
-// Classification of a sample into regions (docs/regions.md):
-//   knee:           |v - p| <= 2*su for a knee point p of the activation (model/activation.h knee_points)
-//   saturation:     the requantized u was clamped to the intermediate type, or the output code was clamped
-//   quant_boundary: the value rounded by the last requant step, or f(v)/sy (output rounding), lies within
-//                   1/16 LSB of a rounding tie
-//   bulk:           none of the above
-inline constexpr double kBoundaryTieDistance = kQuantBoundaryTieDistance;
+// Samples are classified into the regions of docs/regions.md by reference::RoundingRegions and
+// ActivationPointRegions (reference/graph.h), along the whole path of a pattern.
 
 // Caches the exact reference's y_ref table per convention across cases.
 class ReferenceCache {
