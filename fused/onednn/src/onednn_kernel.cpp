@@ -109,8 +109,10 @@ struct OneDnnKernel::Impl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::vector<std::string> implementations;
+  std::string last_implementation;
 
   void note(const std::string& implementation) {
+    last_implementation = implementation;
     if (std::find(implementations.begin(), implementations.end(), implementation) == implementations.end()) {
       implementations.push_back(implementation);
     }
@@ -121,6 +123,7 @@ OneDnnKernel::OneDnnKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 OneDnnKernel::~OneDnnKernel() = default;
 
 const std::vector<std::string>& OneDnnKernel::implementations() const { return impl_->implementations; }
+const std::string& OneDnnKernel::last_implementation() const { return impl_->last_implementation; }
 
 std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Backend backend,
                                                    std::string* unsupported_reason) {
@@ -341,6 +344,8 @@ class OneDnnPath final : public FusedPath {
     return kernel_->Run(draw.conv, draw.input, y, rejected);
   }
   std::vector<std::string> implementations() const override { return kernel_->implementations(); }
+  RunInfo last_run() const override { return {kernel_->last_implementation(), ""}; }
+  bool repeatable() const override { return true; }
   WeightRange weight_range() const override { return WeightRange::full; }
   bool concurrent() const override { return false; }
 

@@ -12,6 +12,13 @@
 
 namespace fusediff::fused {
 
+// What a library path did on its last successful Run, for attribution: the implementation(s) it dispatched to
+// ("conv: jit_int8:avx512_core_vnni") and the API formulation it passed the arithmetic in (empty: the only one).
+struct RunInfo {
+  std::string implementation;
+  std::string formulation;
+};
+
 class FusedPath {
  public:
   virtual ~FusedPath() = default;
@@ -22,6 +29,14 @@ class FusedPath {
   virtual std::vector<std::string> implementations() const { return {}; }
   // The int8 weight codes its draws may use (oneDNN takes the whole s8 range).
   virtual WeightRange weight_range() const { return WeightRange::symmetric; }
+  // The last successful Run's implementation and formulation (empty for the built-in kernels).
+  virtual RunInfo last_run() const { return {}; }
+  // Whether running a draw twice can tell anything: a library kernel may read memory it never wrote; the built-in
+  // kernels are plain C++ over their inputs and say no.
+  virtual bool repeatable() const { return false; }
+  // Repetition r (0-based) of a draw under --repeat: following runs fill the destination and any scratchpad the path
+  // manages with poison pattern r before executing, so such a read shows as a difference between repetitions.
+  virtual void set_repetition(uint32_t /*r*/) {}
   // Whether Run may be called from several threads at once (a library that parallelises itself says no).
   virtual bool concurrent() const { return true; }
 };

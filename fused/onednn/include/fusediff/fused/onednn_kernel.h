@@ -49,6 +49,8 @@ class OneDnnKernel {
 
   // The implementations oneDNN chose so far, distinct, in first-use order ("jit_int8:avx512_core_vnni", ...).
   const std::vector<std::string>& implementations() const;
+  // The implementation(s) of the last successful Run.
+  const std::string& last_implementation() const;
 
  private:
   struct Impl;
