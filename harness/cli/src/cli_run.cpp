@@ -14,6 +14,7 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
+#include "isa_matrix.h"
 #include "progress.h"
 #include "sharding.h"
 
@@ -50,7 +51,7 @@ class InterruptScope {
 
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern;
+      zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern, isa;
   bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -72,6 +73,18 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.output_rounding.empty()) suite.output_rounding = parse_rounding_mode(a.output_rounding, "--output-rounding");
   if (!a.zero_point_order.empty()) {
     suite.zero_point_order = parse_zero_point_order(a.zero_point_order, "--zero-point-order");
+  }
+  if (!a.isa.empty()) {
+    // Each cap needs its own process: oneDNN reads ONEDNN_MAX_CPU_ISA once, at its first dispatch.
+    CaseSpec path;
+    if (!a.fused.empty()) parse_fused_path(a.fused, "--fused", path);
+    if (a.fused.empty() || !is_onednn(path)) {
+      throw InputError("--isa: the ISA matrix runs the oneDNN cases: add --fused onednn (or onednn_unfused)");
+    }
+    const std::vector<std::string> caps = ParseIsaList(a.isa);
+    if (!a.csv.empty() || !a.junit.empty()) throw InputError("--isa: writes --json only (the matrix), not --csv or --junit");
+    if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+    return RunIsaMatrix(caps, args, a.json, out, err);
   }
   if (!a.fused.empty()) {
     CaseSpec path;
@@ -182,6 +195,10 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--threads", a->threads,
                   "Worker threads per case (default: every hardware thread); results are identical for any count");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");
+  run->add_option("--isa", a->isa,
+                  "With --fused onednn: run the oneDNN cases once per ISA cap, each in its own process with "
+                  "ONEDNN_MAX_CPU_ISA set, and show them side by side: all, or a list such as AVX2,AVX512_CORE_VNNI "
+                  "(caps this CPU cannot run are listed as such); --json writes the matrix (fusediff-isa-matrix/1)");
   run->add_option("--pattern", a->pattern,
                   "Only this fusion pattern: conv2d+act, conv2d+add+act, conv2d+act+maxpool, conv2d+act+avgpool, "
                   "fc+act, fc+fc, fc+act+fc (fusediff patterns --list)");

@@ -106,3 +106,26 @@ namespace fusediff::reports {
 std::string RenderGate(const RunResult& run, size_t listed_codes = 32);
 
 }  // namespace fusediff::reports
+
+namespace fusediff::reports {
+
+// `fusediff run --isa`: the same oneDNN cases, one process per ISA cap (oneDNN reads ONEDNN_MAX_CPU_ISA once per
+// process). One entry per cap that was asked for.
+struct IsaRun {
+  std::string cap;            // the value of ONEDNN_MAX_CPU_ISA, e.g. "AVX2"
+  std::string effective_isa;  // what oneDNN dispatched to under it ("avx2"); empty when the process gave no results
+  bool available = false;     // the CPU runs this cap: oneDNN dispatched to it, not to a lower one
+  int exit_code = 0;          // the child run's exit code (0 pass, 1 fail, 2 bad input)
+  RunResult run;              // its results (empty when unavailable)
+};
+
+inline constexpr const char* kIsaMatrixFormat = "fusediff-isa-matrix/1";
+
+// Side by side: per case, exact % / max |e| / verdict under each available cap; then each cap's implementations
+// and the caps this CPU cannot run.
+std::string RenderIsaMatrix(const std::vector<IsaRun>& runs);
+// {"format": kIsaMatrixFormat, "isas": [{"cap", "effective_isa", "available", "exit_code", "results"}]}, each
+// "results" the cap's whole results JSON (ToJson).
+nlohmann::ordered_json IsaMatrixToJson(const std::vector<IsaRun>& runs, const Provenance& provenance);
+
+}  // namespace fusediff::reports
