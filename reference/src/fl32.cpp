@@ -1,4 +1,5 @@
 #include "fl32.h"
+#include "fl32_dyadic.h"
 
 #include <bit>
 #include <cmath>
@@ -123,7 +124,8 @@ float Fl32Divide(float a, float b) {
 }
 
 float Fl32Add(float a, float b) {
-  return detail::fl32_rational(detail::exact_rational(a) + detail::exact_rational(b));
+  // On exact dyadic integers (fl32_dyadic.h), not rationals: the requantizer's per-sample zero-point addition.
+  return detail::fl32_sum(detail::exact_dyadic(a), detail::exact_dyadic(b));
 }
 
 float F32IntermediateValue(int64_t acc, float input_scale, float weight_scale) {

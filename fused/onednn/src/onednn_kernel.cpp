@@ -347,6 +347,9 @@ class OneDnnPath final : public FusedPath {
   RunInfo last_run() const override { return {kernel_->last_implementation(), ""}; }
   bool repeatable() const override { return true; }
   WeightRange weight_range() const override { return WeightRange::full; }
+  // Creating a primitive (JIT code for the shape) costs about as much as computing 10^4 outputs: batches up to 16
+  // (instead of 2) put 5.7x more samples through each primitive (docs/performance.md, "oneDNN cases").
+  int32_t max_batch() const override { return 16; }
   bool concurrent() const override { return false; }
 
  private:

@@ -43,6 +43,7 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   c->reference_ = std::make_unique<reference::GraphReference>(spec.pattern, c->reference_convention_, table, knee_scale);
   generators::ConvShapeLimits base;
   base.full_range_weights = c->path_->weight_range() == WeightRange::full;
+  base.max_batch = c->path_->max_batch();
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
   return c;
 }

@@ -29,6 +29,9 @@ class FusedPath {
   virtual std::vector<std::string> implementations() const { return {}; }
   // The int8 weight codes its draws may use (oneDNN takes the whole s8 range).
   virtual WeightRange weight_range() const { return WeightRange::symmetric; }
+  // The largest batch its draws take (generators::ConvShapeLimits::max_batch). A library whose cost per primitive
+  // (JIT code generation for each new shape) dwarfs its cost per sample computes more images per primitive.
+  virtual int32_t max_batch() const { return 2; }
   // The last successful Run's implementation and formulation (empty for the built-in kernels).
   virtual RunInfo last_run() const { return {}; }
   // Whether running a draw twice can tell anything: a library kernel may read memory it never wrote; the built-in

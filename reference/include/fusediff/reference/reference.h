@@ -59,7 +59,7 @@ QuantizedMultiplier QuantizeMultiplier(double real_multiplier, bool single_round
 float Fl32FromInt64(int64_t value);   // fl32(value)
 float Fl32Multiply(float a, float b); // fl32(a * b), the exact product rounded once
 float Fl32Divide(float a, float b);   // fl32(a / b), the exact quotient rounded once
-float Fl32Add(float a, float b);      // fl32(a + b), the exact sum rounded once
+float Fl32Add(float a, float b);      // fl32(a + b), the exact sum rounded once (an exact zero: +0 unless both -0)
 
 // The f32 intermediate (IntermediateKind::f32): v = fl32(fl32(acc) * fl32(sx * sw[k])), each step emulated.
 float F32IntermediateValue(int64_t acc, float input_scale, float weight_scale);
