@@ -44,6 +44,12 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   generators::ConvShapeLimits base;
   base.full_range_weights = c->path_->weight_range() == WeightRange::full;
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
+#if FUSEDIFF_HAVE_ONEDNN
+  if (is_onednn(spec)) {
+    c->library_ = "oneDNN";
+    c->library_version_ = fused::onednn::LibraryVersion();
+  }
+#endif
   return c;
 }
 
@@ -67,6 +73,13 @@ bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample
     out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions};
   }
   return true;
+}
+
+std::vector<int32_t> DrawComparison::ReferenceOutputs(const PatternDraw& draw) {
+  const std::vector<reference::GraphElement> ref = (*reference_)(draw);
+  std::vector<int32_t> y(ref.size());
+  for (size_t j = 0; j < ref.size(); ++j) y[j] = ref[j].y;
+  return y;
 }
 
 uint64_t DrawSamples(const Pattern& pattern, uint64_t seed, uint64_t stream, uint32_t draw,

@@ -48,6 +48,11 @@ class DrawComparison {
   // The keyed codes' type (per-code statistics); unset for an f32 reference.
   std::optional<QuantType> key_type() const;
   uint64_t escalations() const { return reference_->escalations(); }
+  // The reference's final output code per element of a draw (a ledger model runs it on a changed draw).
+  std::vector<int32_t> ReferenceOutputs(const PatternDraw& draw);
+  // The library behind the path and its version ("oneDNN", "2.6.3 (commit N/A)"); empty for the built-in paths.
+  const std::string& library() const { return library_; }
+  const std::string& library_version() const { return library_version_; }
 
  private:
   DrawComparison() = default;
@@ -58,6 +63,7 @@ class DrawComparison {
   std::optional<reference::ActivationTable> owned_table_;
   std::unique_ptr<reference::GraphReference> reference_;
   generators::ConvShapeLimits limits_;
+  std::string library_, library_version_;
 };
 
 // Samples per draw of a case: the final tensor's elements for the draw's shape.
