@@ -41,6 +41,10 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   // The knee half-width is the graph's activation input LSB, whatever the reference's intermediate.
   const double knee_scale = activation_convention(spec.pattern, spec.convention).intermediate.q.scale;
   c->reference_ = std::make_unique<reference::GraphReference>(spec.pattern, c->reference_convention_, table, knee_scale);
+  const Convention declared = declared_convention(spec);
+  if (spec.comparison == Comparison::cross_convention && declared.intermediate.kind == IntermediateKind::f32) {
+    c->declared_ = std::make_unique<reference::GraphReference>(spec.pattern, declared, nullptr, knee_scale);
+  }
   generators::ConvShapeLimits base;
   base.full_range_weights = c->path_->weight_range() == WeightRange::full;
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
@@ -75,8 +79,8 @@ bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample
   return true;
 }
 
-std::vector<int32_t> DrawComparison::ReferenceOutputs(const PatternDraw& draw) {
-  const std::vector<reference::GraphElement> ref = (*reference_)(draw);
+std::vector<int32_t> DrawComparison::DeclaredOutputs(const PatternDraw& draw) {
+  const std::vector<reference::GraphElement> ref = declared_ ? (*declared_)(draw) : (*reference_)(draw);
   std::vector<int32_t> y(ref.size());
   for (size_t j = 0; j < ref.size(); ++j) y[j] = ref[j].y;
   return y;

@@ -249,7 +249,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     }
     // The first ledger entry whose conditions this draw meets, and its model's outputs where the draw has errors.
     KnownDefectTally* tally = nullptr;
-    std::vector<int32_t> model_y;
+    std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
     if (ledger) {
       const std::string implementation = comparison->path().last_run().implementation;
       for (size_t e = 0; e < ledger->entries.size() && !tally; ++e) {
@@ -268,16 +268,20 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         tally->samples += batch.take;
         PatternDraw changed = draw;
         changed.input = apply_defect_model(d, draw.conv, draw.input);
-        model_y = comparison->ReferenceOutputs(changed);
+        model_y = comparison->DeclaredOutputs(changed);
+        if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
       }
     }
     for (uint64_t j = 0; j < batch.take; ++j) {
       const detail::ComparedSample& c = samples[j];
       const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
       const WorstCase sample{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions};
-      if (tally && model_y[j] != c.y_ref) {
+      // The library is judged against the model under its own declared convention (in a cross-convention case, not
+      // the graph's): the defect's samples leave the measurement, fusion's own effect stays.
+      const int32_t base = declared_y.empty() ? c.y_ref : declared_y[j];
+      if (tally && model_y[j] != base) {
         ++tally->predicted_samples;
-        if (explained_by_defect(c.y_ref, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
+        if (explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
           tally->stats.add(sample);
           continue;
         }
