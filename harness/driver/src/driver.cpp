@@ -247,7 +247,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       partial.unsupported_samples += batch.take;
       return 0;
     }
-    // The first ledger entry whose conditions this draw meets, and its model's outputs where the draw has errors.
+    // The first ledger entry whose conditions this draw meets, and its model's outputs for the draw.
     KnownDefectTally* tally = nullptr;
     std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
     if (ledger) {
