@@ -108,7 +108,25 @@ void CompareCase(CaseComparison& out, uint64_t baseline_seed, uint64_t current_s
     flag(fmt::format("|bias| {:.5f} -> {:.5f} LSB (allowed growth {})", std::abs(bs.mean()), std::abs(cs.mean()),
                      rules.abs_bias_growth_lsb));
   }
-  if (b.verdict == Verdict::pass && c.verdict == Verdict::fail) flag("verdict pass -> fail: " + c.reason);
+  if ((b.verdict == Verdict::pass || b.verdict == Verdict::known_defect) && c.verdict == Verdict::fail) {
+    flag("verdict " + std::string(to_string(b.verdict)) + " -> fail: " + c.reason);
+  }
+  // The ledger's view: a known defect that appears or disappears is a change to look at (a new library bug the
+  // ledger explains, a fixed library, a changed entry), whichever way it goes.
+  std::map<std::string, uint64_t> before, after;
+  for (const KnownDefectTally& t : b.known_defects) before[t.id] = t.stats.overall.count();
+  for (const KnownDefectTally& t : c.known_defects) after[t.id] = t.stats.overall.count();
+  for (const auto& [id, n] : before) {
+    const uint64_t now = after.count(id) ? after[id] : 0;
+    if (n > 0 && now == 0) {
+      flag(fmt::format("known defect {} disappeared ({} -> 0 samples){}", id, n,
+                       after.count(id) ? ": its conditions were met and nothing showed it (fixed library?)" : ""));
+    }
+  }
+  for (const auto& [id, n] : after) {
+    const uint64_t was = before.count(id) ? before[id] : 0;
+    if (n > 0 && was == 0) flag(fmt::format("known defect {} appeared (0 -> {} samples)", id, n));
+  }
 }
 }  // namespace
 

@@ -202,13 +202,42 @@ CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
   return codes;
 }
 
+void ReadWorst(const Field& worst, WorstCases& kept, std::vector<WorstCaseReport>& out) {
+  for (size_t i = 0; i < worst.array_size(); ++i) {
+    const Field w = worst.at(i);
+    WorstCaseReport report;
+    report.replay = w["replay"].str();
+    report.sample.sample = w["sample"].u64();
+    report.sample.acc = w["acc"].i64();
+    report.sample.u = w["u"].i32();
+    report.sample.y_ref = w["y_ref"].i32();
+    report.sample.y_fused = w["y_fused"].i32();
+    report.sample.error = w["error"].i64();
+    const Field region_list = w["regions"];
+    for (size_t k = 0; k < region_list.array_size(); ++k) {
+      const std::string name = region_list.at(k).str();
+      bool known = false;
+      for (Region r : kAllRegions) {
+        if (name == to_string(r)) {
+          known = true;
+          if (r != Region::bulk) report.sample.regions |= region_bit(r);
+        }
+      }
+      if (!known) region_list.at(k).fail("knee, saturation, quant_boundary or bulk");
+    }
+    kept.offer(report.sample);
+    out.push_back(std::move(report));
+  }
+}
+
 Verdict ParseVerdict(const Field& f) {
   const std::string v = f.str();
   if (v == "pass") return Verdict::pass;
   if (v == "fail") return Verdict::fail;
   if (v == "unsupported") return Verdict::unsupported;
   if (v == "cross_convention") return Verdict::cross_convention;
-  f.fail("pass, fail, unsupported or cross_convention");
+  if (v == "known_defect") return Verdict::known_defect;
+  f.fail("pass, fail, unsupported, cross_convention or known_defect");
 }
 
 CaseResult ReadCase(const Field& f) {
@@ -269,31 +298,35 @@ CaseResult ReadCase(const Field& f) {
   if (c.intermediate_codes_covered != c.per_code.covered_count()) {
     coverage["intermediate_codes"].fail(fmt::format("the per_code bitmap's {} covered codes", c.per_code.covered_count()));
   }
-  const Field worst = f["worst"];
-  for (size_t i = 0; i < worst.array_size(); ++i) {
-    const Field w = worst.at(i);
-    WorstCaseReport report;
-    report.replay = w["replay"].str();
-    report.sample.sample = w["sample"].u64();
-    report.sample.acc = w["acc"].i64();
-    report.sample.u = w["u"].i32();
-    report.sample.y_ref = w["y_ref"].i32();
-    report.sample.y_fused = w["y_fused"].i32();
-    report.sample.error = w["error"].i64();
-    const Field region_list = w["regions"];
-    for (size_t k = 0; k < region_list.array_size(); ++k) {
-      const std::string name = region_list.at(k).str();
-      bool known = false;
-      for (Region r : kAllRegions) {
-        if (name == to_string(r)) {
-          known = true;
-          if (r != Region::bulk) report.sample.regions |= region_bit(r);
-        }
+  ReadWorst(f["worst"], c.stats.worst, c.worst);
+  if (f.has("known_defects")) {
+    const Field known = f["known_defects"];
+    for (size_t i = 0; i < known.array_size(); ++i) {
+      const Field k = known.at(i);
+      KnownDefectTally t;
+      t.id = k["id"].str();
+      for (const KnownDefectTally& earlier : c.known_defects) {
+        if (earlier.id >= t.id) k["id"].fail("ids in ascending order, each once");
       }
-      if (!known) region_list.at(k).fail("knee, saturation, quant_boundary or bulk");
+      t.draws = k["draws"].u64();
+      t.samples = k["samples"].u64();
+      t.predicted_samples = k["predicted_samples"].u64();
+      t.stats.overall = ReadStats(k["explained"]);
+      if (t.stats.overall.count() > t.predicted_samples || t.predicted_samples > t.samples) {
+        k["predicted_samples"].fail("explained.count <= predicted_samples <= samples");
+      }
+      const Field regions = k["regions"];
+      for (Region r : kAllRegions) {
+        t.stats.by_region[static_cast<size_t>(r)] = ReadStats(regions[std::string(to_string(r)).c_str()]);
+      }
+      t.stats.worst = WorstCases(capacity);
+      ReadWorst(k["worst"], t.stats.worst, t.worst);
+      const std::string status = k["status"].str();
+      if (status != (t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces")) {
+        k["status"].fail(t.no_longer_reproduces() ? "\"no_longer_reproduces\" (nothing explained)" : "\"reproduces\"");
+      }
+      c.known_defects.push_back(std::move(t));
     }
-    c.stats.worst.offer(report.sample);
-    c.worst.push_back(std::move(report));
   }
   const Field tolerance = f["tolerance"];
   c.tolerance.max_abs_lsb = tolerance["max_abs_lsb"].i64();
@@ -346,8 +379,10 @@ CanonicalComparison ReadCanonical(const Field& f) {
 RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
-  if (top["format"].str() != kResultsFormat && top["format"].str() != kResultsFormatV1) {
-    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV1 + "\")");
+  const std::string format = top["format"].str();
+  if (format != kResultsFormat && format != kResultsFormatV2 && format != kResultsFormatV1) {
+    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV2 + "\", \"" +
+                       kResultsFormatV1 + "\")");
   }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();

@@ -149,6 +149,23 @@ ordered_json CanonicalToJson(const CanonicalComparison& k) {
   return j;
 }
 
+ordered_json WorstToJson(const std::vector<WorstCaseReport>& list) {
+  ordered_json worst = ordered_json::array();
+  for (const WorstCaseReport& w : list) {
+    ordered_json item;
+    item["replay"] = w.replay;
+    item["sample"] = w.sample.sample;
+    item["acc"] = w.sample.acc;
+    item["u"] = w.sample.u;
+    item["y_ref"] = w.sample.y_ref;
+    item["y_fused"] = w.sample.y_fused;
+    item["error"] = w.sample.error;
+    item["regions"] = RegionsToJson(w.sample.regions);
+    worst.push_back(std::move(item));
+  }
+  return worst;
+}
+
 ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   ordered_json j;
   j["name"] = c.spec.name;
@@ -194,20 +211,25 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["coverage"] = std::move(coverage);
   j["per_code"] = PerCodeToJson(c.per_code);
   j["worst_capacity"] = c.stats.worst.capacity();
-  ordered_json worst = ordered_json::array();
-  for (const WorstCaseReport& w : c.worst) {
-    ordered_json item;
-    item["replay"] = w.replay;
-    item["sample"] = w.sample.sample;
-    item["acc"] = w.sample.acc;
-    item["u"] = w.sample.u;
-    item["y_ref"] = w.sample.y_ref;
-    item["y_fused"] = w.sample.y_fused;
-    item["error"] = w.sample.error;
-    item["regions"] = RegionsToJson(w.sample.regions);
-    worst.push_back(std::move(item));
+  j["worst"] = WorstToJson(c.worst);
+  if (!c.known_defects.empty()) {
+    ordered_json known = ordered_json::array();
+    for (const KnownDefectTally& t : c.known_defects) {
+      ordered_json item;
+      item["id"] = t.id;
+      item["draws"] = t.draws;
+      item["samples"] = t.samples;
+      item["predicted_samples"] = t.predicted_samples;
+      item["explained"] = StatsToJson(t.stats.overall);
+      ordered_json by_region = ordered_json::object();
+      for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)]);
+      item["regions"] = std::move(by_region);
+      item["worst"] = WorstToJson(t.worst);
+      item["status"] = t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces";
+      known.push_back(std::move(item));
+    }
+    j["known_defects"] = std::move(known);
   }
-  j["worst"] = std::move(worst);
   ordered_json tolerance;
   tolerance["max_abs_lsb"] = c.tolerance.max_abs_lsb;
   if (c.tolerance.min_exact_fraction) tolerance["min_exact_fraction"] = *c.tolerance.min_exact_fraction;

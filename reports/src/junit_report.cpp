@@ -50,12 +50,32 @@ std::string ToJUnit(const RunResult& run) {
   for (const CaseResult& c : run.cases) {
     out += fmt::format("    <testcase classname=\"fusediff\" name=\"{}\" time=\"{:.3f}\"", Xml(c.spec.name), c.seconds);
     const ErrorStats& s = c.stats.overall;
-    if (c.verdict == Verdict::pass) {
+    if (c.verdict == Verdict::pass && c.known_defects.empty()) {
       out += "/>\n";
       continue;
     }
     out += ">\n";
-    if (c.verdict == Verdict::unsupported) {
+    if (!c.known_defects.empty()) {
+      // Not a failure and not skipped: the ledger's tallies as properties, with their first replays as output.
+      out += "      <properties>\n";
+      std::string text;
+      for (const KnownDefectTally& t : c.known_defects) {
+        out += fmt::format("        <property name=\"known_defect.{}\" value=\"{}\"/>\n", Xml(t.id),
+                           Xml(t.no_longer_reproduces()
+                                   ? fmt::format("no longer reproduces ({} draws met its conditions)", t.draws)
+                                   : fmt::format("{} samples explained, max |e| = {} LSB, in {} draws", t.stats.overall.count(),
+                                                 t.stats.overall.max_abs(), t.draws)));
+        if (!t.worst.empty()) {
+          text += fmt::format("known defect {}: e={:+d} sample {}\n  fusediff replay '{}'\n", t.id,
+                              t.worst.front().sample.error, t.worst.front().sample.sample, t.worst.front().replay);
+        }
+      }
+      out += "      </properties>\n";
+      if (!text.empty()) out += fmt::format("      <system-out>{}</system-out>\n", Xml(text));
+    }
+    if (c.verdict == Verdict::pass || c.verdict == Verdict::known_defect) {
+      // nothing more: the case passed, or its only differences are known defects
+    } else if (c.verdict == Verdict::unsupported) {
       out += fmt::format("      <skipped message=\"{}\"/>\n", Xml("unsupported: " + c.reason));
     } else if (c.verdict == Verdict::cross_convention) {
       // Measured, never judged: a skipped test case that carries the measurement.

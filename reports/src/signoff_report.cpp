@@ -430,19 +430,21 @@ std::string ToHtml(const RunResult& run) {
       "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
       "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
-      ".pass{color:#185}.fail{color:#b22;font-weight:bold}.unsupported{color:#777}"
+      ".pass{color:#185}.fail{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect{color:#a60}"
       "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
       "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
       "</style></head><body>\n<h1>fusediff sign-off report</h1>\n";
-  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0;
+  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known = 0;
   for (const CaseResult& c : run.cases) {
     passed += c.verdict == Verdict::pass;
     failed += c.verdict == Verdict::fail;
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
+    known += c.verdict == Verdict::known_defect;
   }
-  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
-                     run.cases.size(), passed, failed, unsupported,
+  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed{}, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
+                     run.cases.size(), passed, failed,
+                     known ? fmt::format(", {} known defect (not failing)", known) : "", unsupported,
                      crossed ? fmt::format(", {} cross-convention measurements (no verdict)", crossed) : "",
                      run.complete ? "" : " — INCOMPLETE (partial result)");
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
@@ -485,6 +487,20 @@ std::string ToHtml(const RunResult& run) {
                                                                                           : std::to_string(e.failing)},
                       {"failure rate", e.failure_bound.empty() ? "observed failures (see worst cases)" : e.failure_bound},
                       {"reference escalations to exact arithmetic", std::to_string(c.reference_escalations)}});
+    if (!c.known_defects.empty()) {
+      // The ledger's samples: counted apart from the statistics below (which the verdict judges), never hidden.
+      out += "<h3>Known defects (ledger)</h3>\n<table><tr><th style=\"text-align:left\">entry</th><th>status</th>"
+             "<th>draws</th><th>samples</th><th>model differs</th><th>explained</th><th>max |e|</th>"
+             "<th style=\"text-align:left\">first replay</th></tr>";
+      for (const KnownDefectTally& t : c.known_defects) {
+        out += fmt::format("<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                           "<td>{}</td><td style=\"text-align:left\"><code>{}</code></td></tr>",
+                           Html(t.id), t.no_longer_reproduces() ? "no longer reproduces" : "reproduces", t.draws, t.samples,
+                           t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
+                           t.worst.empty() ? std::string("-") : Html("fusediff replay '" + t.worst.front().replay + "'"));
+      }
+      out += "</table>\n";
+    }
     out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
     out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
     if (!c.worst.empty()) {
@@ -551,6 +567,13 @@ std::string ToMarkdown(const RunResult& run) {
     };
     row(StatsCells("all", c.stats.overall));
     for (Region r : kAllRegions) row(StatsCells(std::string(to_string(r)), c.stats.by_region[static_cast<size_t>(r)]));
+    for (const KnownDefectTally& t : c.known_defects) {
+      out += fmt::format("\nKnown defect {}: {}; {} draws, {} samples met its conditions, its model differs from the "
+                         "reference on {}, explains {} (max |e| {}){}.\n",
+                         MdCell(t.id), t.no_longer_reproduces() ? "**no longer reproduces**" : "reproduces", t.draws,
+                         t.samples, t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
+                         t.worst.empty() ? std::string() : fmt::format("; first: {}", MdCode("fusediff replay '" + t.worst.front().replay + "'")));
+    }
     if (!c.worst.empty()) {
       out += "\n| e | sample | u | y_ref | y_fused | replay |\n|--:|--:|--:|--:|--:|---|\n";
       for (const WorstCaseReport& w : c.worst) {

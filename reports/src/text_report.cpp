@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <map>
 #include <string>
 
 #include "fusediff/model/diagnostics.h"
@@ -20,36 +21,60 @@ std::string RegionNames(RegionSet regions) {
 }
 }  // namespace
 
-std::string RenderTable(const RunResult& run, bool show_timing) {
+std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   size_t name_width = 4;
   for (const CaseResult& c : run.cases) name_width = std::max(name_width, c.spec.name.size());
-  std::string out = fmt::format("{:<{}}  {:>9}  {:>8}  {:>9}  {:>5}  {:>5}  {:>4}  {:<11}{}\n", "case", name_width,
-                                "samples", "exact %", "bias", "p99", "max", "tol", "verdict", show_timing ? "   time" : "");
-  out += std::string(name_width + 71 + (show_timing ? 7 : 0), '-') + "\n";
-  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0;
+  std::string out = fmt::format("{:<{}}  {:>9}  {:>8}  {:>9}  {:>5}  {:>5}  {:>4}  {:>7}  {:<12}{}\n", "case", name_width,
+                                "samples", "exact %", "bias", "p99", "max", "tol", "known", "verdict",
+                                show_timing ? "   time" : "");
+  out += std::string(name_width + 81 + (show_timing ? 7 : 0), '-') + "\n";
+  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known_cases = 0;
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
     passed += c.verdict == Verdict::pass;
     failed += c.verdict == Verdict::fail;
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
+    known_cases += c.verdict == Verdict::known_defect;
+    uint64_t known = 0;
+    for (const KnownDefectTally& t : c.known_defects) known += t.stats.overall.count();
     std::string timing = show_timing ? fmt::format("  {:>5.2f}s", c.seconds) : "";
     if (c.verdict == Verdict::unsupported) {
-      out += fmt::format("{:<{}}  {:>9}  {:>8}  {:>9}  {:>5}  {:>5}  {:>4}  {:<11}{}\n", c.spec.name, name_width, "-", "-",
-                         "-", "-", "-", "-", "unsupported", timing);
+      out += fmt::format("{:<{}}  {:>9}  {:>8}  {:>9}  {:>5}  {:>5}  {:>4}  {:>7}  {:<12}{}\n", c.spec.name, name_width, "-",
+                         "-", "-", "-", "-", "-", "-", "unsupported", timing);
       continue;
     }
-    out += fmt::format("{:<{}}  {:>9}  {:>8.3f}  {:>+9.4f}  {:>5}  {:>5}  {:>4}  {:<11}{}\n", c.spec.name, name_width,
+    out += fmt::format("{:<{}}  {:>9}  {:>8.3f}  {:>+9.4f}  {:>5}  {:>5}  {:>4}  {:>7}  {:<12}{}\n", c.spec.name, name_width,
                        s.count(), 100.0 * s.exact_fraction(), s.mean(), s.p99(), s.max_abs(), c.tolerance.max_abs_lsb,
+                       known > 0 ? std::to_string(known) : std::string("-"),
                        c.verdict == Verdict::cross_convention ? "no verdict" : to_string(c.verdict), timing);
   }
+  // Samples the library rejected: a line per case with --verbose, else one summary line.
+  uint64_t rejected_cases = 0, rejected_samples = 0;
+  std::string first_rejected;
   for (const CaseResult& c : run.cases) {
-    if (c.unsupported_samples > 0 && c.verdict != Verdict::unsupported) {
+    if (c.unsupported_samples == 0 || c.verdict == Verdict::unsupported) continue;
+    ++rejected_cases;
+    rejected_samples += c.unsupported_samples;
+    if (first_rejected.empty()) first_rejected = c.spec.name + ": " + c.unsupported_sample_reason;
+    if (verbose) {
       out += fmt::format("\n{}: {} samples not compared: {}\n", c.spec.name, c.unsupported_samples,
                          c.unsupported_sample_reason);
     }
+  }
+  if (!verbose && rejected_cases > 0) {
+    out += fmt::format("\n{} samples in {} cases not compared (the library rejected their draws; --verbose lists each), "
+                       "e.g. {}\n", rejected_samples, rejected_cases, first_rejected);
+  }
+  for (const CaseResult& c : run.cases) {
     if (c.verdict == Verdict::unsupported) {
       out += fmt::format("\n{}: unsupported: {}\n", c.spec.name, c.reason);
+    } else if (c.verdict == Verdict::fail && !verbose) {
+      // One line per failing case: why, and the first replay.
+      out += fmt::format("\n{}: FAIL: {}{}\n", c.spec.name, c.reason,
+                         c.worst.empty() ? std::string()
+                                         : fmt::format("; e={:+d}: fusediff replay '{}'", c.worst.front().sample.error,
+                                                       c.worst.front().replay));
     } else if (c.verdict == Verdict::fail) {
       out += fmt::format("\n{}: FAIL: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
       const size_t shown = std::min<size_t>(c.worst.size(), 3);
@@ -61,7 +86,49 @@ std::string RenderTable(const RunResult& run, bool show_timing) {
       }
     }
   }
-  out += fmt::format("\n{} cases: {} passed, {} failed, {} unsupported", run.cases.size(), passed, failed, unsupported);
+  // The ledger's entries: per entry its explained samples over all cases, or that it no longer reproduces.
+  struct EntryTotals {
+    uint64_t cases = 0, draws = 0, samples = 0, explained = 0, predicted = 0;
+    int64_t max_abs = 0;
+    std::string first_replay;
+  };
+  std::map<std::string, EntryTotals> entries;
+  for (const CaseResult& c : run.cases) {
+    for (const KnownDefectTally& t : c.known_defects) {
+      EntryTotals& e = entries[t.id];
+      ++e.cases;
+      e.draws += t.draws;
+      e.samples += t.samples;
+      e.explained += t.stats.overall.count();
+      e.predicted += t.predicted_samples;
+      e.max_abs = std::max(e.max_abs, t.stats.overall.max_abs());
+      if (e.first_replay.empty() && !t.worst.empty()) e.first_replay = t.worst.front().replay;
+      if (verbose) {
+        out += fmt::format("\n{}: known defect {}: {} of {} samples explained ({} predicted) in {} draws, max |e| {}\n",
+                           c.spec.name, t.id, t.stats.overall.count(), t.samples, t.predicted_samples, t.draws,
+                           t.stats.overall.max_abs());
+        for (size_t i = 0; i < std::min<size_t>(t.worst.size(), 3); ++i) {
+          const WorstCaseReport& w = t.worst[i];
+          out += fmt::format("  e={:+d} at sample {} (y_ref={}, y_fused={})\n    fusediff replay '{}'\n", w.sample.error,
+                             w.sample.sample, w.sample.y_ref, w.sample.y_fused, w.replay);
+        }
+      }
+    }
+  }
+  for (const auto& [id, e] : entries) {
+    if (e.explained > 0) {
+      out += fmt::format("\nknown defect {}: {} samples in {} cases (max |e| {}), not failing; {} draws met its "
+                         "conditions; first: fusediff replay '{}'\n",
+                         id, e.explained, e.cases, e.max_abs, e.draws, e.first_replay);
+    } else {
+      out += fmt::format("\nknown defect {}: NO LONGER REPRODUCES: {} draws ({} samples, {} where its model differs "
+                         "from the reference) in {} cases met its conditions and none shows it: update the ledger\n",
+                         id, e.draws, e.samples, e.predicted, e.cases);
+    }
+  }
+  out += fmt::format("\n{} cases: {} passed, {} failed", run.cases.size(), passed, failed);
+  if (known_cases > 0) out += fmt::format(", {} known defect (not failing)", known_cases);
+  out += fmt::format(", {} unsupported", unsupported);
   if (crossed > 0) out += fmt::format(", {} cross-convention measurements (no verdict)", crossed);
   out += fmt::format(" (seed {})\n", run.seed);
   return out;

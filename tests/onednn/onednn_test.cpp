@@ -2,6 +2,8 @@
 // three comparisons end to end, replay, and the library defect the comparisons found (docs/onednn.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
+#include "fusediff/tables/known_defects_file.h"
 
 namespace fusediff {
 namespace {
@@ -181,6 +184,112 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   EXPECT_EQ(trace.y_fused, 1);
   EXPECT_TRUE(trace.f32_intermediate);
   EXPECT_NE(trace.implementation.find("deconv"), std::string::npos) << trace.implementation;
+
+  // The ledger's entry for it (fused/onednn/known_defects.json): its replay is this case, its conditions hold for
+  // the implementation that ran, and its model (the last input column's taps dropped, computed by the reference's
+  // arithmetic) gives exactly what oneDNN gave.
+  const KnownDefectLedger ledger =
+      tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
+  const KnownDefect* entry = nullptr;
+  for (const KnownDefect& d : ledger.entries) {
+    if (defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), kernel->last_implementation())) entry = &d;
+  }
+  ASSERT_NE(entry, nullptr) << "no ledger entry for " << kernel->last_implementation() << " "
+                            << fused::onednn::LibraryVersion();
+  EXPECT_EQ(entry->replay, format_replay(key));
+  EXPECT_EQ(entry->test, "onednn_tests: OneDnnKernel.JitDeconvolutionWithOutputPaddingDropsTaps");
+  EXPECT_TRUE(draw_meets_rule(*entry, conv));
+  const std::vector<int64_t> model =
+      reference::Conv2DAccumulators(conv, apply_defect_model(*entry, conv, std::vector<int32_t>{10}));
+  EXPECT_EQ(model, (std::vector<int64_t>{1, 1, 1}));
+}
+
+// The defect under a source zero point and an s8 source: the dropped column's zero-point compensation goes with it
+// (the model subtracts nothing for those taps), for every output of a 3-channel, 2-row draw.
+TEST(OneDnnKernel, JitDeconvolutionDefectFollowsTheModelWithZeroPoints) {
+  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  const KnownDefectLedger ledger =
+      tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
+  for (const bool s8 : {false, true}) {
+    ConvCase conv;
+    conv.op(ConvOp::conv_transpose2d).output_padding(0, 1);
+    conv.batch(1).input_size(2, 3).input_channels(3).output_channels(2).kernel_size(1, 2).stride(1, 2);
+    const QuantType type{s8 ? ScalarType::int8 : ScalarType::uint8, false};
+    conv.input_quant(QuantParams{type, 1.0f, s8 ? -5 : 9}).weight_scales({1.0f, 1.0f});
+    std::vector<int8_t> weights;
+    for (int i = 0; i < 2 * 2 * 3; ++i) weights.push_back(static_cast<int8_t>(i * 7 % 23 - 11));
+    conv.weights(weights).bias({3, -4});
+    std::vector<int32_t> input;
+    for (int i = 0; i < 2 * 3 * 3; ++i) input.push_back(s8 ? i * 13 % 50 - 25 : i * 13 % 50);
+    // y = round_half_even(leaky_relu(acc) / 32): scales 1 and a power-of-two output scale keep every binary32
+    // step exact, and |acc| <= 2 * 3 * 11 * 50 stays inside int8 after the division.
+    const Convention graph = OneDnnGraph(ActivationKind::leaky_relu, {kInt8, 1.0f, 0}, {kInt8, 32.0f, 0});
+    std::string why;
+    auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
+    ASSERT_TRUE(kernel) << why;
+    std::vector<int32_t> y(conv.output_elements());
+    ASSERT_TRUE(kernel->Run(conv, input, y, &why)) << why;
+    const KnownDefect* entry = nullptr;
+    for (const KnownDefect& d : ledger.entries) {
+      if (defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), kernel->last_implementation())) entry = &d;
+    }
+    ASSERT_NE(entry, nullptr) << kernel->last_implementation();
+    ASSERT_TRUE(draw_meets_rule(*entry, conv));
+    const std::vector<int64_t> full = reference::Conv2DAccumulators(conv, input);
+    const std::vector<int64_t> dropped = reference::Conv2DAccumulators(conv, apply_defect_model(*entry, conv, input));
+    size_t differs = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      // leaky_relu(acc) / 32 rounded half to even: both accumulators the same way.
+      const auto quantize = [&](int64_t acc) {
+        const float v = static_cast<float>(acc);
+        const float f = v >= 0 ? v : v * graph.activation.alpha;
+        return static_cast<int32_t>(std::max(-128.0f, std::min(127.0f, std::nearbyint(f * 0.03125f))));
+      };
+      differs += quantize(full[i]) != quantize(dropped[i]);
+      EXPECT_EQ(y[i], quantize(dropped[i])) << (s8 ? "s8" : "u8") << " output " << i << ": reference "
+                                            << quantize(full[i]);
+    }
+    EXPECT_GT(differs, 0u);  // the defect shows in this draw
+  }
+}
+
+// The default run's oneDNN cases with the ledger: the defect's samples are counted as known_defect, every other
+// sample passes, and without the ledger the same draws fail.
+TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
+  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  const KnownDefectLedger ledger =
+      tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
+  driver::SuiteOptions options;
+  options.samples = 20000;
+  const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, ActivationKind::relu);
+  driver::ReferenceCache cache;
+  driver::RunOptions with;
+  with.known_defects = &ledger;
+  const driver::RunOptions without;
+  uint64_t explained_total = 0;
+  for (const CaseSpec& spec : specs) {
+    const CaseResult r = driver::RunCase(spec, with, cache);
+    const CaseResult bare = driver::RunCase(spec, without, cache);
+    uint64_t explained = 0;
+    for (const KnownDefectTally& t : r.known_defects) {
+      explained += t.stats.overall.count();
+      EXPECT_LE(t.stats.overall.count(), t.predicted_samples);
+      EXPECT_FALSE(t.no_longer_reproduces()) << spec.name << " " << t.id;
+    }
+    explained_total += explained;
+    // The ledger moves samples out of the judged statistics, never adds or drops one.
+    EXPECT_EQ(compared_samples(r), bare.stats.overall.count()) << spec.name;
+    EXPECT_TRUE(bare.known_defects.empty());
+    if (spec.comparison == Comparison::cross_convention) {
+      EXPECT_EQ(r.verdict, Verdict::cross_convention);
+      continue;
+    }
+    EXPECT_EQ(r.verdict, explained > 0 ? Verdict::known_defect : Verdict::pass) << spec.name << ": " << r.reason;
+    if (explained > 0) {
+      EXPECT_EQ(bare.verdict, Verdict::fail) << spec.name;
+    }
+  }
+  EXPECT_GT(explained_total, 0u);
 }
 
 TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -14,7 +15,9 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
+#include "fusediff/tables/known_defects_file.h"
 #include "isa_matrix.h"
+#include "known_defects_embedded.h"
 #include "progress.h"
 #include "sharding.h"
 
@@ -51,8 +54,11 @@ class InterruptScope {
 
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
-      zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern, isa;
+      zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern,
+      known_defects, isa;
   bool exhaustive = false;
+  bool no_known_defects = false;
+  bool verbose = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
   int64_t max_abs_lsb = -1;
@@ -108,6 +114,16 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
     err << fmt::format("fusediff: shard {}/{} from {} ({})\n", shard.index, shard.count, shard.source, shard.origin);
   }
   const std::vector<CaseSpec> specs = driver::BuildSuite(suite);
+  // The known-defect ledger: the embedded one unless told otherwise (a bad file: InputError, exit 2).
+  if (a.no_known_defects && !a.known_defects.empty()) {
+    throw InputError("--known-defects and --no-known-defects: expected one of them");
+  }
+  std::optional<KnownDefectLedger> ledger;
+  if (!a.known_defects.empty()) {
+    ledger = tables::ReadKnownDefects(a.known_defects);
+  } else if (!a.no_known_defects) {
+    ledger = tables::ParseKnownDefects(EmbeddedKnownDefects(), kEmbeddedKnownDefectsName);
+  }
 
   driver::RunOptions options;
   options.seed = a.seed;
@@ -116,6 +132,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   options.shard_count = shard.count;
   options.threads = ResolveThreads(a.threads, "--threads");
   if (a.max_abs_lsb >= 0) options.max_abs_lsb = a.max_abs_lsb;
+  if (ledger) options.known_defects = &*ledger;
 
   uint64_t expected_samples = 0;
   for (const CaseSpec& spec : specs) expected_samples += (effective_samples(spec) + shard.count - 1) / shard.count;
@@ -140,14 +157,14 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
       break;
     }
     run.cases.push_back(driver::RunCase(spec, options, cache));
-    samples_before_case += run.cases.back().stats.overall.count();
+    samples_before_case += compared_samples(run.cases.back());
     if (!run.cases.back().complete) run.complete = false;
   }
   const bool interrupted = g_stop_requested.load();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   progress.update(samples_before_case);
 
-  out << reports::RenderTable(run, a.timing);
+  out << reports::RenderTable(run, a.timing, a.verbose);
   out << fmt::format("{} samples in {:.2f} s ({:.0f} samples/s){}\n", samples_before_case, seconds,
                      samples_before_case / std::max(seconds, 1e-9),
                      shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
@@ -183,7 +200,7 @@ Command AddRunCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--mutant", a->mutant, "Inject a known fused-path bug: use-output-scale");
   run->add_option("--worst", a->worst, "Worst samples kept per case")->check(CLI::Range(0, 1000));
-  run->add_option("--json", a->json, "Write results JSON (fusediff-results/2)");
+  run->add_option("--json", a->json, "Write results JSON (fusediff-results/3)");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
   run->add_option("--shard", a->shard,
@@ -199,6 +216,14 @@ Command AddRunCommand(CLI::App& app) {
                   "With --fused onednn: run the oneDNN cases once per ISA cap, each in its own process with "
                   "ONEDNN_MAX_CPU_ISA set, and show them side by side: all, or a list such as AVX2,AVX512_CORE_VNNI "
                   "(caps this CPU cannot run are listed as such); --json writes the matrix (fusediff-isa-matrix/1)");
+  run->add_flag("--verbose", a->verbose,
+                "Every case's rejected samples and three worst replays per failing case and per known defect (the "
+                "JSON and the report keep everything either way)");
+  run->add_option("--known-defects", a->known_defects,
+                  "Known-defect ledger (fusediff-known-defects/1) instead of the embedded "
+                  "fused/onednn/known_defects.json");
+  run->add_flag("--no-known-defects", a->no_known_defects,
+                "No ledger: every library sample is judged (a known defect fails the run)");
   run->add_option("--pattern", a->pattern,
                   "Only this fusion pattern: conv2d+act, conv2d+add+act, conv2d+act+maxpool, conv2d+act+avgpool, "
                   "fc+act, fc+fc, fc+act+fc (fusediff patterns --list)");

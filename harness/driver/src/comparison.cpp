@@ -41,10 +41,20 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   // The knee half-width is the graph's activation input LSB, whatever the reference's intermediate.
   const double knee_scale = activation_convention(spec.pattern, spec.convention).intermediate.q.scale;
   c->reference_ = std::make_unique<reference::GraphReference>(spec.pattern, c->reference_convention_, table, knee_scale);
+  const Convention declared = declared_convention(spec);
+  if (spec.comparison == Comparison::cross_convention && declared.intermediate.kind == IntermediateKind::f32) {
+    c->declared_ = std::make_unique<reference::GraphReference>(spec.pattern, declared, nullptr, knee_scale);
+  }
   generators::ConvShapeLimits base;
   base.full_range_weights = c->path_->weight_range() == WeightRange::full;
   base.max_batch = c->path_->max_batch();
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
+#if FUSEDIFF_HAVE_ONEDNN
+  if (is_onednn(spec)) {
+    c->library_ = "oneDNN";
+    c->library_version_ = fused::onednn::LibraryVersion();
+  }
+#endif
   return c;
 }
 
@@ -68,6 +78,13 @@ bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample
     out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions};
   }
   return true;
+}
+
+std::vector<int32_t> DrawComparison::DeclaredOutputs(const PatternDraw& draw) {
+  const std::vector<reference::GraphElement> ref = declared_ ? (*declared_)(draw) : (*reference_)(draw);
+  std::vector<int32_t> y(ref.size());
+  for (size_t j = 0; j < ref.size(); ++j) y[j] = ref[j].y;
+  return y;
 }
 
 uint64_t DrawSamples(const Pattern& pattern, uint64_t seed, uint64_t stream, uint32_t draw,

@@ -48,6 +48,14 @@ class DrawComparison {
   // The keyed codes' type (per-code statistics); unset for an f32 reference.
   std::optional<QuantType> key_type() const;
   uint64_t escalations() const { return reference_->escalations(); }
+  // The final output code per element of a draw under the fused path's own declared convention: the case's
+  // reference, or for a cross-convention case a second reference under the declared convention. A ledger model runs
+  // it on the draw as the defect changes it, so the library is judged under its own convention.
+  std::vector<int32_t> DeclaredOutputs(const PatternDraw& draw);
+  bool cross_convention() const { return declared_ != nullptr; }
+  // The library behind the path and its version ("oneDNN", "2.6.3 (commit N/A)"); empty for the built-in paths.
+  const std::string& library() const { return library_; }
+  const std::string& library_version() const { return library_version_; }
 
  private:
   DrawComparison() = default;
@@ -57,7 +65,9 @@ class DrawComparison {
   std::unique_ptr<fused::FusedPath> path_;
   std::optional<reference::ActivationTable> owned_table_;
   std::unique_ptr<reference::GraphReference> reference_;
+  std::unique_ptr<reference::GraphReference> declared_;  // cross-convention cases with an f32 declared convention
   generators::ConvShapeLimits limits_;
+  std::string library_, library_version_;
 };
 
 // Samples per draw of a case: the final tensor's elements for the draw's shape.

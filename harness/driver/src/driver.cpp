@@ -112,6 +112,8 @@ struct Partial {
   uint64_t unsupported_samples = 0;
   uint64_t first_unsupported_sample = UINT64_MAX;
   std::string unsupported_reason;
+  // Per ledger entry whose conditions a draw met (by index into the ledger): its tally.
+  std::map<size_t, KnownDefectTally> known;
 
   // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none).
   void Record(std::optional<size_t> code_index, const WorstCase& sample) {
@@ -171,6 +173,19 @@ bool ForEachBatch(const RunOptions& options, std::vector<Partial>& partials, Nex
 void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::optional<QuantType> key) {
   result.stats = std::move(partials[0].stats);
   for (size_t w = 1; w < partials.size(); ++w) result.stats.merge(partials[w].stats);
+  std::map<size_t, KnownDefectTally> known;
+  for (const Partial& p : partials) {
+    for (const auto& [index, tally] : p.known) {
+      auto [it, fresh] = known.emplace(index, tally);
+      if (fresh) continue;
+      it->second.draws += tally.draws;
+      it->second.samples += tally.samples;
+      it->second.predicted_samples += tally.predicted_samples;
+      it->second.stats.merge(tally.stats);
+    }
+  }
+  result.known_defects.clear();
+  for (auto& [index, tally] : known) merge_known_defects(result.known_defects, {std::move(tally)});
   for (const Partial& p : partials) {
     result.unsupported_samples += p.unsupported_samples;
     if (p.unsupported_samples > 0 && (result.unsupported_sample_reason.empty() ||
@@ -216,6 +231,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   const unsigned threads = comparison->path().concurrent() && !comparison->f32_reference() ? options.threads : 1;
   std::vector<Partial> partials(threads, Partial(key ? key->code_count() : 0, options.worst_count));
 
+  const KnownDefectLedger* ledger = comparison->library().empty() ? nullptr : options.known_defects;
   const uint64_t stream = case_stream_id(spec);
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
   const auto next = [&] { return draws.next(); };
@@ -231,10 +247,46 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       partial.unsupported_samples += batch.take;
       return 0;
     }
+    // The first ledger entry whose conditions this draw meets, and its model's outputs for the draw.
+    KnownDefectTally* tally = nullptr;
+    std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
+    if (ledger) {
+      const std::string implementation = comparison->path().last_run().implementation;
+      for (size_t e = 0; e < ledger->entries.size() && !tally; ++e) {
+        const KnownDefect& d = ledger->entries[e];
+        if (!defect_applies(d, comparison->library(), comparison->library_version(), implementation) ||
+            !draw_meets_rule(d, draw.conv)) {
+          continue;
+        }
+        auto [it, fresh] = partial.known.try_emplace(e);
+        tally = &it->second;
+        if (fresh) {
+          tally->id = d.id;
+          tally->stats.worst = WorstCases(options.worst_count);
+        }
+        ++tally->draws;
+        tally->samples += batch.take;
+        PatternDraw changed = draw;
+        changed.input = apply_defect_model(d, draw.conv, draw.input);
+        model_y = comparison->DeclaredOutputs(changed);
+        if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
+      }
+    }
     for (uint64_t j = 0; j < batch.take; ++j) {
       const detail::ComparedSample& c = samples[j];
       const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
-      partial.Record(code, WorstCase{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions});
+      const WorstCase sample{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions};
+      // The library is judged against the model under its own declared convention (in a cross-convention case, not
+      // the graph's): the defect's samples leave the measurement, fusion's own effect stays.
+      const int32_t base = declared_y.empty() ? c.y_ref : declared_y[j];
+      if (tally && model_y[j] != base) {
+        ++tally->predicted_samples;
+        if (explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
+          tally->stats.add(sample);
+          continue;
+        }
+      }
+      partial.Record(code, sample);
     }
     return batch.take;
   };

@@ -12,6 +12,7 @@ std::string_view to_string(Verdict v) {
     case Verdict::fail: return "fail";
     case Verdict::unsupported: return "unsupported";
     case Verdict::cross_convention: return "cross_convention";
+    case Verdict::known_defect: return "known_defect";
   }
   return "?";
 }
@@ -22,6 +23,12 @@ bool RunResult::any_failure() const {
     if (c.verdict == Verdict::fail) return true;
   }
   return false;
+}
+
+uint64_t compared_samples(const CaseResult& c) {
+  uint64_t n = c.stats.overall.count();
+  for (const KnownDefectTally& t : c.known_defects) n += t.stats.overall.count();
+  return n;
 }
 
 }  // namespace fusediff
@@ -55,8 +62,20 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   for (const WorstCase& w : result.stats.worst.sorted()) {
     result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec, std::nullopt})});
   }
+  uint64_t known = 0;
+  std::string known_ids;
+  for (KnownDefectTally& t : result.known_defects) {
+    t.worst.clear();
+    for (const WorstCase& w : t.stats.worst.sorted()) {
+      t.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec, std::nullopt})});
+    }
+    known += t.stats.overall.count();
+    if (t.stats.overall.count() > 0) {
+      known_ids += (known_ids.empty() ? "" : ", ") + t.id + " (" + std::to_string(t.stats.overall.count()) + " samples)";
+    }
+  }
   if (result.verdict == Verdict::unsupported) return;
-  if (result.stats.overall.count() == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
+  if (result.stats.overall.count() + known == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
     result.verdict = Verdict::unsupported;
     result.reason = result.unsupported_sample_reason;
     return;
@@ -70,6 +89,25 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   }
   result.reason = check_tolerance(result.stats.overall, result.tolerance);
   result.verdict = result.reason.empty() ? Verdict::pass : Verdict::fail;
+  if (result.verdict == Verdict::pass && known > 0) {
+    result.verdict = Verdict::known_defect;
+    result.reason = "known defect: " + known_ids + "; every other sample within tolerance";
+  }
+}
+
+void merge_known_defects(std::vector<KnownDefectTally>& into, const std::vector<KnownDefectTally>& part) {
+  for (const KnownDefectTally& p : part) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const KnownDefectTally& t) { return t.id == p.id; });
+    if (it == into.end()) {
+      into.push_back(p);
+      continue;
+    }
+    it->draws += p.draws;
+    it->samples += p.samples;
+    it->predicted_samples += p.predicted_samples;
+    it->stats.merge(p.stats);
+  }
+  std::sort(into.begin(), into.end(), [](const KnownDefectTally& a, const KnownDefectTally& b) { return a.id < b.id; });
 }
 
 void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) {
@@ -104,6 +142,7 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
     into.unsupported_sample_reason = part.unsupported_sample_reason;
   }
   into.unsupported_samples += part.unsupported_samples;
+  merge_known_defects(into.known_defects, part.known_defects);
   std::vector<std::string> names = split_implementations(into.implementation);
   for (const std::string& name : split_implementations(part.implementation)) names.push_back(name);
   into.implementation = join_implementations(std::move(names));

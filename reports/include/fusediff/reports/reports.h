@@ -13,8 +13,10 @@
 
 namespace fusediff::reports {
 
-// /2 adds each case's pattern and fusion; /1 files (conv2d+act, kept whole) are still read.
-inline constexpr const char* kResultsFormat = "fusediff-results/2";
+// /3 adds the verdict known_defect and each case's known_defects (ledger tallies); /2 each case's pattern and
+// fusion. /2 and /1 files (conv2d+act, kept whole) are still read.
+inline constexpr const char* kResultsFormat = "fusediff-results/3";
+inline constexpr const char* kResultsFormatV2 = "fusediff-results/2";
 inline constexpr const char* kResultsFormatV1 = "fusediff-results/1";
 
 // The results as JSON (format "fusediff-results/1"); deterministic for the same seed except `created` and
@@ -86,8 +88,10 @@ std::string RenderComparison(const RunComparison& comparison, const RunResult& b
 // One CSV row per case: name, verdict, samples, exact fraction, bias, std, percentiles, max |e|, convention.
 std::string ToCsv(const RunResult& run);
 
-// The terminal table: case, samples, exact %, bias, p99 |e|, max |e|, verdict (+ reason / worst replay lines).
-std::string RenderTable(const RunResult& run, bool show_timing);
+// The terminal table: case, judged samples, exact %, bias, p99 |e|, max |e|, known-defect samples, verdict; then one
+// line per failing case with its first replay and one per ledger entry (its counts, or "no longer reproduces").
+// `verbose`: every case's rejected samples, three worst replays per failing case and per known defect.
+std::string RenderTable(const RunResult& run, bool show_timing, bool verbose = false);
 
 // Every stage of one replayed sample.
 std::string RenderReplay(const ReplayTrace& trace);

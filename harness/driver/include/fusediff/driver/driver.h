@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/known_defects.h"
 #include "fusediff/model/results.h"
 #include "fusediff/model/tolerance.h"
 
@@ -31,6 +32,9 @@ struct RunOptions {
   // Worker threads of one case (>= 1). Batches (conv draws, blocks of sweep or threshold samples) are shared
   // out; each worker keeps its own mergeable statistics, so the result is identical for every thread count.
   unsigned threads = 1;
+  // Library defects already explained (model/known_defects.h); null: none. A library case's samples that an entry
+  // explains are counted in CaseResult::known_defects instead of its judged statistics. Not owned.
+  const KnownDefectLedger* known_defects = nullptr;
 };
 
 // Samples are classified into the regions of docs/regions.md by reference::RoundingRegions and

@@ -17,12 +17,27 @@ namespace fusediff {
 
 // cross_convention: a measurement between a fused path and a reference under different conventions
 // (Comparison::cross_convention); it is reported, never judged, and never fails a run.
-enum class Verdict { pass, fail, unsupported, cross_convention };
+// known_defect: every judged sample is within tolerance and some samples are a ledger entry's known defect
+// (model/known_defects.h); it does not fail a run.
+enum class Verdict { pass, fail, unsupported, cross_convention, known_defect };
 std::string_view to_string(Verdict v);
 
 struct WorstCaseReport {
   WorstCase sample;
   std::string replay;  // format_replay(...) for this sample
+};
+
+// One ledger entry within a case (model/known_defects.h). Its samples are compared and counted here, apart from
+// CaseResult::stats (what the verdict judges), so the case's worst list keeps showing everything else.
+struct KnownDefectTally {
+  std::string id;
+  uint64_t draws = 0;              // draws that met the entry's conditions (library, version, implementation, rule)
+  uint64_t samples = 0;            // their samples
+  uint64_t predicted_samples = 0;  // of those, where the entry's model differs from the reference
+  CaseStats stats;                 // the samples it explains: y_fused != y_ref and y_fused == the model's y (within tolerance)
+  std::vector<WorstCaseReport> worst;
+  // Conditions met, nothing explained: a fixed library (or a wrong entry).
+  bool no_longer_reproduces() const { return draws > 0 && stats.overall.count() == 0; }
 };
 
 struct CaseResult {
@@ -43,6 +58,7 @@ struct CaseResult {
   uint64_t unsupported_samples = 0;         // samples whose draw the library rejected (counted, not compared)
   uint64_t first_unsupported_sample = 0;    // the lowest sample index among them
   std::string unsupported_sample_reason;    // the library's reason for that sample's draw
+  std::vector<KnownDefectTally> known_defects;  // the ledger entries whose conditions some draw met, by id
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
   uint32_t shard_count = 1;
@@ -91,10 +107,15 @@ struct RunResult {
   bool any_failure() const;
 };
 
+// Samples compared in a case: the judged ones and those a ledger entry explains.
+uint64_t compared_samples(const CaseResult& c);
+
 // Folds `part` (another shard of the same case) into `into`: statistics, worst samples and per-code errors add
 // exactly; coverage, worst replay strings and the verdict are recomputed (check_tolerance). Throws InputError
 // when the two are not the same case under the same tolerance.
 void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed);
+// Adds `part`'s ledger tallies into `into` by id (counts and statistics exactly), sorted by id.
+void merge_known_defects(std::vector<KnownDefectTally>& into, const std::vector<KnownDefectTally>& part);
 // A library's implementation names, sorted and unique, " | "-joined: the same for any sharding of a run.
 std::string join_implementations(std::vector<std::string> names);
 
