@@ -5,10 +5,13 @@
 //   {"op":"create","model":PATH,"level":"disabled|basic|extended|layout|all","config":{KEY:VALUE},
 //    "optimized":PATH|null}                               -> {"session":ID,"inputs":[...],"outputs":[...]}
 //   {"op":"run","session":ID,"feeds":[TENSOR]}           -> {"outputs":[TENSOR]}
+//   {"op":"run_all","session":ID,"sets":[[TENSOR]]}      -> {"results":[[TENSOR]]}
+//   {"op":"evaluate", create's fields, "sets":[[TENSOR]], "throwaway":N, "warmup":W, "repeats":R}
+//                                                        -> {"inputs","outputs","results","ms" (when R > 0)}
 //   {"op":"time","session":ID,"feeds":[TENSOR],"warmup":W,"repeats":R} -> {"ms":[...]}
 //   {"op":"release","session":ID}
 // TENSOR = {"name","type" (ORT's name: float32, int8, uint8, int32, ...),"dims":[...],"data":BASE64 little-endian}.
-// Each answer is {"ok":true,...} or {"ok":false,"error":TEXT}. `config` entries are passed as session config
+// Each answer is {"ok":true,...,"ort_ms":MS inside ONNX Runtime} or {"ok":false,"error":TEXT}. `config` entries are passed as session config
 // entries exactly as given (sessionOptions.extra with a flat key: the binding adds KEY as it is), so the caller
 // owns the exact value of optimization.disable_specified_optimizers. One intra-op thread: repeatable timing and
 // results on a shared machine.
@@ -52,6 +55,18 @@ function feedsOf(list) {
 const sessions = new Map();
 let nextId = 1;
 
+// Milliseconds spent inside ONNX Runtime's own calls (create, run, release) while serving one request: what the
+// caller subtracts from its wall time to measure its own overhead.
+let ortMs = 0;
+async function inOrt(f) {
+  const start = process.hrtime.bigint();
+  try {
+    return await f();
+  } finally {
+    ortMs += Number(process.hrtime.bigint() - start) / 1e6;
+  }
+}
+
 async function handle(req) {
   switch (req.op) {
     case 'version':
@@ -61,7 +76,7 @@ async function handle(req) {
                         executionMode: 'sequential', executionProviders: ['cpu'], logSeverityLevel: 3 };
       if (req.optimized) options.optimizedModelFilePath = req.optimized;
       if (req.config && Object.keys(req.config).length > 0) options.extra = req.config;
-      const session = await ort.InferenceSession.create(req.model, options);
+      const session = await inOrt(() => ort.InferenceSession.create(req.model, options));
       const id = nextId++;
       sessions.set(id, session);
       return { session: id, inputs: session.inputNames, outputs: session.outputNames };
@@ -69,25 +84,60 @@ async function handle(req) {
     case 'run': {
       const session = sessions.get(req.session);
       if (!session) throw new Error('no session ' + req.session);
-      const result = await session.run(feedsOf(req.feeds));
+      const feeds = feedsOf(req.feeds);
+      const result = await inOrt(() => session.run(feeds));
       return { outputs: session.outputNames.map((n) => fromOrt(n, result[n])) };
+    }
+    case 'evaluate': {  // create, run every set, time the first (if asked), release: one round trip per session
+      const created = await handle(Object.assign({}, req, { op: 'create' }));
+      const session = sessions.get(created.session);
+      const answer = { inputs: created.inputs, outputs: created.outputs, results: [] };
+      try {
+        for (const set of req.sets) {
+          const feeds = feedsOf(set);
+          const result = await inOrt(() => session.run(feeds));
+          answer.results.push(session.outputNames.map((n) => fromOrt(n, result[n])));
+        }
+        if (req.repeats > 0) {
+          const feeds = feedsOf(req.sets[0]);
+          for (let i = 0; i < req.throwaway; ++i) await inOrt(() => session.run(feeds));
+          answer.ms = (await handle({ op: 'time', session: created.session, warmup: req.warmup, repeats: req.repeats,
+                                      feeds: req.sets[0] })).ms;
+        }
+      } finally {
+        await handle({ op: 'release', session: created.session });
+      }
+      return answer;
+    }
+    case 'run_all': {  // every input set in one request: one round trip per session, not one per set
+      const session = sessions.get(req.session);
+      if (!session) throw new Error('no session ' + req.session);
+      const results = [];
+      for (const set of req.sets) {
+        const feeds = feedsOf(set);
+        const result = await inOrt(() => session.run(feeds));
+        results.push(session.outputNames.map((n) => fromOrt(n, result[n])));
+      }
+      return { results };
     }
     case 'time': {
       const session = sessions.get(req.session);
       if (!session) throw new Error('no session ' + req.session);
       const feeds = feedsOf(req.feeds);
-      for (let i = 0; i < req.warmup; ++i) await session.run(feeds);
+      for (let i = 0; i < req.warmup; ++i) await inOrt(() => session.run(feeds));
       const ms = [];
       for (let i = 0; i < req.repeats; ++i) {
         const start = process.hrtime.bigint();
         await session.run(feeds);
-        ms.push(Number(process.hrtime.bigint() - start) / 1e6);
+        const elapsed = Number(process.hrtime.bigint() - start) / 1e6;
+        ortMs += elapsed;
+        ms.push(elapsed);
       }
       return { ms };
     }
     case 'release': {
       const session = sessions.get(req.session);
-      if (session) await session.release();
+      if (session) await inOrt(() => session.release());
       sessions.delete(req.session);
       return {};
     }
@@ -101,8 +151,10 @@ let queue = Promise.resolve();
 lines.on('line', (line) => {
   queue = queue.then(async () => {
     let answer;
+    ortMs = 0;
     try {
       answer = Object.assign({ ok: true }, await handle(JSON.parse(line)));
+      answer.ort_ms = ortMs;
     } catch (e) {
       answer = { ok: false, error: String(e && e.message ? e.message : e) };
     }

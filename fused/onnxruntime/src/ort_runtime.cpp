@@ -72,6 +72,19 @@ nlohmann::json TensorJson(const onnx_io::Tensor& t) {
   return {{"name", t.name}, {"type", onnx_io::to_string(t.type)}, {"dims", t.dims}, {"data", Base64(t.bytes)}};
 }
 
+std::vector<onnx_io::Tensor> TensorsOf(const nlohmann::json& list) {
+  std::vector<onnx_io::Tensor> out;
+  for (const auto& o : list) {
+    onnx_io::Tensor t;
+    t.name = o.at("name").get<std::string>();
+    t.type = onnx_io::parse_dtype(o.at("type").get<std::string>(), "ONNX Runtime output " + t.name);
+    t.dims = o.at("dims").get<std::vector<int64_t>>();
+    t.bytes = Unbase64(o.at("data").get<std::string>());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 class NodeRuntime final : public Runtime {
  public:
   NodeRuntime(const std::string& node, const std::string& script) {
@@ -114,6 +127,35 @@ class NodeRuntime final : public Runtime {
 
   std::string version() const override { return version_; }
 
+  Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
+                      int warmup, int repeats) override {
+    nlohmann::json req = SpecJson(spec);
+    req["op"] = "evaluate";
+    req["sets"] = nlohmann::json::array();
+    for (const auto& feeds : sets) {
+      nlohmann::json set = nlohmann::json::array();
+      for (const auto& t : feeds) set.push_back(TensorJson(t));
+      req["sets"].push_back(std::move(set));
+    }
+    req["throwaway"] = throwaway;
+    req["warmup"] = warmup;
+    req["repeats"] = repeats;
+    const nlohmann::json a = Call(req, /*input_error=*/true);
+    Evaluation e;
+    for (const auto& result : a.at("results")) e.results.push_back(TensorsOf(result));
+    if (a.contains("ms")) e.ms = a.at("ms").get<std::vector<double>>();
+    return e;
+  }
+
+  static nlohmann::json SpecJson(const SessionSpec& spec) {
+    nlohmann::json req = {{"op", "create"}, {"model", spec.model}, {"level", spec.level}};
+    nlohmann::json config = nlohmann::json::object();
+    if (!spec.disabled.empty()) config[kDisableOptimizersKey] = DisableOptimizersValue(spec.disabled);
+    req["config"] = config;
+    req["optimized"] = spec.optimized_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.optimized_model);
+    return req;
+  }
+
   SessionHandle Create(const SessionSpec& spec) override {
     nlohmann::json req = {{"op", "create"}, {"model", spec.model}, {"level", spec.level}};
     nlohmann::json config = nlohmann::json::object();
@@ -131,16 +173,19 @@ class NodeRuntime final : public Runtime {
   std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) override {
     nlohmann::json req = {{"op", "run"}, {"session", s.id}, {"feeds", nlohmann::json::array()}};
     for (const auto& t : feeds) req["feeds"].push_back(TensorJson(t));
-    const nlohmann::json a = Call(req, /*input_error=*/true);
-    std::vector<onnx_io::Tensor> out;
-    for (const auto& o : a.at("outputs")) {
-      onnx_io::Tensor t;
-      t.name = o.at("name").get<std::string>();
-      t.type = onnx_io::parse_dtype(o.at("type").get<std::string>(), "ONNX Runtime output " + t.name);
-      t.dims = o.at("dims").get<std::vector<int64_t>>();
-      t.bytes = Unbase64(o.at("data").get<std::string>());
-      out.push_back(std::move(t));
+    return TensorsOf(Call(req, /*input_error=*/true).at("outputs"));
+  }
+
+  std::vector<std::vector<onnx_io::Tensor>> RunAll(const SessionHandle& s,
+                                                   const std::vector<std::vector<onnx_io::Tensor>>& sets) override {
+    nlohmann::json req = {{"op", "run_all"}, {"session", s.id}, {"sets", nlohmann::json::array()}};
+    for (const auto& feeds : sets) {
+      nlohmann::json set = nlohmann::json::array();
+      for (const auto& t : feeds) set.push_back(TensorJson(t));
+      req["sets"].push_back(std::move(set));
     }
+    std::vector<std::vector<onnx_io::Tensor>> out;
+    for (const auto& result : Call(req, /*input_error=*/true).at("results")) out.push_back(TensorsOf(result));
     return out;
   }
 
@@ -153,6 +198,7 @@ class NodeRuntime final : public Runtime {
   }
 
   void Release(const SessionHandle& s) override { Call({{"op", "release"}, {"session", s.id}}); }
+  double ort_seconds() const override { return ort_ms_ / 1000.0; }
 
  private:
   nlohmann::json Call(const nlohmann::json& req, bool input_error = false) {
@@ -173,6 +219,7 @@ class NodeRuntime final : public Runtime {
       if (input_error) throw InputError(error);
       throw std::runtime_error(error);
     }
+    ort_ms_ += a.value("ort_ms", 0.0);
     return a;
   }
 
@@ -180,6 +227,7 @@ class NodeRuntime final : public Runtime {
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
   std::string version_;
+  double ort_ms_ = 0;
 };
 
 }  // namespace

@@ -120,9 +120,12 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
   if (a.out_dir.empty()) throw InputError("--out-dir: required");
   if (a.scales != "pow2" && a.scales != "general") throw InputError("--scales: expected pow2 or general");
   std::error_code ec;
-  if (!std::filesystem::is_directory(a.out_dir, ec)) {
-    throw InputError("--out-dir: folder '" + a.out_dir + "' does not exist");
+  const std::filesystem::path out(a.out_dir);
+  const std::filesystem::path parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(out, ec) && !std::filesystem::is_directory(parent, ec)) {
+    throw InputError("--out-dir: neither '" + a.out_dir + "' nor its parent folder exists");
   }
+  std::filesystem::create_directories(out);
   bisect::ExportOptions o;
   o.seed = a.seed;
   o.power_of_two = a.scales == "pow2";
@@ -197,7 +200,7 @@ Command AddExportOnnxCommand(CLI::App& app) {
       "export-onnx", "Write the patterns, a ResNet-style block and a two-cause model as ONNX models with inputs "
                      "(ONNX test-data .pb and .npy)");
   auto a = std::make_shared<ExportArgs>();
-  cmd->add_option("--out-dir", a->out_dir, "An existing folder; one subfolder per model")->required();
+  cmd->add_option("--out-dir", a->out_dir, "The folder (created in an existing one); one subfolder per model")->required();
   cmd->add_option("--seed", a->seed, "Seed of the weights and draws");
   cmd->add_option("--scales", a->scales, "pow2 (exact in f32; the baseline must equal the reference) or general");
   cmd->add_flag("--verify", a->verify, "Run each pattern through ONNX Runtime (optimizations disabled) against "

@@ -36,10 +36,23 @@ class Runtime {
   // Throws InputError when ORT refuses the model (message: ORT's).
   virtual SessionHandle Create(const SessionSpec& spec) = 0;
   virtual std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) = 0;
+  // Every set of feeds, in one request: the outputs per set.
+  virtual std::vector<std::vector<onnx_io::Tensor>> RunAll(const SessionHandle& s,
+                                                           const std::vector<std::vector<onnx_io::Tensor>>& sets) = 0;
   // Milliseconds of `repeats` runs after `warmup` unmeasured ones.
   virtual std::vector<double> Time(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds, int warmup,
                                    int repeats) = 0;
   virtual void Release(const SessionHandle& s) = 0;
+  // Create, run every set, time the first set (`repeats` > 0: `throwaway` unmeasured runs, then `warmup`, then
+  // `repeats` timed), release: one request per session.
+  struct Evaluation {
+    std::vector<std::vector<onnx_io::Tensor>> results;
+    std::vector<double> ms;
+  };
+  virtual Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets,
+                              int throwaway, int warmup, int repeats) = 0;
+  // Seconds spent inside ONNX Runtime's own calls so far (session creation, runs, release), as the runner timed them.
+  virtual double ort_seconds() const = 0;
 };
 
 // Where the runner lives: $FUSEDIFF_ORT_RUNNER_DIR, else the source tree's fused/onnxruntime/runner.

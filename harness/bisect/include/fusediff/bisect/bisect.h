@@ -126,7 +126,8 @@ struct BisectResult {
   std::string blacklist_config;        // optimization.disable_specified_optimizers=A;B
   std::map<std::string, bool> blacklist_name_effective;  // each name changes the saved optimized model
   bool blacklist_within_tolerance = true;
-  double ort_seconds = 0;              // wall time inside the runtime (sessions, runs, timing)
+  double ort_seconds = 0;              // wall time in calls to the runtime, as fusediff sees them (pipe and JSON included)
+  double inside_ort_seconds = 0;       // of which inside ONNX Runtime's own calls, as the runner times them
   double total_seconds = 0;
 };
 
