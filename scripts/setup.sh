@@ -19,6 +19,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN fused path (its CMake config wants the OpenCL headers)
   libbenchmark-dev                        # Google Benchmark (bench/)
   python3-numpy python3-scipy             # bench/gate_numpy.py: the NumPy/SciPy baseline of the gate benchmark
+  libonnx-dev libprotobuf-dev             # ONNX files (export-onnx, bisect): ONNX 1.12 onnx-ml.proto, protobuf
 )
 
 missing=()
@@ -34,4 +35,24 @@ if ((${#missing[@]} > 0)); then
   echo "setup: installing ${missing[*]}" >&2
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ONNX Runtime for `fusediff bisect`: the npm package onnxruntime-node, pinned by the committed lockfile, into the
+# git-ignored fused/onnxruntime/runner/node_modules (about 300 MB). --ignore-scripts: its postinstall would fetch
+# GPU libraries from outside; the CPU library (bin/napi-v6/linux/x64/libonnxruntime.so.1) ships in the package.
+# Node.js >= 18: the machine's node if it has one, else Debian's nodejs and npm.
+runner="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/fused/onnxruntime/runner"
+node_major() { node -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
+if ! command -v node >/dev/null || ! command -v npm >/dev/null || (( $(node_major) < 18 )); then
+  sudo=""
+  if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+  echo "setup: installing nodejs npm" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+# npm ls fails when what is installed does not match package.json (another version, a missing package).
+if [[ ! -f "$runner/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1" ]] ||
+   ! (cd "$runner" && npm ls --omit=dev >/dev/null 2>&1); then
+  echo "setup: npm ci --ignore-scripts in $runner" >&2
+  (cd "$runner" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi

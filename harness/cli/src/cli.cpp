@@ -20,7 +20,8 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 
   const std::vector<Command> commands = {AddRunCommand(app),     AddReplayCommand(app),  AddReportCommand(app),
                                          AddCompareCommand(app), AddMergeCommand(app),   AddMutantsCommand(app),
-                                         AddTableCommand(app),   AddGateCommand(app),    AddPatternsCommand(app)};
+                                         AddTableCommand(app),   AddGateCommand(app),    AddPatternsCommand(app),
+                                         AddBisectCommand(app),  AddExportOnnxCommand(app)};
 
   std::vector<std::string> storage(args);
   std::vector<char*> argv;

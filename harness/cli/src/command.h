@@ -31,6 +31,8 @@ Command AddMergeCommand(CLI::App& app);
 Command AddTableCommand(CLI::App& app);  // `table generate`
 Command AddGateCommand(CLI::App& app);
 Command AddPatternsCommand(CLI::App& app);  // `patterns --list`
+Command AddBisectCommand(CLI::App& app);      // `bisect MODEL.onnx` (cli_bisect.cpp)
+Command AddExportOnnxCommand(CLI::App& app);  // `export-onnx` (cli_bisect.cpp)
 
 // The command line as one shell-quoted string (for provenance).
 std::string JoinCommandLine(const std::vector<std::string>& args);

@@ -1,0 +1,427 @@
+#include "fusediff/bisect/bisect.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "fusediff/model/errors.h"
+
+namespace fusediff::bisect {
+
+extern const char* const kPinnedOptimizersJson;  // optimizers_data.cpp, generated from data/
+
+std::vector<std::string> OptimizerList::names() const {
+  std::vector<std::string> out;
+  for (const auto& o : optimizers) out.push_back(o.name);
+  return out;
+}
+
+OptimizerList ParseOptimizerList(const std::string& json_text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(origin + ": not JSON (" + e.what() + ")");
+  }
+  if (j.value("format", "") != "fusediff-ort-optimizers/1") {
+    throw InputError(origin + ": format: expected \"fusediff-ort-optimizers/1\"");
+  }
+  OptimizerList list;
+  list.onnxruntime = j.value("onnxruntime", "");
+  list.source = j.value("source", "");
+  list.source_commit = j.value("source_commit", "");
+  if (!j.contains("optimizers") || !j["optimizers"].is_array() || j["optimizers"].empty()) {
+    throw InputError(origin + ": optimizers: expected a non-empty array");
+  }
+  std::set<std::string> seen;
+  for (const auto& o : j["optimizers"]) {
+    if (!o.contains("name") || !o["name"].is_string() || o["name"].get<std::string>().empty()) {
+      throw InputError(origin + ": optimizers: every entry needs a non-empty \"name\"");
+    }
+    Optimizer opt{o["name"].get<std::string>(), o.value("kind", ""), o.value("level", "")};
+    if (opt.name.find_first_of(";, ") != std::string::npos) {
+      throw InputError(origin + ": optimizer name '" + opt.name + "' holds a separator");
+    }
+    if (!seen.insert(opt.name).second) throw InputError(origin + ": optimizer '" + opt.name + "' is listed twice");
+    list.optimizers.push_back(std::move(opt));
+  }
+  return list;
+}
+
+const OptimizerList& PinnedOptimizers() {
+  static const OptimizerList list =
+      ParseOptimizerList(kPinnedOptimizersJson, "harness/bisect/data/onnxruntime-1.30.0-optimizers.json");
+  return list;
+}
+
+Perf Summarize(std::vector<double> ms) {
+  Perf p;
+  p.repeats = static_cast<int>(ms.size());
+  if (ms.empty()) return p;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) {  // linear interpolation between order statistics
+    const double pos = q * static_cast<double>(ms.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, ms.size() - 1);
+    return ms[lo] + (ms[hi] - ms[lo]) * (pos - static_cast<double>(lo));
+  };
+  p.median_ms = at(0.5);
+  p.q1_ms = at(0.25);
+  p.q3_ms = at(0.75);
+  p.min_ms = ms.front();
+  p.max_ms = ms.back();
+  return p;
+}
+
+std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& baseline,
+                                         const std::map<std::string, int64_t>& step) {
+  std::map<std::string, int64_t> delta;
+  for (const auto& [op, n] : step) {
+    const auto it = baseline.find(op);
+    const int64_t d = n - (it == baseline.end() ? 0 : it->second);
+    if (d != 0) delta[op] = d;
+  }
+  for (const auto& [op, n] : baseline) {
+    if (!step.count(op)) delta[op] = -n;
+  }
+  return delta;
+}
+
+namespace {
+// Bitwise equality of two values read from the same output type (NaN equals NaN of the same bits only through
+// both being NaN: a NaN where the baseline had a number is a difference).
+bool Same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+}  // namespace
+
+std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline,
+                                        const Outputs& step) {
+  std::vector<OutputDelta> out;
+  for (size_t o = 0; o < baseline.values.size(); ++o) {
+    OutputDelta d;
+    d.output = model.outputs[o].name;
+    const auto& q = model.output_quant[o];
+    const std::vector<double>& b = baseline.values[o];
+    const std::vector<double>& s = step.values[o];
+    double max_base = 0;
+    for (double v : b) max_base = std::max(max_base, std::fabs(v));
+    if (q) {
+      d.unit = "lsb";
+      d.step = q->codes ? 1.0 : q->scale;
+    } else {
+      // A float output without a quantization: one unit is one binary32 ulp at the output's largest magnitude.
+      d.unit = "f32_ulp_of_max";
+      const float m = static_cast<float>(max_base > 0 ? max_base : 1.0);
+      d.step = static_cast<double>(std::nextafter(m, INFINITY) - m);
+    }
+    d.elements = b.size();
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (Same(b[i], s[i])) continue;
+      ++d.differing;
+      const double delta = s[i] - b[i];
+      const double units = std::isfinite(delta) ? delta / d.step : INFINITY;
+      d.max_units = std::max(d.max_units, std::fabs(units));
+      d.max_abs = std::max(d.max_abs, std::fabs(delta));
+      if (max_base > 0) d.max_rel = std::max(d.max_rel, std::fabs(delta) / max_base);
+      if (d.unit == "lsb" && std::isfinite(units)) ++d.histogram[static_cast<int64_t>(std::llround(units))];
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::map<std::pair<size_t, size_t>, double> Differences(const Outputs& baseline, const Outputs& step) {
+  std::map<std::pair<size_t, size_t>, double> diff;
+  for (size_t o = 0; o < baseline.values.size(); ++o) {
+    for (size_t i = 0; i < baseline.values[o].size(); ++i) {
+      if (!Same(baseline.values[o][i], step.values[o][i])) diff[{o, i}] = step.values[o][i];
+    }
+  }
+  return diff;
+}
+
+bool Explains(const std::vector<std::map<std::pair<size_t, size_t>, double>>& singles,
+              const std::map<std::pair<size_t, size_t>, double>& all_on) {
+  std::map<std::pair<size_t, size_t>, std::set<double>> union_values;
+  for (const auto& s : singles) {
+    for (const auto& [key, value] : s) union_values[key].insert(value);
+  }
+  for (const auto& [key, value] : all_on) {
+    const auto it = union_values.find(key);
+    if (it == union_values.end() || !it->second.count(value)) return false;
+  }
+  for (const auto& [key, values] : union_values) {
+    const auto it = all_on.find(key);
+    if (it == all_on.end() || values.size() != 1) return false;  // a single moves what all-on leaves, or disagrees
+  }
+  return true;
+}
+
+namespace {
+
+// What a session's saved optimized model is: its op counts and its content digest.
+struct Graph {
+  std::map<std::string, int64_t> counts;
+  uint64_t digest = 0;
+};
+
+class Session {
+ public:
+  Session(fused::ort::Runtime& rt, double& seconds) : rt_(rt), seconds_(seconds) {}
+
+  template <typename F>
+  auto Timed(F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    auto result = f();
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
+
+  // Creates the session, saves its optimized model, runs every set; returns outputs and the saved node counts.
+  Outputs Evaluate(const fused::ort::SessionSpec& spec, const onnx_io::ModelInfo& model,
+                   const std::vector<InputSet>& sets, Graph& node_counts,
+                   std::optional<Perf>* perf, int warmup, int repeats) {
+    std::vector<std::vector<onnx_io::Tensor>> feeds;
+    for (const InputSet& set : sets) feeds.push_back(set.feeds);
+    // The first session timed warms the process (allocator, caches, CPU clock) too: without a throwaway round the
+    // baseline comes out slower than a session that changes nothing.
+    const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
+    if (perf != nullptr) first_timing_ = false;
+    const auto e = Timed([&] { return rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0); });
+    Outputs out;
+    out.values.resize(model.outputs.size());
+    out.set_elements.resize(model.outputs.size());
+    for (const std::vector<onnx_io::Tensor>& result : e.results) {
+      if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
+      for (size_t o = 0; o < result.size(); ++o) {
+        out.set_elements[o] = result[o].elements();
+        for (size_t i = 0; i < result[o].elements(); ++i) out.values[o].push_back(result[o].value(i));
+      }
+    }
+    if (perf != nullptr) *perf = Summarize(e.ms);
+    const onnx_io::ModelInfo saved = onnx_io::ReadModel(spec.optimized_model);
+    node_counts.counts = saved.node_counts;
+    node_counts.digest = saved.graph_digest;
+    return out;
+  }
+
+ private:
+  fused::ort::Runtime& rt_;
+  double& seconds_;
+  bool first_timing_ = true;
+};
+
+std::vector<std::string> AllBut(const std::vector<std::string>& names, const std::set<std::string>& keep) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (!keep.count(n)) out.push_back(n);
+  }
+  return out;
+}
+
+std::string FileSafe(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+}  // namespace
+
+BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path, const BisectOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const double ort_at_start = runtime.ort_seconds();
+  const OptimizerList& list = options.optimizers != nullptr ? *options.optimizers : PinnedOptimizers();
+  const onnx_io::ModelInfo model = onnx_io::ReadModel(model_path);
+  const std::vector<InputSet> sets = options.input_paths.empty() ? GenerateInputs(model, options.generate, options.seed)
+                                                                 : ReadInputs(model, options.input_paths);
+  if (options.work_dir.empty()) throw InputError("bisect: no folder for the optimized models");
+  std::filesystem::create_directories(options.work_dir);
+
+  BisectResult r;
+  r.model = model_path;
+  r.runtime_version = runtime.version();
+  r.optimizer_list = "onnxruntime " + list.onnxruntime + " (" + list.source + " at " + list.source_commit + ")";
+  for (const InputSet& s : sets) {
+    if (!r.sets_per_family.count(s.family)) r.families.push_back(s.family);
+    ++r.sets_per_family[s.family];
+  }
+  Session session(runtime, r.ort_seconds);
+  const std::vector<std::string> names = list.names();
+  int counter = 0;
+
+  Graph base_nodes;
+  std::optional<Perf> base_perf;
+  auto spec_for = [&](const std::string& level, std::vector<std::string> disabled, const std::string& tag) {
+    fused::ort::SessionSpec spec;
+    spec.model = model_path;
+    spec.level = level;
+    spec.disabled = std::move(disabled);
+    spec.optimized_model =
+        (std::filesystem::path(options.work_dir) / (std::to_string(counter++) + "_" + FileSafe(tag) + ".onnx")).string();
+    return spec;
+  };
+
+  const Outputs baseline = session.Evaluate(spec_for("disabled", {}, "baseline"), model, sets, base_nodes, &base_perf,
+                                            options.warmup, options.repeats);
+  auto make_step = [&](const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
+                       const Outputs& outputs, const Graph& nodes,
+                       const std::optional<Perf>& perf) {
+    Step s;
+    s.kind = kind;
+    s.subject = subject;
+    s.disabled = spec.disabled;
+    s.level = spec.level;
+    s.node_delta = NodeDelta(base_nodes.counts, nodes.counts);
+    for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
+    s.fired = nodes.digest != base_nodes.digest;
+    s.deltas = CompareOutputs(model, baseline, outputs);
+    for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
+    for (const auto& f : r.families) s.differing_by_family[f] = 0;
+    for (size_t o = 0; o < outputs.values.size(); ++o) {
+      const size_t per_set = outputs.set_elements[o];
+      for (size_t i = 0; i < outputs.values[o].size(); ++i) {
+        if (!Same(baseline.values[o][i], outputs.values[o][i])) ++s.differing_by_family[sets[i / per_set].family];
+      }
+    }
+    s.perf = perf;
+    if (perf && base_perf && base_perf->median_ms > 0) {
+      s.time_saved = (base_perf->median_ms - perf->median_ms) / base_perf->median_ms;
+      s.within_noise = std::fabs(base_perf->median_ms - perf->median_ms) <=
+                       (base_perf->q3_ms - base_perf->q1_ms) + (perf->q3_ms - perf->q1_ms);
+    }
+    s.loss = s.max_units - options.perf_weight * s.time_saved;
+    return s;
+  };
+  {
+    Step b = make_step("baseline", "", spec_for("disabled", {}, "baseline"), baseline, base_nodes, base_perf);
+    r.steps.push_back(b);
+  }
+
+  // The completeness check: every listed name disabled at level all must be level disabled.
+  {
+    const auto spec = spec_for("all", names, "completeness");
+    Graph nodes;
+    const Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+    Step s = make_step("completeness", "", spec, out, nodes, std::nullopt);
+    r.steps.push_back(s);
+    if (s.fired || s.max_units > 0 || !Differences(baseline, out).empty()) {
+      std::string what;
+      for (const auto& [op, d] : s.node_delta) what += (what.empty() ? "" : ", ") + op + (d > 0 ? " +" : " ") + std::to_string(d);
+      throw InputError(model_path + ": the transformer list (" + r.optimizer_list +
+                       ") is stale for this ONNX Runtime: with all " + std::to_string(names.size()) +
+                       " names disabled, level all still differs from level disabled (nodes: " +
+                       (what.empty() ? "same" : what) + "; " + std::to_string(Differences(baseline, out).size()) +
+                       " output elements); a transformer is missing from the list, so a bisect would pin nothing");
+    }
+  }
+
+  Graph all_nodes;
+  std::optional<Perf> all_perf;
+  const auto all_spec = spec_for("all", {}, "all_on");
+  const Outputs all_on = session.Evaluate(all_spec, model, sets, all_nodes, &all_perf, options.warmup, options.repeats);
+  r.steps.push_back(make_step("all_on", "", all_spec, all_on, all_nodes, all_perf));
+  const auto all_diff = Differences(baseline, all_on);
+
+  // One on: each name alone. Timed only where it fired (otherwise its session is the baseline's graph).
+  std::vector<std::map<std::pair<size_t, size_t>, double>> single_diffs;
+  std::map<std::string, std::map<std::pair<size_t, size_t>, double>> single_by_name;
+  std::vector<std::string> fired;
+  for (const auto& name : names) {
+    const auto spec = spec_for("all", AllBut(names, {name}), "one_on_" + name);
+    Graph nodes;
+    Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+    std::optional<Perf> perf;
+    if (nodes.digest != base_nodes.digest) {
+      Graph again;
+      out = session.Evaluate(spec, model, sets, again, &perf, options.warmup, options.repeats);
+    }
+    Step s = make_step("one_on", name, spec, out, nodes, perf);
+    const auto diff = Differences(baseline, out);
+    if (s.fired) fired.push_back(name);
+    if (!diff.empty()) single_diffs.push_back(diff);
+    single_by_name[name] = diff;
+    s.verdict = !s.fired && diff.empty() ? "not_fired" : (s.loss > options.threshold ? "blacklist" : "keep");
+    if (s.verdict == "blacklist") r.blacklist.push_back(name);
+    r.steps.push_back(std::move(s));
+  }
+
+  // Leave one out: the usual manual search. A name "restores" when disabling it alone brings all-on within the
+  // threshold; with two independent causes, neither does.
+  for (const auto& name : names) {
+    const auto spec = spec_for("all", {name}, "leave_one_out_" + name);
+    Graph nodes;
+    const Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+    Step s = make_step("leave_one_out", name, spec, out, nodes, std::nullopt);
+    // fired: the optimized model differs from all-on's (leaving it out changed the graph).
+    s.node_delta = NodeDelta(all_nodes.counts, nodes.counts);
+    s.nodes_changed = 0;
+    for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
+    s.fired = nodes.digest != all_nodes.digest;
+    const Step& all_step = r.steps[2];
+    s.verdict = all_step.max_units > options.threshold && s.max_units <= options.threshold ? "restores" : "no_effect";
+    // A name that changes all-on's graph when left out acts there, though perhaps only after another (a fusion
+    // that needs ConvBNFusion's fold first): a pair candidate like those that fire alone.
+    if (s.fired && std::find(fired.begin(), fired.end(), name) == fired.end()) fired.push_back(name);
+    r.steps.push_back(std::move(s));
+  }
+
+  // Pairs, only where the singles do not explain all-on, only among names that fired (alone, or in all-on as seen
+  // by leaving them out).
+  r.explained_by_singles = Explains(single_diffs, all_diff);
+  if (!r.explained_by_singles) {
+    for (size_t i = 0; i < fired.size(); ++i) {
+      for (size_t j = i + 1; j < fired.size(); ++j) {
+        if (r.pairs_run >= options.max_pairs) {
+          ++r.pairs_skipped;
+          continue;
+        }
+        ++r.pairs_run;
+        const auto spec = spec_for("all", AllBut(names, {fired[i], fired[j]}), "pair_" + fired[i] + "_" + fired[j]);
+        Graph nodes;
+        const Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+        Step s = make_step("pair", fired[i] + "+" + fired[j], spec, out, nodes, std::nullopt);
+        // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
+        const auto pair_diff = Differences(baseline, out);
+        const bool additive = Explains({single_by_name[fired[i]], single_by_name[fired[j]]}, pair_diff);
+        s.verdict = additive ? "additive" : (s.loss > options.threshold ? "interacts_blacklist" : "interacts");
+        if (s.verdict == "interacts_blacklist" &&
+            std::find(r.blacklist.begin(), r.blacklist.end(), fired[i]) == r.blacklist.end() &&
+            std::find(r.blacklist.begin(), r.blacklist.end(), fired[j]) == r.blacklist.end()) {
+          r.blacklist.push_back(fired[i]);  // the interaction needs both; disabling one removes it
+        }
+        r.steps.push_back(std::move(s));
+      }
+    }
+  }
+
+  r.blacklist_config = std::string(fused::ort::kDisableOptimizersKey) + "=" +
+                       fused::ort::DisableOptimizersValue(r.blacklist);
+  // The blacklist re-run, and proof that each blacklisted name is one ORT knows: leaving it out of the blacklist
+  // changes the saved optimized model.
+  {
+    const auto spec = spec_for("all", r.blacklist, "blacklist");
+    Graph nodes;
+    std::optional<Perf> perf;
+    const Outputs out = session.Evaluate(spec, model, sets, nodes, &perf, options.warmup, options.repeats);
+    Step s = make_step("blacklist", "", spec, out, nodes, perf);
+    r.blacklist_within_tolerance = s.max_units <= options.threshold;
+    s.verdict = r.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
+    r.steps.push_back(std::move(s));
+    for (const auto& name : r.blacklist) {
+      std::vector<std::string> without;
+      for (const auto& n : r.blacklist) {
+        if (n != name) without.push_back(n);
+      }
+      Graph other;
+      session.Evaluate(spec_for("all", without, "blacklist_without_" + name), model, {sets.front()}, other, nullptr, 0, 0);
+      r.blacklist_name_effective[name] = other.digest != nodes.digest;
+    }
+  }
+  r.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.inside_ort_seconds = runtime.ort_seconds() - ort_at_start;
+  return r;
+}
+
+}  // namespace fusediff::bisect

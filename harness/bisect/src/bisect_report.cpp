@@ -1,0 +1,213 @@
+#include "fusediff/bisect/bisect_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace fusediff::bisect {
+
+namespace {
+
+nlohmann::ordered_json PerfJson(const Perf& p) {
+  return {{"repeats", p.repeats}, {"median_ms", p.median_ms}, {"q1_ms", p.q1_ms},
+          {"q3_ms", p.q3_ms},     {"min_ms", p.min_ms},       {"max_ms", p.max_ms}};
+}
+
+nlohmann::ordered_json StepJson(const Step& s) {
+  nlohmann::ordered_json j;
+  j["kind"] = s.kind;
+  if (!s.subject.empty()) j["transformer"] = s.subject;
+  j["level"] = s.level;
+  j["disabled_count"] = s.disabled.size();
+  j["fired"] = s.fired;
+  j["nodes_changed"] = s.nodes_changed;
+  j["node_delta"] = s.node_delta;
+  nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
+  for (const auto& d : s.deltas) {
+    nlohmann::ordered_json o = {{"output", d.output},       {"unit", d.unit},         {"step", d.step},
+                                {"elements", d.elements},   {"differing", d.differing}, {"max", d.max_units},
+                                {"max_abs", d.max_abs},     {"max_rel", d.max_rel}};
+    nlohmann::ordered_json h = nlohmann::ordered_json::object();
+    for (const auto& [k, n] : d.histogram) h[std::to_string(k)] = n;
+    o["histogram"] = h;
+    outputs.push_back(o);
+  }
+  j["delta_acc"] = {{"max", s.max_units}, {"outputs", outputs}};
+  j["differing_by_family"] = s.differing_by_family;
+  if (s.perf) {
+    j["delta_perf"] = {{"latency", PerfJson(*s.perf)}, {"time_saved", s.time_saved}, {"within_noise", s.within_noise}};
+  }
+  j["loss"] = s.loss;
+  if (!s.verdict.empty()) j["verdict"] = s.verdict;
+  return j;
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+std::string NodesText(const Step& s) {
+  std::string t;
+  for (const auto& [op, d] : s.node_delta) t += fmt::format("{}{}{} ", op, d > 0 ? "+" : "", d);
+  if (!t.empty()) t.pop_back();
+  return t.empty() ? "-" : t;
+}
+
+std::string PerfText(const Step& s) {
+  if (!s.perf) return "-";
+  return fmt::format("{:+.1f}% ({:.3f} ms){}", 100.0 * s.time_saved, s.perf->median_ms,
+                     s.within_noise ? " noise" : "");
+}
+
+// The rows a user reads: baseline, all on, every one-on step that fired or moved an output, pairs, the blacklist.
+std::vector<const Step*> TableRows(const BisectResult& r) {
+  std::vector<const Step*> rows;
+  for (const Step& s : r.steps) {
+    if (s.kind == "completeness" || s.kind == "leave_one_out") continue;
+    if (s.kind == "one_on" && s.verdict == "not_fired") continue;
+    rows.push_back(&s);
+  }
+  return rows;
+}
+
+std::string Label(const Step& s) { return s.subject.empty() ? s.kind : s.kind + " " + s.subject; }
+
+}  // namespace
+
+nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const BisectReportOptions& o) {
+  nlohmann::ordered_json j;
+  j["format"] = kBisectFormat;
+  j["tool"] = {{"name", p.tool_name}, {"version", p.tool_version}, {"git_commit", p.git_commit}};
+  j["platform"] = {{"compiler", p.compiler}, {"libc", p.libc}, {"isa", p.isa}};
+  j["command_line"] = p.command_line;
+  j["created"] = p.created;
+  j["runtime"] = r.runtime_version;
+  j["optimizer_list"] = r.optimizer_list;
+  j["model"] = r.model;
+  j["seed"] = o.seed;
+  j["threshold"] = o.threshold;
+  j["perf_weight"] = o.perf_weight;
+  j["loss"] = "max|delta| (output units) - perf_weight * time_saved / baseline time";
+  nlohmann::ordered_json fam = nlohmann::ordered_json::object();
+  for (const auto& f : r.families) fam[f] = r.sets_per_family.at(f);
+  j["input_sets"] = fam;
+  j["explained_by_singles"] = r.explained_by_singles;
+  j["pairs"] = {{"run", r.pairs_run}, {"skipped_over_cap", r.pairs_skipped}};
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const Step& s : r.steps) steps.push_back(StepJson(s));
+  j["steps"] = steps;
+  j["blacklist"] = {{"names", r.blacklist},
+                    {"session_config", {{"key", fused::ort::kDisableOptimizersKey},
+                                        {"value", fused::ort::DisableOptimizersValue(r.blacklist)}}},
+                    {"each_name_changes_optimized_model", r.blacklist_name_effective},
+                    {"rerun_within_tolerance", r.blacklist_within_tolerance}};
+  // fusediff's overhead: the bisect's wall time outside ONNX Runtime's own calls (fusediff, the Node runner, the pipe
+  // and JSON between them), as a fraction of the wall time.
+  j["timing"] = {{"total_s", r.total_seconds},
+                 {"runtime_calls_s", r.ort_seconds},
+                 {"inside_onnxruntime_s", r.inside_ort_seconds},
+                 {"fusediff_overhead",
+                  r.total_seconds > 0 ? (r.total_seconds - r.inside_ort_seconds) / r.total_seconds : 0}};
+  j["verdict"] = r.blacklist.empty() ? "pass" : "blacklist";
+  return j;
+}
+
+std::string ToJUnit(const BisectResult& r) {
+  std::vector<const Step*> one_on;
+  for (const Step& s : r.steps) {
+    if (s.kind == "one_on") one_on.push_back(&s);
+  }
+  size_t failures = 0;
+  for (const Step* s : one_on) failures += s->verdict == "blacklist";
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuites><testsuite name=\"fusediff.bisect\" tests=\"{}\" failures=\"{}\">\n", one_on.size(),
+                   failures);
+  for (const Step* s : one_on) {
+    x += fmt::format("  <testcase classname=\"bisect\" name=\"{}\"", Escape(s->subject));
+    if (s->verdict == "blacklist") {
+      x += fmt::format("><failure message=\"max {:.6g} output units, loss {:.6g}\"/></testcase>\n", s->max_units,
+                       s->loss);
+    } else {
+      x += "/>\n";
+    }
+  }
+  x += "</testsuite></testsuites>\n";
+  return x;
+}
+
+std::string ToText(const BisectResult& r) {
+  std::string t = fmt::format("{}: {}\n", r.model, r.runtime_version);
+  t += fmt::format("{:<44} {:<5} {:<34} {:>9} {:>22} {:>9}  {}\n", "step", "fired", "nodes changed", "dacc max",
+                   "dperf", "loss", "verdict");
+  for (const Step* s : TableRows(r)) {
+    t += fmt::format("{:<44} {:<5} {:<34} {:>9.4g} {:>22} {:>9.4g}  {}\n", Label(*s), s->fired ? "yes" : "no",
+                     NodesText(*s), s->max_units, PerfText(*s), s->loss, s->verdict);
+  }
+  size_t restores = 0;
+  for (const Step& s : r.steps) restores += s.kind == "leave_one_out" && s.verdict == "restores";
+  t += fmt::format("leave-one-out: {} of the names restore the baseline alone; singles explain all-on: {}; pairs {}\n",
+                   restores, r.explained_by_singles ? "yes" : "no", r.pairs_run);
+  t += "blacklist: " + (r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) + "\n";
+  return t;
+}
+
+std::string ToHtml(const BisectResult& r) {
+  std::string h = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>fusediff bisect</title><style>"
+                  "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
+                  "padding:2px 8px;font-size:13px}th{background:#eee}.blacklist{background:#fdd}</style></head><body>";
+  h += "<section id=\"bisect\"><h2>Which fusion moves the outputs</h2>";
+  h += "<p>" + Escape(r.model) + " on " + Escape(r.runtime_version) + "</p>";
+  h += "<table><tr><th>transformer</th><th>fired</th><th>nodes changed</th><th>&Delta;acc (max, output units)</th>"
+       "<th>&Delta;perf</th><th>loss</th><th>verdict</th></tr>";
+  for (const Step* s : TableRows(r)) {
+    h += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{}</td><td>{:.4g}</td><td>{}</td></tr>",
+                     s->verdict == "blacklist" ? " class=\"blacklist\"" : "", Escape(Label(*s)),
+                     s->fired ? "yes" : "no", Escape(NodesText(*s)), s->max_units, Escape(PerfText(*s)), s->loss,
+                     Escape(s->verdict));
+  }
+  h += "</table>";
+  // Delta acc (y) against time saved (x), one point per one-on step that fired.
+  const double w = 480, ht = 300, m = 40;
+  double max_acc = 1, min_saved = -0.1, max_saved = 0.1;
+  for (const Step& s : r.steps) {
+    if (s.kind != "one_on" || !s.fired) continue;
+    max_acc = std::max(max_acc, s.max_units);
+    min_saved = std::min(min_saved, s.time_saved);
+    max_saved = std::max(max_saved, s.time_saved);
+  }
+  const double pad = 0.2 * (max_saved - min_saved);  // room for the labels at either end
+  min_saved -= pad;
+  max_saved += pad;
+  max_acc *= 1.1;
+  h += fmt::format("<h3>&Delta;acc against &Delta;perf</h3><svg width=\"{}\" height=\"{}\" "
+                   "xmlns=\"http://www.w3.org/2000/svg\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+                   "fill=\"none\" stroke=\"#888\"/>",
+                   w, ht, m, 10, w - m - 10, ht - m - 10);
+  h += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">time saved (fraction of baseline)</text>", m, ht - 8);
+  h += fmt::format("<text x=\"4\" y=\"20\" font-size=\"11\">max |&Delta;| {:.3g}</text>", max_acc);
+  for (const Step& s : r.steps) {
+    if (s.kind != "one_on" || !s.fired) continue;
+    const double x = m + (s.time_saved - min_saved) / (max_saved - min_saved) * (w - m - 10);
+    const double y = 10 + (1 - s.max_units / max_acc) * (ht - m - 10);
+    h += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>", x, y,
+                     s.verdict == "blacklist" ? "#c00" : "#06c", Escape(s.subject));
+    h += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">{}</text>", x + 5, y - 4, Escape(s.subject));
+  }
+  h += "</svg>";
+  h += "<p>blacklist: <code>" + Escape(r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) +
+       "</code></p></section></body></html>\n";
+  return h;
+}
+
+}  // namespace fusediff::bisect

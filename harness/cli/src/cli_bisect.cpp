@@ -1,0 +1,211 @@
+// `fusediff bisect MODEL.onnx` (which ONNX Runtime transformer moves the outputs) and `fusediff export-onnx`
+// (patterns and demo models as QDQ ONNX models with their inputs).
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <sstream>
+
+#include "command.h"
+#include "fusediff/bisect/bisect.h"
+#include "fusediff/bisect/bisect_report.h"
+#include "fusediff/bisect/export.h"
+#include "fusediff/cli/cli.h"
+#include "fusediff/driver/driver.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/reports/reports.h"
+
+namespace fusediff::cli {
+
+namespace {
+
+struct BisectArgs {
+  std::string model, json, junit, html, work_dir, optimizer_list;
+  std::vector<std::string> inputs;
+  int generate = 4;
+  uint64_t seed = 1;
+  double perf_weight = 0.0, threshold = 0.5;
+  int max_pairs = 10, warmup = 3, repeats = 15;
+};
+
+// A scratch folder for the optimized models, removed when the bisect ends (unless --work-dir names one).
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& given) {
+    if (!given.empty()) {
+      path_ = given;
+      return;
+    }
+    std::string tmpl = (std::filesystem::temp_directory_path() / "fusediff-bisect-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a scratch folder in /tmp");
+    path_ = tmpl;
+    owned_ = true;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (owned_) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool owned_ = false;
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--optimizer-list: cannot read '" + path + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int DoBisect(const BisectArgs& a, const CommandContext& context) {
+  if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+  if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
+  if (!a.html.empty()) CheckOutputPath(a.html, "--html");
+  if (a.generate < 1 || a.generate > 1000) throw InputError("--generate: expected 1 to 1000 sets per family");
+  if (a.repeats < 1 || a.warmup < 0) throw InputError("--repeats must be >= 1 and --warmup >= 0");
+  if (!(a.threshold >= 0)) throw InputError("--threshold: expected a non-negative number of output steps");
+  bisect::OptimizerList custom;
+  bisect::BisectOptions options;
+  if (!a.optimizer_list.empty()) {
+    custom = bisect::ParseOptimizerList(ReadText(a.optimizer_list), a.optimizer_list);
+    options.optimizers = &custom;
+  }
+  onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
+  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartNodeRuntime();
+  ScratchDir scratch(a.work_dir);
+  options.input_paths = a.inputs;
+  options.generate = a.generate;
+  options.seed = a.seed;
+  options.perf_weight = a.perf_weight;
+  options.threshold = a.threshold;
+  options.max_pairs = a.max_pairs;
+  options.warmup = a.warmup;
+  options.repeats = a.repeats;
+  options.work_dir = scratch.path();
+  const bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
+  context.out << bisect::ToText(r);
+  const Provenance provenance = driver::CurrentProvenance(JoinCommandLine(context.args));
+  const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed};
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(r, provenance, ro).dump(2) + "\n");
+  if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(r));
+  if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(r));
+  return r.blacklist.empty() ? kExitPass : kExitFail;
+}
+
+struct ExportArgs {
+  std::string out_dir, scales = "pow2";
+  uint64_t seed = 1;
+  bool verify = false;
+};
+
+void WriteInputs(const std::filesystem::path& dir, const std::vector<onnx_io::Tensor>& inputs) {
+  std::filesystem::create_directories(dir / "test_data_set_0");
+  std::filesystem::create_directories(dir / "npy");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    reports::WriteFileAtomically((dir / "test_data_set_0" / fmt::format("input_{}.pb", i)).string(),
+                                 onnx_io::SerializeTensorPb(inputs[i]));
+    reports::WriteFileAtomically((dir / "npy" / (inputs[i].name + ".npy")).string(), onnx_io::SerializeNpy(inputs[i]));
+  }
+}
+
+int DoExport(const ExportArgs& a, const CommandContext& context) {
+  if (a.out_dir.empty()) throw InputError("--out-dir: required");
+  if (a.scales != "pow2" && a.scales != "general") throw InputError("--scales: expected pow2 or general");
+  std::error_code ec;
+  const std::filesystem::path out(a.out_dir);
+  const std::filesystem::path parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(out, ec) && !std::filesystem::is_directory(parent, ec)) {
+    throw InputError("--out-dir: neither '" + a.out_dir + "' nor its parent folder exists");
+  }
+  std::filesystem::create_directories(out);
+  bisect::ExportOptions o;
+  o.seed = a.seed;
+  o.power_of_two = a.scales == "pow2";
+  std::unique_ptr<fused::ort::Runtime> runtime;
+  if (a.verify) runtime = fused::ort::StartNodeRuntime();
+  const bisect::ExportPlan plan = bisect::PlanPatternExports();
+  bool all_pass = true;
+  for (const auto& [pattern, kind] : plan.supported) {
+    const bisect::PatternExport e = bisect::BuildPatternExport(pattern, kind, o);
+    const std::filesystem::path dir = std::filesystem::path(a.out_dir) / e.stem;
+    std::filesystem::create_directories(dir);
+    const std::string model = (dir / "model.onnx").string();
+    reports::WriteFileAtomically(model, e.model_bytes);
+    WriteInputs(dir, e.inputs);
+    std::string line = fmt::format("{:<34} {}", e.name, model);
+    if (runtime) {
+      const bisect::BaselineCheck check = bisect::VerifyBaseline(*runtime, model, e);
+      all_pass = all_pass && check.pass;
+      line += fmt::format("  baseline vs reference: {}/{} differ, max {} LSB, {} near a tie: {}", check.differing,
+                          check.elements, check.max_abs_lsb, check.allowed_near_tie, check.pass ? "PASS" : "FAIL");
+      for (const std::string& l : check.listed) line += "\n    " + l;
+    }
+    context.out << line << "\n";
+  }
+  for (bool qdq : {true, false}) {
+    const bisect::ModelExport m = bisect::BuildResNet(qdq, o);
+    const std::filesystem::path dir = std::filesystem::path(a.out_dir) / m.stem;
+    std::filesystem::create_directories(dir);
+    reports::WriteFileAtomically((dir / "model.onnx").string(), m.model_bytes);
+    WriteInputs(dir, m.inputs);
+    context.out << fmt::format("{:<34} {} ({})\n", m.name, (dir / "model.onnx").string(), m.note);
+  }
+  {
+    const bisect::ModelExport m = bisect::BuildTwinCauses(o);
+    const std::filesystem::path dir = std::filesystem::path(a.out_dir) / m.stem;
+    std::filesystem::create_directories(dir);
+    reports::WriteFileAtomically((dir / "model.onnx").string(), m.model_bytes);
+    WriteInputs(dir, m.inputs);
+    context.out << fmt::format("{:<34} {} ({})\n", m.name, (dir / "model.onnx").string(), m.note);
+  }
+  for (const std::string& u : plan.unsupported) context.out << "unsupported: " << u << "\n";
+  return all_pass ? kExitPass : kExitFail;
+}
+
+}  // namespace
+
+Command AddBisectCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "bisect", "Which ONNX Runtime graph transformer moves a model's outputs: baseline, one on, leave one out, pairs, "
+                "blacklist (exit 0 none over threshold, 1 blacklist non-empty, 2 bad input)");
+  auto a = std::make_shared<BisectArgs>();
+  cmd->add_option("model", a->model, "The ONNX model")->required();
+  cmd->add_option("--inputs", a->inputs, "Input files (.pb, .npy) or folders (ONNX test-data layout)");
+  cmd->add_option("--generate", a->generate, "Generated input sets per family (default 4)");
+  cmd->add_option("--seed", a->seed, "Seed of the generated inputs");
+  cmd->add_option("--perf-weight", a->perf_weight, "w in loss = max|delta| - w * time saved / baseline (default 0)");
+  cmd->add_option("--threshold", a->threshold, "Blacklist a transformer whose loss exceeds this (default 0.5 LSB)");
+  cmd->add_option("--max-pairs", a->max_pairs, "At most this many pair sessions (default 10)");
+  cmd->add_option("--warmup", a->warmup, "Unmeasured runs before timing (default 3)");
+  cmd->add_option("--repeats", a->repeats, "Timed runs per measured session (default 15)");
+  cmd->add_option("--json", a->json, "Write fusediff-bisect/1 JSON");
+  cmd->add_option("--junit", a->junit, "Write JUnit XML (one test case per transformer)");
+  cmd->add_option("--html", a->html, "Write the HTML section (table and delta-acc vs delta-perf plot)");
+  cmd->add_option("--work-dir", a->work_dir, "Keep the optimized models ONNX Runtime saves in this folder");
+  cmd->add_option("--optimizer-list", a->optimizer_list,
+                  "A fusediff-ort-optimizers/1 list instead of the pinned one (checked for completeness)");
+  return Command{cmd, [a](const CommandContext& context) { return DoBisect(*a, context); }};
+}
+
+Command AddExportOnnxCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "export-onnx", "Write the patterns, a ResNet-style block and a two-cause model as ONNX models with inputs "
+                     "(ONNX test-data .pb and .npy)");
+  auto a = std::make_shared<ExportArgs>();
+  cmd->add_option("--out-dir", a->out_dir, "The folder (created in an existing one); one subfolder per model")->required();
+  cmd->add_option("--seed", a->seed, "Seed of the weights and draws");
+  cmd->add_option("--scales", a->scales, "pow2 (exact in f32; the baseline must equal the reference) or general");
+  cmd->add_flag("--verify", a->verify, "Run each pattern through ONNX Runtime (optimizations disabled) against "
+                                       "fusediff's exact reference; exit 1 if one differs beyond its tolerance");
+  return Command{cmd, [a](const CommandContext& context) { return DoExport(*a, context); }};
+}
+
+}  // namespace fusediff::cli

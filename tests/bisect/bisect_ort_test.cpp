@@ -1,0 +1,182 @@
+// The bisect on ONNX Runtime itself (installed by scripts/setup.sh; its absence fails these tests, it never skips
+// them): the exported patterns' baseline against the reference, the two-independent-causes trap, the stale-list
+// refusal, and that ORT takes the blacklist only in its ';' form.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fusediff/bisect/bisect.h"
+#include "fusediff/bisect/export.h"
+#include "fusediff/cli/cli.h"
+#include "fusediff/model/errors.h"
+
+namespace fusediff::bisect {
+namespace {
+
+std::filesystem::path Scratch(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fusediff_bisect_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string Write(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path.string();
+}
+
+fused::ort::Runtime& Runtime() {
+  static const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartNodeRuntime();
+  return *runtime;
+}
+
+BisectOptions Quick(const std::filesystem::path& dir) {
+  BisectOptions o;
+  o.generate = 1;
+  o.warmup = 1;
+  o.repeats = 3;
+  o.work_dir = (dir / "work").string();
+  return o;
+}
+
+TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
+  const std::filesystem::path dir = Scratch("baseline");
+  struct Want {
+    const char* pattern;
+    ActivationKind kind;
+  };
+  // Tolerance 0: relu, clip, add and max pool with power-of-two scales are exact in ORT's f32 graph.
+  for (const Want& w : {Want{"conv2d+act", ActivationKind::relu}, Want{"conv2d+act", ActivationKind::relu6},
+                        Want{"conv2d+add+act", ActivationKind::relu}, Want{"conv2d+act+maxpool", ActivationKind::relu},
+                        Want{"fc+act", ActivationKind::relu}}) {
+    const PatternExport e = BuildPatternExport(w.pattern, w.kind, {});
+    const BaselineCheck c = VerifyBaseline(Runtime(), Write(dir / (e.stem + ".onnx"), e.model_bytes), e);
+    EXPECT_EQ(c.differing, 0u) << e.name;
+    EXPECT_TRUE(c.pass) << e.name;
+    EXPECT_GT(c.elements, 0u);
+  }
+  // MLAS's gelu: +-1 only within the f32 error bound of a tie, each case listed.
+  const PatternExport g = BuildPatternExport("fc+act", ActivationKind::gelu_erf, {});
+  const BaselineCheck c = VerifyBaseline(Runtime(), Write(dir / "gelu.onnx", g.model_bytes), g);
+  EXPECT_TRUE(c.pass);
+  EXPECT_EQ(c.listed.size(), c.differing);
+  EXPECT_EQ(c.allowed_near_tie, c.differing);
+}
+
+TEST(OrtBisect, TwoIndependentCausesEscapeLeaveOneOutAndOneOnFindsBoth) {
+  const std::filesystem::path dir = Scratch("twin");
+  const ModelExport m = BuildTwinCauses({});
+  const std::string model = Write(dir / "twin.onnx", m.model_bytes);
+  const BisectResult r = Bisect(Runtime(), model, Quick(dir));
+  // Baseline, completeness, all on; all on moves the outputs.
+  ASSERT_GE(r.steps.size(), 3u);
+  EXPECT_EQ(r.steps[0].kind, "baseline");
+  EXPECT_EQ(r.steps[1].kind, "completeness");
+  EXPECT_FALSE(r.steps[1].fired);
+  EXPECT_EQ(r.steps[2].kind, "all_on");
+  EXPECT_GT(r.steps[2].max_units, 0.5);
+  for (const Step& s : r.steps) {
+    if (s.kind == "leave_one_out") {
+      EXPECT_NE(s.verdict, "restores") << s.subject;  // the trap: leaving any one out leaves the other cause
+    }
+  }
+  auto in = [&](const std::string& name) {
+    return std::find(r.blacklist.begin(), r.blacklist.end(), name) != r.blacklist.end();
+  };
+  EXPECT_TRUE(in("QDQSelectorActionTransformer"));
+  EXPECT_TRUE(in("ConvBNFusion"));
+  for (const Step& s : r.steps) {
+    if (s.kind == "one_on" && s.subject == "QDQSelectorActionTransformer") {
+      EXPECT_TRUE(s.fired);
+      EXPECT_EQ(s.node_delta.at("com.microsoft.QLinearAveragePool"), 1);
+      EXPECT_DOUBLE_EQ(s.deltas[0].max_units, 1);  // output a: one LSB at every exact tie
+      EXPECT_EQ(s.deltas[1].differing, 0u);        // output b untouched
+    }
+    if (s.kind == "one_on" && s.subject == "ConvBNFusion") {
+      EXPECT_EQ(s.node_delta.at("BatchNormalization"), -1);
+      EXPECT_EQ(s.deltas[0].differing, 0u);
+      EXPECT_GT(s.deltas[1].differing, 0u);
+    }
+  }
+  // The re-run with the blacklist is back within tolerance, and every blacklisted name is one ORT acts on.
+  EXPECT_TRUE(r.blacklist_within_tolerance);
+  ASSERT_EQ(r.blacklist_name_effective.size(), r.blacklist.size());
+  for (const auto& [name, effective] : r.blacklist_name_effective) EXPECT_TRUE(effective) << name;
+  EXPECT_EQ(r.blacklist_config.rfind("optimization.disable_specified_optimizers=", 0), 0u);
+}
+
+TEST(OrtBisect, OnlyTheSemicolonFormDisablesAnything) {
+  const std::filesystem::path dir = Scratch("separator");
+  const std::string model = Write(dir / "twin.onnx", BuildTwinCauses({}).model_bytes);
+  auto digest = [&](const std::vector<std::string>& disabled, const std::string& tag) {
+    fused::ort::SessionSpec spec;
+    spec.model = model;
+    spec.disabled = disabled;
+    spec.optimized_model = (dir / (tag + ".onnx")).string();
+    Runtime().Release(Runtime().Create(spec));
+    return onnx_io::ReadModel(spec.optimized_model).graph_digest;
+  };
+  const uint64_t all_on = digest({}, "all");
+  EXPECT_NE(digest({"ConvBNFusion", "NchwcTransformer"}, "semicolon"), all_on);
+  EXPECT_EQ(digest({"ConvBNFusion,NchwcTransformer"}, "comma"), all_on);  // one unknown name: silently ignored
+}
+
+TEST(OrtBisect, AStaleListIsRefused) {
+  const std::filesystem::path dir = Scratch("stale");
+  const std::string model = Write(dir / "twin.onnx", BuildTwinCauses({}).model_bytes);
+  OptimizerList stale = PinnedOptimizers();
+  stale.optimizers.erase(std::remove_if(stale.optimizers.begin(), stale.optimizers.end(),
+                                        [](const Optimizer& o) { return o.name == "QDQSelectorActionTransformer"; }),
+                         stale.optimizers.end());
+  BisectOptions o = Quick(dir);
+  o.optimizers = &stale;
+  try {
+    Bisect(Runtime(), model, o);
+    FAIL() << "a list without QDQSelectorActionTransformer was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("stale"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("QLinearAveragePool"), std::string::npos) << e.what();
+  }
+}
+
+int Cli(const std::vector<std::string>& args, std::string& err) {
+  std::ostringstream out, e;
+  std::vector<std::string> full = {"fusediff"};
+  full.insert(full.end(), args.begin(), args.end());
+  const int rc = cli::Main(full, out, e);
+  err = e.str();
+  return rc;
+}
+
+TEST(OrtBisectCli, MalformedModelsAndInputsExit2WithAMessage) {
+  const std::filesystem::path dir = Scratch("cli");
+  std::string err;
+  EXPECT_EQ(Cli({"bisect", Write(dir / "bad.onnx", "not a model")}, err), cli::kExitBadInput);
+  EXPECT_NE(err.find("not an ONNX model"), std::string::npos) << err;
+  EXPECT_EQ(Cli({"bisect", (dir / "missing.onnx").string()}, err), cli::kExitBadInput);
+  EXPECT_NE(err.find("no such file"), std::string::npos) << err;
+  const std::string model = Write(dir / "twin.onnx", BuildTwinCauses({}).model_bytes);
+  const std::string wrong = Write(dir / "wrong.pb", onnx_io::SerializeTensorPb(onnx_io::Tensor::FromFloats("q", {1}, {1})));
+  EXPECT_EQ(Cli({"bisect", model, "--inputs", wrong}, err), cli::kExitBadInput);
+  EXPECT_NE(err.find("names no model input"), std::string::npos) << err;
+  EXPECT_EQ(Cli({"bisect", model, "--generate", "0"}, err), cli::kExitBadInput);
+}
+
+TEST(OrtBisectCli, AMissingRuntimeExits2NamingThePathAndTheSetupCommand) {
+  const std::filesystem::path dir = Scratch("noruntime");
+  const std::string model = Write(dir / "twin.onnx", BuildTwinCauses({}).model_bytes);
+  ::setenv("FUSEDIFF_ORT_RUNNER_DIR", (dir / "nowhere").c_str(), 1);
+  std::string err;
+  const int rc = Cli({"bisect", model}, err);
+  ::unsetenv("FUSEDIFF_ORT_RUNNER_DIR");
+  EXPECT_EQ(rc, cli::kExitBadInput);
+  EXPECT_NE(err.find("nowhere/node_modules/onnxruntime-node"), std::string::npos) << err;
+  EXPECT_NE(err.find("bash scripts/setup.sh"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace fusediff::bisect

@@ -1,0 +1,204 @@
+// The bisect's pieces without ONNX Runtime: the optimizer list, the measurements, "explain", input families and
+// ONNX/NumPy files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "fusediff/bisect/bisect.h"
+#include "fusediff/bisect/export.h"
+#include "fusediff/model/errors.h"
+
+namespace fusediff::bisect {
+namespace {
+
+TEST(OptimizerList, PinnedListHoldsRulesAndTransformersOfOneVersion) {
+  const OptimizerList& list = PinnedOptimizers();
+  EXPECT_EQ(list.onnxruntime, "1.30.0");
+  bool conv_bn_rule = false, qdq = false, nchwc = false;
+  for (const Optimizer& o : list.optimizers) {
+    conv_bn_rule |= o.name == "ConvBNFusion" && o.kind == "rewrite_rule";
+    qdq |= o.name == "QDQSelectorActionTransformer" && o.kind == "transformer";
+    nchwc |= o.name == "NchwcTransformer" && o.level == "layout";
+  }
+  EXPECT_TRUE(conv_bn_rule);
+  EXPECT_TRUE(qdq);
+  EXPECT_TRUE(nchwc);
+}
+
+TEST(OptimizerList, MalformedListsAreRefused) {
+  EXPECT_THROW(ParseOptimizerList("{", "l.json"), InputError);
+  EXPECT_THROW(ParseOptimizerList(R"({"format":"other","optimizers":[{"name":"A"}]})", "l.json"), InputError);
+  const std::string twice = R"({"format":"fusediff-ort-optimizers/1","optimizers":[{"name":"A"},{"name":"A"}]})";
+  EXPECT_THROW(ParseOptimizerList(twice, "l.json"), InputError);
+  const std::string comma = R"({"format":"fusediff-ort-optimizers/1","optimizers":[{"name":"A,B"}]})";
+  EXPECT_THROW(ParseOptimizerList(comma, "l.json"), InputError);
+  const std::string ok = R"({"format":"fusediff-ort-optimizers/1","optimizers":[{"name":"A"},{"name":"B"}]})";
+  EXPECT_EQ(ParseOptimizerList(ok, "l.json").names(), (std::vector<std::string>{"A", "B"}));
+}
+
+TEST(OptimizerList, TheSessionConfigValueSeparatesNamesBySemicolons) {
+  EXPECT_EQ(fused::ort::DisableOptimizersValue({"ConvBNFusion", "NchwcTransformer"}), "ConvBNFusion;NchwcTransformer");
+  EXPECT_EQ(std::string(fused::ort::kDisableOptimizersKey), "optimization.disable_specified_optimizers");
+}
+
+TEST(Measurements, SummarizeTakesMedianAndQuartiles) {
+  const Perf p = Summarize({5, 1, 4, 2, 3});
+  EXPECT_EQ(p.repeats, 5);
+  EXPECT_DOUBLE_EQ(p.median_ms, 3);
+  EXPECT_DOUBLE_EQ(p.q1_ms, 2);
+  EXPECT_DOUBLE_EQ(p.q3_ms, 4);
+  EXPECT_DOUBLE_EQ(p.min_ms, 1);
+  EXPECT_DOUBLE_EQ(p.max_ms, 5);
+}
+
+TEST(Measurements, NodeDeltaCountsEveryOpTypeThatChanged) {
+  const auto d = NodeDelta({{"Conv", 2}, {"Relu", 1}, {"QuantizeLinear", 3}},
+                           {{"Conv", 1}, {"QuantizeLinear", 3}, {"com.microsoft.QLinearConv", 1}});
+  EXPECT_EQ(d, (std::map<std::string, int64_t>{{"Conv", -1}, {"Relu", -1}, {"com.microsoft.QLinearConv", 1}}));
+}
+
+onnx_io::ModelInfo OneOutput(std::optional<onnx_io::TensorQuant> q) {
+  onnx_io::ModelInfo m;
+  m.outputs.push_back({"y", onnx_io::DType::int8, {4}});
+  m.output_quant.push_back(q);
+  return m;
+}
+
+TEST(Measurements, QuantizedOutputsAreComparedInCodes) {
+  onnx_io::TensorQuant q;
+  q.codes = true;
+  const Outputs base{{{1, 2, 3, 4}}, {4}}, step{{{1, 3, 1, 4}}, {4}};
+  const auto d = CompareOutputs(OneOutput(q), base, step);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].unit, "lsb");
+  EXPECT_EQ(d[0].differing, 2u);
+  EXPECT_DOUBLE_EQ(d[0].max_units, 2);
+  EXPECT_EQ(d[0].histogram, (std::map<int64_t, uint64_t>{{-2, 1}, {1, 1}}));
+}
+
+TEST(Measurements, DequantizedOutputsAreComparedInTheirScale) {
+  onnx_io::TensorQuant q;
+  q.scale = 0.25;
+  const Outputs base{{{0.5, 1.0, 0, 0}}, {4}}, step{{{0.75, 1.0, 0, -0.5}}, {4}};
+  const auto d = CompareOutputs(OneOutput(q), base, step);
+  EXPECT_DOUBLE_EQ(d[0].max_units, 2);  // -0.5 / 0.25
+  EXPECT_EQ(d[0].histogram, (std::map<int64_t, uint64_t>{{-2, 1}, {1, 1}}));
+}
+
+TEST(Measurements, FloatOutputsAreComparedInUlpsOfTheirLargestValue) {
+  const Outputs base{{{1.0, 0.5, 0, 0}}, {4}}, step{{{1.0, 0.5 + std::ldexp(1.0, -22), 0, 0}}, {4}};
+  const auto d = CompareOutputs(OneOutput(std::nullopt), base, step);
+  EXPECT_EQ(d[0].unit, "f32_ulp_of_max");
+  EXPECT_DOUBLE_EQ(d[0].step, std::ldexp(1.0, -23));
+  EXPECT_DOUBLE_EQ(d[0].max_units, 2);
+  EXPECT_TRUE(d[0].histogram.empty());
+}
+
+TEST(Explain, TheUnionOfSinglesMustEqualAllOnValueForValue) {
+  using Diff = std::map<std::pair<size_t, size_t>, double>;
+  const Diff a{{{0, 1}, 5}}, b{{{0, 7}, 2}};
+  EXPECT_TRUE(Explains({a, b}, Diff{{{0, 1}, 5}, {{0, 7}, 2}}));
+  EXPECT_FALSE(Explains({a, b}, Diff{{{0, 1}, 5}, {{0, 7}, 3}}));  // a value only the combination gives
+  EXPECT_FALSE(Explains({a, b}, Diff{{{0, 1}, 5}}));               // a single moves what all-on leaves
+  EXPECT_FALSE(Explains({a}, Diff{{{0, 1}, 5}, {{0, 9}, 1}}));     // all-on moves more
+  EXPECT_TRUE(Explains({}, Diff{}));
+}
+
+onnx_io::ModelInfo QdqInput() {
+  onnx_io::ModelInfo m;
+  m.path = "m.onnx";
+  m.inputs.push_back({"x", onnx_io::DType::float32, {1, 2, -1, 3}});
+  onnx_io::TensorQuant q;
+  q.scale = 0.25;
+  q.zero_point = 3;
+  q.type = onnx_io::DType::int8;
+  m.input_quant.push_back(q);
+  return m;
+}
+
+TEST(Inputs, FamiliesAreDeterministicAndShaped) {
+  const auto a = GenerateInputs(QdqInput(), 2, 7), b = GenerateInputs(QdqInput(), 2, 7);
+  ASSERT_EQ(a.size(), 2 * InputFamilies().size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].feeds[0].bytes, b[i].feeds[0].bytes);
+  EXPECT_EQ(a[0].feeds[0].dims, (std::vector<int64_t>{1, 2, 1, 3}));  // a symbolic dimension becomes 1
+  EXPECT_NE(GenerateInputs(QdqInput(), 1, 8)[1].feeds[0].bytes, a[2].feeds[0].bytes);  // another seed
+  for (const InputSet& s : a) {
+    const onnx_io::Tensor& t = s.feeds[0];
+    for (size_t i = 0; i < t.elements(); ++i) {
+      const double v = t.value(i);
+      if (s.family == "zero") {
+        EXPECT_EQ(v, 0);
+      }
+      if (s.family == "positive") {
+        EXPECT_GE(v, 0);
+      }
+      if (s.family == "negative") {
+        EXPECT_LE(v, 0);
+      }
+      if (s.family == "uniform") {
+        EXPECT_TRUE(v >= 0.25 * (-128 - 3) && v <= 0.25 * (127 - 3));
+      }
+      if (s.family == "aimed") {
+        // On a rounding tie of the input's quantization, or within two steps of an end of its range.
+        const double code = v / 0.25 + 3;
+        const bool tie = std::fabs(code - std::floor(code) - 0.5) < 1e-9;
+        const bool edge = code >= 126 || code <= -127;
+        EXPECT_TRUE(tie || edge) << v;
+      }
+    }
+  }
+}
+
+TEST(Files, TensorsRoundTripThroughPbAndNpy) {
+  const auto t = onnx_io::Tensor::FromFloats("x", {2, 3}, {1, -2, 3.5f, 0, 7, -0.25f});
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fusediff_bisect_files";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "x.pb", std::ios::binary) << onnx_io::SerializeTensorPb(t);
+    std::ofstream(dir / "x.npy", std::ios::binary) << onnx_io::SerializeNpy(t);
+  }
+  for (const char* f : {"x.pb", "x.npy"}) {
+    const auto back = onnx_io::ReadTensorFile((dir / f).string());
+    EXPECT_EQ(back.name, "x");
+    EXPECT_EQ(back.dims, t.dims);
+    EXPECT_EQ(back.bytes, t.bytes);
+  }
+  std::ofstream(dir / "bad.npy", std::ios::binary) << "not numpy";
+  EXPECT_THROW(onnx_io::ReadTensorFile((dir / "bad.npy").string()), InputError);
+  EXPECT_THROW(onnx_io::ReadTensorFile((dir / "x.txt").string()), InputError);
+  std::ofstream(dir / "bad.onnx", std::ios::binary) << "garbage";
+  EXPECT_THROW(onnx_io::ReadModel((dir / "bad.onnx").string()), InputError);
+  EXPECT_THROW(onnx_io::ReadModel((dir / "missing.onnx").string()), InputError);
+  // A tensor that names no input of the model, and one of the wrong type.
+  onnx_io::ModelInfo m = QdqInput();
+  EXPECT_THROW(ReadInputs(m, {(dir / "x.pb").string()}), InputError);  // x is [2, 3], the model wants [1, 2, ?, 3]
+  m.inputs[0].dims = {2, 3};
+  EXPECT_EQ(ReadInputs(m, {(dir / "x.pb").string()}).size(), 1u);
+  m.inputs[0].name = "other";
+  EXPECT_THROW(ReadInputs(m, {(dir / "x.pb").string()}), InputError);
+}
+
+TEST(Export, ModelsReadBackWithTheirQuantization) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fusediff_bisect_export";
+  std::filesystem::create_directories(dir);
+  const PatternExport e = BuildPatternExport("conv2d+add+act", ActivationKind::relu, {});
+  std::ofstream(dir / "m.onnx", std::ios::binary) << e.model_bytes;
+  const onnx_io::ModelInfo m = onnx_io::ReadModel((dir / "m.onnx").string());
+  EXPECT_EQ(m.opset, kExportOpset);
+  ASSERT_EQ(m.inputs.size(), 2u);  // x and the residual r
+  ASSERT_TRUE(m.input_quant[0].has_value());
+  EXPECT_DOUBLE_EQ(m.input_quant[0]->scale, 0.0625);
+  ASSERT_TRUE(m.output_quant[0].has_value());
+  EXPECT_TRUE(m.output_quant[0]->codes);
+  EXPECT_EQ(m.node_counts.at("Add"), 1);
+  EXPECT_EQ(m.node_counts.at("Conv"), 1);
+  // Deterministic: the same seed writes the same bytes.
+  EXPECT_EQ(BuildPatternExport("conv2d+add+act", ActivationKind::relu, {}).model_bytes, e.model_bytes);
+  EXPECT_THROW(BuildPatternExport("conv2d+act", ActivationKind::tanh, {}), InputError);
+  EXPECT_FALSE(PlanPatternExports().unsupported.empty());
+}
+
+}  // namespace
+}  // namespace fusediff::bisect
