@@ -10,6 +10,8 @@
 
 #include "activation_eval.h"
 #include "exact.h"
+#include "fl32.h"
+#include "fl32_dyadic.h"
 #include "fusediff/model/error_stats.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
@@ -133,6 +135,60 @@ bool never_a_tie(ActivationKind k) {
 }
 
 
+// e = the activation in binary32 (Binary32Activation). `escalations` counts the inputs the double filter left to
+// MPFR, `max_bits` the highest precision one needed.
+float Binary32ActivationImpl(const Activation& a, float v, const ActivationTableOptions& options, uint64_t* escalations,
+                             int* max_bits) {
+  if (!std::isfinite(v)) throw InputError("binary32 activation: v must be finite");
+  switch (a.kind) {
+    // maxps / minps against the constants, a compare-and-blend for the negative slope: exact or one product.
+    case ActivationKind::relu: return v > 0 ? v : 0.0f;
+    case ActivationKind::leaky_relu: return v > 0 ? v : Fl32Multiply(a.alpha, v);
+    case ActivationKind::relu6: return v > 0 ? (v < 6 ? v : 6.0f) : 0.0f;
+    case ActivationKind::hard_swish: {  // jit_uni_eltwise_injector: add 3, clip to [0, 6], divide by 6, times v
+      const float shifted = detail::fl32_sum(detail::exact_dyadic(v), detail::exact_dyadic(3.0f));
+      const float clipped = shifted > 0 ? (shifted < 6 ? shifted : 6.0f) : 0.0f;
+      return Fl32Multiply(v, detail::fl32_quotient(clipped, 6.0f));
+    }
+    default: break;
+  }
+  const double x = v;  // exact
+  cpp_rational f0;
+  if (is_piecewise_rational(a.kind) || (x == 0 && detail::rational_at_zero(a.kind, &f0))) {
+    const cpp_rational xr = detail::exact_rational(x);
+    return detail::fl32_rational(is_piecewise_rational(a.kind) ? detail::rational_activation(a, xr) : f0);
+  }
+  // Transcendental: f is monotone in no useful sense here, but the rounding to binary32 is: every value of an
+  // enclosure [lo, hi] rounds to fl32(lo) when fl32(lo) == fl32(hi) (bit for bit, so +-0 straddles escalate).
+  if (options.use_double_filter) {
+    const FilterEvaluation fe = detail::filter_evaluation(a, x);
+    if (fe.usable) {
+      const double lo = next_down(fe.f - fe.bound), hi = next_up(fe.f + fe.bound);
+      if (std::isfinite(lo) && std::isfinite(hi)) {
+        const float rl = detail::fl32_double(lo), rh = detail::fl32_double(hi);
+        if (std::bit_cast<uint32_t>(rl) == std::bit_cast<uint32_t>(rh)) return rl;
+      }
+    }
+  }
+  ++*escalations;
+  const detail::ExponentRangeGuard range;
+  for (long bits = options.mpfr_start_bits;; bits = std::min<long>(2 * bits, options.mpfr_cap_bits)) {
+    const IntervalMath m(bits);
+    const Interval f = detail::interval_activation(m, a, m.point_double(x));
+    if (!IntervalMath::has_nan(f)) {
+      const float rl = mpfr_get_flt(IntervalMath::raw(f.lo), MPFR_RNDN);
+      const float rh = mpfr_get_flt(IntervalMath::raw(f.hi), MPFR_RNDN);
+      if (std::bit_cast<uint32_t>(rl) == std::bit_cast<uint32_t>(rh)) {
+        *max_bits = std::max(*max_bits, static_cast<int>(bits));
+        return rl;
+      }
+    }
+    if (bits >= options.mpfr_cap_bits) break;
+  }
+  throw UndecidableError("binary32 activation: " + std::string(to_string(a.kind)) + " at v=" + format_float32(v) +
+                         ": fl32(f(v)) still undecided at the " + std::to_string(options.mpfr_cap_bits) + "-bit cap");
+}
+
 // The decision procedure for one point: y(f(x)) for an exact binary64 input x, under one convention's output rule.
 // Shared by the per-code table and the per-value evaluator of an f32 intermediate.
 class PointDecider {
@@ -155,6 +211,15 @@ class PointDecider {
     sy_ = detail::exact_rational(out.scale);
     sy_d_ = out.scale;  // exact
     inverse_sy_d_ = 1.0 / sy_d_;
+    binary32_ = convention.post_ops == PostOpArithmetic::binary32;
+    if (binary32_) {
+      if (rule_.mode != RoundingMode::half_to_even || !before_) {
+        throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even");
+      }
+      rule_.zb = 0;  // t already holds zy (Binary32OutputValue)
+      output_scale_ = out.scale;
+      zero_point_ = out.zero_point;
+    }
   }
 
   uint64_t escalations() const { return escalations_; }
@@ -164,6 +229,10 @@ class PointDecider {
   // point in an UndecidableError ("code u=5", "v=0.25").
   template <typename Where>
   void decide(double x, const Where& where, ActivationPoint& p) {
+    if (binary32_) {
+      decide_binary32(x, where, p);
+      return;
+    }
     const bool rational = is_piecewise_rational(act_.kind);
     cpp_rational f0;
     if (rational || (x == 0 && detail::rational_at_zero(act_.kind, &f0))) {
@@ -249,6 +318,26 @@ class PointDecider {
                            std::to_string(options_.mpfr_cap_bits) + "-bit cap; " + why);
   }
 
+  // Binary32 post-ops: x is the binary32 input itself; e and t are binary32, and t's rounding is exact.
+  template <typename Where>
+  void decide_binary32(double x, const Where& where, ActivationPoint& p) {
+    const float v = static_cast<float>(x);
+    if (static_cast<double>(v) != x) {
+      throw InputError("activation table: binary32 post-ops at " + where() + ": the input " +
+                       detail::decimal_string(detail::exact_rational(x), 40) + " is not a binary32 value");
+    }
+    const float e = Binary32ActivationImpl(act_, v, options_, &escalations_, &max_mpfr_bits_);
+    const float t = Binary32OutputValue(e, output_scale_, zero_point_);
+    p = ActivationPoint{};
+    p.v = x;
+    p.f = e;
+    p.t = t;
+    const OutputRule::Result r = rule_.from_double(t);
+    p.y = r.y;
+    p.saturated = r.saturated;
+    p.tie_distance = std::fabs(p.t) < 0x1p52 ? std::fabs(p.t - (std::floor(p.t) + 0.5)) : 0.5;  // exact
+  }
+
  private:
   // The double filter (docs/activations.md): an enclosure [lo, hi] of t from ActivationFilter's rigorous bound.
   // Decided when both ends round alike. With `tie_threshold`, also only when the tie distance of t_d is farther
@@ -316,6 +405,9 @@ class PointDecider {
   cpp_rational sy_;
   double sy_d_ = 1;
   double inverse_sy_d_ = 1;
+  bool binary32_ = false;  // PostOpArithmetic::binary32
+  float output_scale_ = 1;
+  int32_t zero_point_ = 0;
   uint64_t escalations_ = 0;
   int max_mpfr_bits_ = 0;
 };
@@ -338,7 +430,10 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
     const int64_t centered = int64_t{u} - in.zero_point;  // u, zu in the type: |centered| < 2^16
     // x = (u - zu) * su exactly: an integer below 2^16 times a 24-bit float32 significand has at most 40
     // significant bits, and 2^-149 .. 2^16 * 2^128 lies well inside binary64's normal range.
-    const double x = static_cast<double>(centered) * su_d;
+    // With binary32 post-ops the dequantization is itself a binary32 product: fl32(su (u - zu)).
+    const double x = convention.post_ops == PostOpArithmetic::binary32
+                         ? static_cast<double>(Fl32Multiply(static_cast<float>(centered), in.scale))
+                         : static_cast<double>(centered) * su_d;
     decider.decide(x, [u] { return "code u=" + std::to_string(u); }, points_[static_cast<size_t>(u - qmin_)]);
   }
   escalations_ = decider.escalations();
@@ -370,6 +465,21 @@ const ActivationPoint& ActivationTable::at(int32_t u) const {
                      std::to_string(qmin_ + static_cast<int64_t>(points_.size()) - 1) + "]");
   }
   return points_[static_cast<size_t>(i)];
+}
+
+float Binary32Activation(const Activation& activation, float v, const ActivationTableOptions& options) {
+  detail::check_activation(activation, "activation");
+  uint64_t escalations = 0;
+  int max_bits = 0;
+  return Binary32ActivationImpl(activation, v, options, &escalations, &max_bits);
+}
+
+float Binary32OutputValue(float e, float output_scale, int32_t zero_point) {
+  const float inverse = detail::fl32_quotient(1.0f, output_scale);  // fl32(1/sy)
+  const float scaled = Fl32Multiply(e, inverse);
+  if (!std::isfinite(scaled)) return scaled;  // beyond binary32: +-infinity, and adding zy keeps it
+  // zy converts exactly: |zy| < 2^24 for every 8- and 16-bit type.
+  return detail::fl32_sum(detail::exact_dyadic(scaled), detail::exact_dyadic(static_cast<float>(zero_point)));
 }
 
 std::string ExactActivationDecimal(const Convention& convention, int32_t u, int digits) {

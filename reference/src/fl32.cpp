@@ -72,6 +72,16 @@ float fl32_rational(const cpp_rational& value) {
   return assemble(negative, e, static_cast<uint64_t>(q));
 }
 
+float fl32_double(double value) {
+  const uint64_t bits = std::bit_cast<uint64_t>(value);
+  const bool negative = (bits >> 63) != 0;
+  const uint64_t biased = (bits >> 52) & 0x7FFu;
+  const uint64_t fraction = bits & ((uint64_t{1} << 52) - 1);
+  if (biased == 0x7FFu) throw InputError("reference: double infinity/NaN where a finite value is required");
+  if (biased == 0) return fl32_dyadic(negative, fraction, -1074);  // subnormal double (or zero)
+  return fl32_dyadic(negative, fraction | (uint64_t{1} << 52), static_cast<int>(biased) - 1075);
+}
+
 float fl32_dyadic(bool negative, unsigned __int128 magnitude, int exp2) {
   if (magnitude == 0) return negative ? -0.0f : 0.0f;
   const int e = bit_width128(magnitude) - 1 + exp2;  // 2^e <= value < 2^(e+1)

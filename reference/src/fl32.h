@@ -15,6 +15,8 @@ struct FloatParts {
 };
 FloatParts decompose(float value);  // value must be finite
 
+// Nearest binary32 (ties to even) of a finite double (exactly: its bits as a dyadic, then fl32_dyadic).
+float fl32_double(double value);
 // Nearest binary32 (ties to even) of an exact rational.
 float fl32_rational(const cpp_rational& value);
 // Nearest binary32 (ties to even) of (-1)^negative * magnitude * 2^exp2; magnitude < 2^126.

@@ -92,5 +92,28 @@ TEST(CaseStream, DependsOnConventionNotOnNameOrMutant) {
   EXPECT_NE(case_stream_id(a), case_stream_id(b));
 }
 
+// Both oneDNN paths declare binary32 post-ops; the built-in ones and every case's own convention stay exact, so
+// sample keys hold, while the per-code table key tells the two arithmetics apart.
+TEST(CaseSpec, OneDnnPathsDeclareBinary32PostOps) {
+  CaseSpec builtin = Example(), fused = Example(), unfused = Example();
+  builtin.mutant = fused.mutant = unfused.mutant = Mutant::none;
+  for (CaseSpec* s : {&builtin, &fused, &unfused}) {
+    s->convention.output.rounding = RoundingMode::half_to_even;
+    s->convention.output.zero_point_order = ZeroPointOrder::before_rounding;
+  }
+  fused.backend = Backend::onednn;
+  unfused.backend = Backend::onednn_unfused;
+  EXPECT_EQ(declared_convention(builtin).post_ops, PostOpArithmetic::exact);
+  EXPECT_EQ(declared_convention(fused).post_ops, PostOpArithmetic::binary32);
+  EXPECT_EQ(declared_convention(unfused).post_ops, PostOpArithmetic::binary32);
+  EXPECT_EQ(fused.convention.post_ops, PostOpArithmetic::exact);
+  EXPECT_NE(describe(declared_convention(unfused)).find("post_ops binary32"), std::string::npos);
+  EXPECT_EQ(describe(unfused.convention).find("post_ops"), std::string::npos);
+  EXPECT_NE(activation_table_key(declared_convention(unfused)), activation_table_key(unfused.convention));
+  Convention bad = declared_convention(unfused);
+  bad.output.zero_point_order = ZeroPointOrder::after_rounding;
+  EXPECT_THROW(validate(bad), InputError);
+}
+
 }  // namespace
 }  // namespace fusediff

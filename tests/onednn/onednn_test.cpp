@@ -107,8 +107,8 @@ TEST(OneDnnKernel, RejectsWhatOneDnnCannotExpressWithTheReason) {
 }
 
 // On every generated Conv2D draw the fused kernel agrees with the reference under its own f32-intermediate
-// convention, and the unfused graph with the graph's convention, to 1 LSB (binary32 noise at a tie): both do what
-// oneDNN documents.
+// convention, and the unfused graph with the graph's convention, both with binary32 post-ops, to 1 LSB (the
+// eltwise's own approximation of f at a tie): both do what oneDNN documents.
 TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) {
   if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
   for (ActivationKind kind : {ActivationKind::gelu_erf, ActivationKind::sigmoid, ActivationKind::hard_swish}) {
@@ -122,7 +122,7 @@ TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) 
       const Convention reference_conv = reference_convention(spec);
       const bool f32 = reference_conv.intermediate.kind == IntermediateKind::f32;
       reference::ActivationEvaluator evaluator(f32 ? reference_conv : declared_convention(specs[0]));
-      const reference::ActivationTable table(specs[2].convention);
+      const reference::ActivationTable table(reference_convention(specs[2]));  // binary32 post-ops
       uint64_t compared = 0, exact = 0, weights_at_minus_128 = 0;
       generators::ConvShapeLimits full_range;  // as the oneDNN cases draw: s8 weights over [-128, 127]
       full_range.full_range_weights = true;

@@ -336,6 +336,28 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   }
 }
 
+bool EltwiseForward(const Activation& activation, std::span<const float> x, std::span<float> y,
+                    std::string* implementation, std::string* unsupported_reason) {
+  if (x.size() != y.size()) throw InputError("EltwiseForward: input and output differ in size");
+  std::string why;
+  const std::optional<Eltwise> eltwise = MapActivation(activation, &why);
+  if (!eltwise) {
+    if (unsupported_reason != nullptr) *unsupported_reason = why;
+    return false;
+  }
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const memory::desc md({static_cast<memory::dim>(x.size())}, DataType::f32, Tag::x);
+  const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise->alg, md, eltwise->alpha,
+                                         eltwise->beta);
+  const dnnl::eltwise_forward::primitive_desc pd(desc, engine);
+  memory src(md, engine, const_cast<float*>(x.data())), dst(md, engine, y.data());
+  dnnl::eltwise_forward(pd).execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  stream.wait();
+  if (implementation != nullptr) *implementation = pd.impl_info_str();
+  return true;
+}
+
 namespace {
 class OneDnnPath final : public FusedPath {
  public:

@@ -81,6 +81,8 @@ Convention declared_convention(const CaseSpec& spec) {
     c.requant = RequantVariant::f32_half_even;
     c.intermediate.rounding = RoundingMode::half_to_even;
   }
+  // Both oneDNN paths compute the activation's scaling and zero point in binary32 (docs/onednn.md).
+  if (is_onednn(spec)) c.post_ops = PostOpArithmetic::binary32;
   return c;
 }
 
@@ -159,6 +161,8 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   out += ";y=" + format_quant_params(c.output.q);
   out += ";y_round=" + std::string(to_string(c.output.rounding));
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
+  // Absent for exact post-ops (every case's own convention): only a declared oneDNN convention carries binary32.
+  if (c.post_ops != PostOpArithmetic::exact) out += ";post_ops=" + std::string(to_string(c.post_ops));
   out += ";fused=" + std::string(for_samples && is_onednn(s) ? FusedPathName(Backend::onednn, s.table_kind)
                                                               : fused_path_name(s));
   if (s.source == SampleSource::conv) out += ";mix=" + format_region_mix(s.mix);

@@ -21,6 +21,8 @@ std::string_view to_string(RequantVariant v) {
 
 std::string_view to_string(IntermediateKind k) { return k == IntermediateKind::f32 ? "f32" : "quantized"; }
 
+std::string_view to_string(PostOpArithmetic a) { return a == PostOpArithmetic::binary32 ? "binary32" : "exact"; }
+
 std::string_view to_string(ZeroPointOrder o) {
   return o == ZeroPointOrder::after_rounding ? "after_rounding" : "before_rounding";
 }
@@ -64,6 +66,12 @@ void validate(const Convention& c) {
     throw InputError("intermediate.rounding: " + std::string(to_string(c.intermediate.rounding)) +
                      " contradicts requant " + std::string(to_string(c.requant)) + ", which rounds " +
                      std::string(to_string(*fixed)));
+  }
+  if (c.post_ops == PostOpArithmetic::binary32 &&
+      (c.output.rounding != RoundingMode::half_to_even || c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
+    throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even (got " +
+                     std::string(to_string(c.output.rounding)) + " with the zero point " +
+                     std::string(to_string(c.output.zero_point_order)) + ")");
   }
   if (!takes_alpha(c.activation.kind) && c.activation.alpha != 0.0f) {
     throw InputError("activation.alpha: " + std::string(to_string(c.activation.kind)) + " takes no alpha");
@@ -113,6 +121,7 @@ std::string describe(const Convention& c) {
   if (takes_alpha(c.activation.kind)) s += "(alpha=" + format_float32(c.activation.alpha) + ")";
   s += " -> y=" + format_quant_params(c.output.q) + " " + std::string(to_string(c.output.rounding)) + " zp " +
        std::string(to_string(c.output.zero_point_order));
+  if (c.post_ops != PostOpArithmetic::exact) s += " post_ops " + std::string(to_string(c.post_ops));
   return s;
 }
 

@@ -104,8 +104,21 @@ struct ActivationTableOptions {
   int mpfr_cap_bits = 8192;       // precision doubles up to this cap; still open there -> UndecidableError
 };
 
+// oneDNN 2.x's binary32 post-op steps (PostOpArithmetic::binary32, model/convention.h), each emulated on exact
+// integers (round to nearest even, subnormals), independent of the host FPU:
+//   Binary32Activation: e = the activation in binary32 at a binary32 input v: relu max(v, 0); leaky_relu
+//     v > 0 ? v : fl32(alpha v); relu6 min(max(v, 0), 6); hard_swish fl32(v fl32(min(max(fl32(v + 3), 0), 6) / 6));
+//     every other kind fl32(f(v)) with f exact, rounded once (the double filter, then MPFR intervals at doubling
+//     precision up to options.mpfr_cap_bits; UndecidableError if still open there). Throws InputError for a
+//     non-finite v or a bad activation.
+//   Binary32OutputValue: t = fl32(fl32(e fl32(1/sy)) + zy), the value the output rounding rounds (half to even).
+//     e must be finite; a product beyond binary32's range is +-infinity, and so is t.
+float Binary32Activation(const Activation& activation, float v, const ActivationTableOptions& options = {});
+float Binary32OutputValue(float e, float output_scale, int32_t zero_point);
+
 // y_ref for every intermediate code of a convention, computed once (the cache). Only the activation,
-// intermediate and output fields of the convention matter; requant is ignored. Throws InputError for bad
+// intermediate, output and post_ops fields of the convention matter; requant is ignored. With binary32 post-ops
+// the activation sees v = fl32(su (u - zu)) and t follows Binary32OutputValue. Throws InputError for bad
 // quantization parameters or alpha, UndecidableError for a code no enclosure up to the cap decides.
 class ActivationTable {
  public:

@@ -8,11 +8,13 @@
 //   d = fl32(acc_s32 - bias) + fl32(bias)   (zero point compensated in s32; the sum rounded in binary32, which is
 //                                     fl32(acc) exactly while both terms stay below 2^24: Run rejects draws beyond)
 //   d = fl32(d * output_scale[k])     (per output channel)
-//   d = fl32(eltwise_scale * f(d))    (the eltwise post-op, f in binary32, oneDNN's own approximation)
+//   d = fl32(eltwise_scale * F(d))    (the eltwise post-op: F = f in binary32, oneDNN's own approximation)
 //   d = fl32(d + dst_zero_point), saturated, rounded to nearest even (cvtps2dq under the default MXCSR)
+// (a product, then a sum: no kernel it dispatches fuses them; docs/onednn.md, "Exact binary32 post-ops")
 // The mapping that makes the activation see real values (conventions.md): output_scale[k] = fl32(sx * sw[k]),
 // eltwise_scale = fl32(1 / sy), dst_zero_point = zy. So the fused kernel declares the graph's convention with
-// an f32 intermediate: v = fl32(fl32(acc) * fl32(sx*sw[k])), y = sat(round_half_even(f(v)/sy + zy)).
+// an f32 intermediate, v = fl32(fl32(acc) * fl32(sx*sw[k])), and binary32 post-ops (PostOpArithmetic::binary32):
+// y = sat(round_half_even(fl32(fl32(F(v) * fl32(1/sy)) + zy))).
 // The unfused path: conv with output_scale[k] = fl32(fl32(sx*sw[k]) / su), dst zero point zu into the 8-bit
 // intermediate (requant f32_zero_point_first), a reorder to f32 with scale su and source zero point zu, eltwise
 // forward in f32, a reorder to the output type with scale fl32(1/sy) and destination zero point zy.
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/model/activation.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
@@ -57,6 +60,13 @@ class OneDnnKernel {
   explicit OneDnnKernel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// oneDNN's eltwise forward primitive (f32, forward_inference) of the activation's algorithm (the one the fused and
+// unfused paths use) over x, into y (same size): the library's own approximation of f, for measuring it
+// (bench/eltwise_error.cpp) and for the bit-exactness tests. Returns false with the reason when the activation
+// has no algorithm; *implementation gets oneDNN's implementation string.
+bool EltwiseForward(const Activation& activation, std::span<const float> x, std::span<float> y,
+                    std::string* implementation, std::string* unsupported_reason);
 
 // The fused-path interface over OneDnnKernel: conv2d+act only (oneDNN 2.6 has no conv+pool fusion and fusediff has
 // no other post-op chain yet); draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each

@@ -31,7 +31,8 @@ enum class TableKind { lut, lut_interp, pwl };
 //   onednn:     oneDNN's int8 convolution with one eltwise post-op (fused/onednn; FUSEDIFF_WITH_ONEDNN). It declares
 //               the graph's convention with the intermediate unquantized (f32): declared_convention() below.
 //   onednn_unfused: oneDNN's int8 convolution to the intermediate 8-bit tensor (requant f32_zero_point_first), then
-//               dequantize, the activation and quantize as separate oneDNN primitives. Declares the graph's convention.
+//               dequantize, the activation and quantize as separate oneDNN primitives. Declares the graph's convention
+//               with binary32 post-ops.
 enum class Backend { builtin, onednn, onednn_unfused };
 
 // Which reference a case compares the fused path with.
@@ -117,7 +118,8 @@ bool is_onednn(const CaseSpec& spec);  // backend onednn or onednn_unfused
 bool uses_table(const CaseSpec& spec, TableKind kind);
 
 // The convention the fused path declares it implements: the graph's own for every path but `onednn`, whose
-// intermediate is f32 (requant f32_half_even, no code; the output spec unchanged).
+// intermediate is f32 (requant f32_half_even, no code; the output spec unchanged). Both oneDNN paths declare
+// binary32 post-ops (PostOpArithmetic::binary32), the built-in ones exact.
 Convention declared_convention(const CaseSpec& spec);
 // The convention the reference runs: the declared one (same_convention) or the graph's (cross_convention).
 Convention reference_convention(const CaseSpec& spec);

@@ -39,6 +39,21 @@ enum class IntermediateKind { quantized, f32 };
 // round(zy + f(v)/sy)). They differ at ties whenever the rounding mode is not translation invariant.
 enum class ZeroPointOrder { after_rounding, before_rounding };
 
+// How the activation's output becomes the value t that the output rounding rounds.
+//   exact:    t = f(v)/sy (+ zy when the zero point goes before rounding), the real value, rounded once.
+//   binary32: oneDNN 2.x's post-op arithmetic, every step one binary32 rounding to nearest even (docs/onednn.md,
+//             "Exact binary32 post-ops"; verified bit for bit against oneDNN 2.6.3 on every kernel it dispatched):
+//               v  = the activation's binary32 input: the f32 intermediate as it is, or a dequantized code
+//                    fl32(su * (u - zu));
+//               e  = f in binary32: relu max(v, 0); leaky_relu v > 0 ? v : fl32(alpha * v); relu6 min(max(v, 0), 6);
+//                    hard_swish fl32(v * fl32(min(max(fl32(v + 3), 0), 6) / 6)) (the jit eltwise injector's order);
+//                    every other kind fl32(f(v)), f exactly rounded once (the library's own approximation of f is
+//                    then its only departure from this rule);
+//               t  = fl32(fl32(e * fl32(1/sy)) + zy)   (a multiply, then an add: no kernel fuses them);
+//               y  = sat(round_half_even(t)).
+//             Requires output rounding half_to_even with the zero point before rounding.
+enum class PostOpArithmetic { exact, binary32 };
+
 struct IntermediateSpec {
   IntermediateKind kind = IntermediateKind::quantized;
   QuantParams q;
@@ -58,12 +73,14 @@ struct Convention {
   IntermediateSpec intermediate;
   OutputSpec output;
   Activation activation;
+  PostOpArithmetic post_ops = PostOpArithmetic::exact;
   friend bool operator==(const Convention&, const Convention&) = default;
 };
 
 std::string_view to_string(RequantVariant v);
 std::string_view to_string(ZeroPointOrder o);
 std::string_view to_string(IntermediateKind k);
+std::string_view to_string(PostOpArithmetic a);
 RequantVariant parse_requant_variant(std::string_view text, std::string_view field);
 ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view field);
 
@@ -72,7 +89,8 @@ ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view fi
 std::optional<RoundingMode> fixed_rounding(RequantVariant v);
 
 // Throws InputError when the convention is inconsistent: bad scales or zero points, a requant variant whose
-// fixed rounding contradicts intermediate.rounding, alpha on an activation that takes none.
+// fixed rounding contradicts intermediate.rounding, alpha on an activation that takes none, binary32 post-ops with
+// another output rounding than half_to_even before rounding.
 void validate(const Convention& c);
 
 // "TYPE:SCALE:ZP" or "TYPE" (scale and zero point keep `defaults`); TYPE may end in "_narrow".
