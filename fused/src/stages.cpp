@@ -131,6 +131,17 @@ QuantizedAddKernel::QuantizedAddKernel(AddRule rule, const QuantParams& qa, cons
       raw_max_ = static_cast<float>(full_max_ - qo.zero_point);
       break;
     }
+    case AddRule::onednn_unfused:
+      for (const QuantParams* q : {&qa, &qb, &qo}) {
+        CheckF32Scale("add onednn_unfused", q->scale);
+        if (q->type.bits() != 8) throw InputError("add onednn_unfused: oneDNN's int8 reorders take 8-bit codes");
+      }
+      inverse_output_scale_ = 1.0f / qo.scale;  // the quantizing reorder's scale, fl32(1/so)
+      break;
+    case AddRule::onednn_sum:
+    case AddRule::onednn_binary:
+      throw InputError("add " + std::string(to_string(rule)) +
+                       ": a rule for an f32 intermediate (a oneDNN post-op), not for two codes");
   }
 }
 
@@ -143,6 +154,9 @@ int32_t QuantizedAddKernel::operator()(int32_t a, int32_t b) const {
     case AddRule::ort_mlas: return raw_ ? MlasRaw(a, b) : MlasSse2(a, b);
     case AddRule::ort_mlas_fma: return raw_ ? MlasRaw(a, b) : MlasAvx2Fma(a, b);
     case AddRule::ort_raw: return MlasRaw(a, b);
+    case AddRule::onednn_unfused: return OneDnnUnfused(a, b);
+    case AddRule::onednn_sum:
+    case AddRule::onednn_binary: break;  // refused by the constructor
   }
   return 0;
 }
@@ -191,6 +205,17 @@ int32_t QuantizedAddKernel::MlasRaw(int32_t a, int32_t b) const {
   value_c = std::min(std::max(value_c, raw_min_), raw_max_);
   const int32_t code = static_cast<int32_t>(std::nearbyint(value_c + static_cast<float>(qo_.zero_point)));
   return Clamp(code, qo_.type.qmin(), qo_.type.qmax());
+}
+
+// oneDNN's dequantizing reorders, binary add and quantizing reorder, each one binary32 operation; the reorder
+// saturates in float before cvtps2dq (the bounds are integers: the same as clamping the rounded code).
+int32_t QuantizedAddKernel::OneDnnUnfused(int32_t a, int32_t b) const {
+  const float value_a = qa_.scale * static_cast<float>(a - qa_.zero_point);
+  const float value_b = qb_.scale * static_cast<float>(b - qb_.zero_point);
+  const float sum = value_a + value_b;
+  float t = sum * inverse_output_scale_ + static_cast<float>(qo_.zero_point);
+  t = std::min(std::max(t, static_cast<float>(qo_.type.qmin())), static_cast<float>(qo_.type.qmax()));
+  return static_cast<int32_t>(std::nearbyint(t));
 }
 
 AveragePoolKernel::AveragePoolKernel(AvgPoolRule rule, const QuantParams& qi, const QuantParams& qo)

@@ -110,10 +110,17 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
   for (size_t i = 0; i < acc.size(); ++i) t.e[i].acc = acc[i];
 
   if (g.evaluator) {
-    // f32 intermediate (conv2d+act only, validated): v = fl32(fl32(acc) fl32(sx sw[k])), never a code.
+    // f32 intermediate (conv2d+act, fc+act, conv2d+add+act; validated): v = fl32(fl32(acc) fl32(sx sw[k])), never a
+    // code; an add stage adds the residual to it in binary32 by its f32 rule.
     const size_t channels = static_cast<size_t>(conv.output_channels());
+    const Stage* add = find_stage(p, StageKind::add);
+    if (add && draw.residual.size() != t.e.size()) {
+      throw std::invalid_argument("pattern draw: residual has " + std::to_string(draw.residual.size()) +
+                                  " codes, the sum has " + std::to_string(t.e.size()) + " elements (no broadcast)");
+    }
     for (size_t i = 0; i < t.e.size(); ++i) {
-      const float v = F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]);
+      float v = F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]);
+      if (add) v = F32PostOpAdd(add->f32_add_rule, v, draw.residual[i], add->residual);
       const ActivationPoint point = (*g.evaluator)(v);
       t.e[i].y = point.y;
       t.e[i].regions = ActivationPointRegions(g.knees, g.knee_scale, point);

@@ -247,6 +247,21 @@ StageRounding add_ort_mlas(bool fma, int32_t a, const QuantParams& qa, int32_t b
   return mlas_packed(y, output_range(qo));
 }
 
+StageRounding add_onednn_unfused(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
+                                 const QuantParams& qo) {
+  check_f32_scale_range("add onednn_unfused", {&qa, &qb, &qo});
+  for (const QuantParams* q : {&qa, &qb, &qo}) {
+    if (q->type.bits() != 8) throw InputError("add onednn_unfused: oneDNN's int8 reorders take 8-bit codes, not " + to_string(q->type));
+  }
+  const float value_a = Fl32Multiply(qa.scale, exact_float(int64_t{a} - qa.zero_point));
+  const float value_b = Fl32Multiply(qb.scale, exact_float(int64_t{b} - qb.zero_point));
+  const float sum = add_f32(value_a, value_b);
+  const float t = add_f32(Fl32Multiply(sum, detail::fl32_quotient(1.0f, qo.scale)), exact_float(qo.zero_point));
+  const Rounded r = round_float_half_even(t);  // |t| < 2^42: no clamp to +-2^62 applies
+  const OutputRange range = output_range(qo);
+  return finish(r.value, detail::clamp_i64(r.value, range.lo, range.hi), r.tie_distance);
+}
+
 // The ORT rules' common preconditions, then the kernel MLAS runs. MlasQLinearAdd<int16_t> always runs the
 // portable helper; 8-bit types take the SSE2 / AVX2 kernels.
 StageRounding add_ort(AddRule rule, const char* what, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
@@ -330,8 +345,25 @@ StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32
     case AddRule::ort_mlas: return add_ort(rule, "add ort_mlas", a, qa, b, qb, qo);
     case AddRule::ort_mlas_fma: return add_ort(rule, "add ort_mlas_fma", a, qa, b, qb, qo);
     case AddRule::ort_raw: return add_ort(rule, "add ort_raw", a, qa, b, qb, qo);
+    case AddRule::onednn_unfused: return add_onednn_unfused(a, qa, b, qb, qo);
+    case AddRule::onednn_sum:
+    case AddRule::onednn_binary:
+      throw InputError("add " + std::string(to_string(rule)) + ": adds to an f32 intermediate (F32PostOpAdd), not to a code");
   }
   throw InputError("add: unknown rule");
+}
+
+float F32PostOpAdd(AddRule rule, float v, int32_t r, const QuantParams& qr) {
+  validate(qr, "add.residual");
+  check_code(r, qr, "add.residual");
+  check_f32_scale_range("add (f32 post-op)", {&qr});
+  const float centred = exact_float(int64_t{r} - qr.zero_point);  // |r - zr| < 2^17: exact
+  switch (rule) {
+    case AddRule::onednn_sum: return Fl32FusedMultiplyAdd(centred, qr.scale, v);
+    case AddRule::onednn_binary: return add_f32(v, Fl32Multiply(qr.scale, centred));
+    default: break;
+  }
+  throw InputError("add " + std::string(to_string(rule)) + ": not an f32 post-op rule (onednn_sum, onednn_binary)");
 }
 
 StageRounding AveragePool(AvgPoolRule rule, std::span<const int32_t> taps, const QuantParams& qi,

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "fusediff/model/errors.h"
+#include "onednn_patterns.h"
 
 namespace fusediff::fused::onednn {
 
@@ -380,10 +381,12 @@ class OneDnnPath final : public FusedPath {
 }  // namespace
 
 std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason) {
-  if (!is_conv_act(spec.pattern) || spec.fusion != Fusion::keep_all) {
+  // The post-op chains of the other patterns, and their unfused graphs: onednn_patterns.cpp.
+  if (!is_conv_act(spec.pattern)) return detail::CreatePatternPath(spec, unsupported_reason);
+  if (spec.fusion != Fusion::keep_all) {
     if (unsupported_reason) {
-      *unsupported_reason = "oneDNN runs conv2d+act only here (2.6 has no conv+pool fusion; its add and inner-product "
-                            "post-op chains are not wired yet), not " + pattern_name(spec.pattern);
+      *unsupported_reason = "oneDNN's conv2d+act declares its own arithmetic (fusion keep_all), not " +
+                            std::string(to_string(spec.fusion));
     }
     return nullptr;
   }
@@ -395,5 +398,15 @@ std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsuppo
   if (!kernel) return nullptr;
   return std::make_unique<OneDnnPath>(std::move(kernel));
 }
+
+namespace detail {
+std::optional<EltwiseAlgorithm> MapEltwise(const Activation& a, std::string* why) {
+  const std::optional<Eltwise> e = MapActivation(a, why);
+  if (!e) return std::nullopt;
+  return EltwiseAlgorithm{e->alg, e->alpha, e->beta};
+}
+std::optional<dnnl::memory::data_type> EightBitDataType(const QuantType& t) { return EightBitType(t); }
+std::string DescribeDnnlError(const dnnl::error& e, const std::string& what) { return DescribeError(e, what); }
+}  // namespace detail
 
 }  // namespace fusediff::fused::onednn

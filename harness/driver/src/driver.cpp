@@ -19,6 +19,7 @@
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
+#include "fusediff/reference/stages.h"
 #include "classify.h"
 #include "conv_draws.h"
 #include "comparison.h"
@@ -31,6 +32,8 @@ ReferenceCache::ReferenceCache() : impl_(std::make_unique<Impl>()) {}
 ReferenceCache::~ReferenceCache() = default;
 
 namespace {
+
+bool IsF32(const Convention& c) { return c.intermediate.kind == IntermediateKind::f32; }
 
 // Samples between progress reports and stop checks in the sweep and thresholds sources (a conv draw is one batch).
 constexpr uint64_t kSampleBatch = 4096;
@@ -326,8 +329,10 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
   validate(spec);
   // The reference runs the graph's pattern with every boundary kept; the path declares its own fusion.
-  result.reference_convention = describe(reference_convention(spec)) + describe_pattern(spec.pattern, Fusion::keep_all);
-  result.fused_convention = describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion);
+  result.reference_convention = describe(reference_convention(spec)) +
+                                describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_convention(spec)));
+  result.fused_convention =
+      describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
   if (spec.source == SampleSource::conv) return RunDrawCase(std::move(result), options, *cache.impl_, start);
   if (is_onednn(spec)) {
     result.verdict = Verdict::unsupported;
@@ -449,9 +454,10 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   const detail::ComparedSample& sample = samples[element];
 
   const Convention reference_conv = reference_convention(spec);
-  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all);
+  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));
   if (is_onednn(spec) || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
-    trace.fused_convention = describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion);
+    trace.fused_convention =
+        describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
   }
   if (is_onednn(spec)) {
     trace.black_box = true;
@@ -484,13 +490,22 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
   const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
-    const float v32 = reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
-                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
+    float v32 = reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
+                                                draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
     trace.f32_intermediate = true;
     // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
     char exact[192];
     std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
     trace.requant_exact = exact;
+    if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
+      // The activation reads d, the residual added to v in binary32 by the f32 add rule.
+      const float v = v32;
+      v32 = reference::F32PostOpAdd(add->f32_add_rule, v, draw.residual[element], add->residual);
+      std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
+      trace.pattern_stages.push_back("residual r = " + std::to_string(draw.residual[element]) + " (" +
+                                     format_quant_params(add->residual) + ") -> d = " + exact + " (f32, add " +
+                                     std::string(to_string(add->f32_add_rule)) + ")");
+    }
     trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
     reference::ActivationEvaluator evaluator(reference_conv);
     const reference::ActivationPoint point = evaluator(v32);

@@ -78,6 +78,9 @@ Convention SuiteConvention(const SuiteOptions& options, ActivationKind kind, con
   validate(c);
   return c;
 }
+// oneDNN's chains of the representative patterns and activations (OneDnnPatternVariants), filtered by
+// --activation and `only`.
+std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std::optional<std::string>& only);
 }  // namespace
 
 QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type) {
@@ -129,10 +132,22 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   std::vector<CaseSpec> suite;
   if (options.pattern) parse_pattern_name(*options.pattern, "--pattern");  // a clear error for an unknown name
   if (options.pattern && *options.pattern != "conv2d+act") {
-    if (onednn_only || (options.table_kind && *options.table_kind != TableKind::lut)) {
+    if (onednn_only) {
+      // Every activation (or the one asked for) through oneDNN's chains of this pattern.
+      for (ActivationKind kind : kinds) {
+        for (CaseSpec& spec : OneDnnPatternComparisons(options, *options.pattern, kind)) suite.push_back(std::move(spec));
+      }
+      if (suite.empty()) throw InputError("--pattern " + *options.pattern + ": oneDNN has no path for this pattern here");
+      return suite;
+    }
+    if (options.table_kind && *options.table_kind != TableKind::lut) {
       throw InputError("--pattern " + *options.pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
     }
-    return PatternCases(options, options.pattern);
+    suite = PatternCases(options, options.pattern);
+    if (!fused_given && OneDnnBuiltIn()) {
+      for (CaseSpec& spec : OneDnnPatternCases(options, options.pattern)) suite.push_back(std::move(spec));
+    }
+    return suite;
   }
   // A conv2d+act mutant runs on the conv2d+act cases, a pattern mutant on the pattern cases.
   const bool pattern_mutant = is_pattern_mutant(options.mutant);
@@ -162,6 +177,9 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   if (!options.pattern && !fused_given && !options.intermediate && !options.output &&
       (options.mutant == Mutant::none || pattern_mutant)) {
     for (CaseSpec& spec : PatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
+    if (options.mutant == Mutant::none && OneDnnBuiltIn()) {
+      for (CaseSpec& spec : OneDnnPatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
+    }
   }
   return suite;
 }
@@ -337,6 +355,93 @@ std::string GateFusionIllegality(const FusedOpDescriptor& descriptor, const std:
     for (int32_t u = type.qmin(); u <= type.qmax(); ++u) applied.push_back(kernel->ApplyTable(u));
   }
   return fusion_illegality(descriptor.pattern, descriptor.fusion, descriptor.convention, applied, descriptor.facts);
+}
+
+std::vector<OneDnnPatternVariant> OneDnnPatternVariants() {
+  using K = ActivationKind;
+  // Few, because every oneDNN draw builds its primitives (docs/onednn.md measures the default run's time):
+  // a piecewise-linear and a smooth activation for the add chains, a smooth one for the others (gelu_erf is also
+  // non-monotone, where pooling order would matter).
+  return {{"conv2d+add+act", {K::relu, K::gelu_erf}}, {"fc+act", {K::gelu_erf}}, {"conv2d+act+maxpool", {K::gelu_erf}}};
+}
+
+namespace {
+std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std::optional<std::string>& only) {
+  std::vector<CaseSpec> cases;
+  for (const OneDnnPatternVariant& v : OneDnnPatternVariants()) {
+    if (only && *only != v.pattern) continue;
+    for (ActivationKind kind : v.activations) {
+      if (options.activation && *options.activation != kind) continue;
+      for (CaseSpec& spec : OneDnnPatternComparisons(options, v.pattern, kind)) cases.push_back(std::move(spec));
+    }
+  }
+  return cases;
+}
+}  // namespace
+
+std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind) {
+  const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
+  Pattern base = parse_pattern_name(pattern, "--pattern");
+  std::string variant;
+  if (pattern == "conv2d+add+act") {
+    // As the built-in pattern cases: the residual spans half the activation's input domain around 0, the sum all
+    // of it (at u's quantization); the graph adds as oneDNN's own unfused graph does (onednn_unfused: binary32
+    // reorders and binary add), so that its one rounding of s is declared exactly.
+    const ActivationDomain d = default_domain(kind);
+    const double half = 0.5 * (d.input_hi - d.input_lo);
+    Stage& add = base.stages[0];
+    add.add_rule = AddRule::onednn_unfused;
+    add.residual = Int8Range(-0.5 * half, 0.5 * half);
+    add.out = c.intermediate.q;
+  } else if (pattern == "fc+act") {
+    base.multiplier = MultiplierRule::double_product;
+  } else if (pattern == "conv2d+act+maxpool") {
+    base.stages[1].window = PoolWindow{2, 2, 0};
+    variant = "2x2s2.";
+  } else {
+    return {};
+  }
+  struct ChainComparison {
+    Backend backend;
+    Comparison comparison;
+    AddRule f32_add;
+    std::string label;
+  };
+  std::vector<ChainComparison> comparisons;
+  if (pattern == "conv2d+add+act") {
+    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "sum.int8.onednn"},
+                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_sum, "sum.int8.onednn.cross"},
+                   {Backend::onednn, Comparison::same_convention, AddRule::onednn_binary, "binary.int8.onednn"},
+                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_binary, "binary.int8.onednn.cross"},
+                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+  } else if (pattern == "fc+act") {
+    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
+                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_sum, "int8.onednn.cross"},
+                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+  } else {
+    // The fused case stays in the suite to say why it cannot run (2.6 has no conv+pool fusion).
+    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
+                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+  }
+  std::vector<CaseSpec> specs;
+  for (const ChainComparison& k : comparisons) {
+    if (options.backend == Backend::onednn_unfused && k.backend != Backend::onednn_unfused) continue;
+    CaseSpec spec;
+    spec.mix = options.mix;
+    spec.source = SampleSource::conv;
+    spec.convention = c;
+    spec.pattern = base;
+    for (Stage& stage : spec.pattern.stages) {
+      if (stage.kind == StageKind::add) stage.f32_add_rule = k.f32_add;
+    }
+    spec.backend = k.backend;
+    spec.comparison = k.comparison;
+    spec.mutant = options.mutant;
+    spec.samples = options.samples;
+    spec.name = pattern + "." + std::string(to_string(kind)) + "." + variant + k.label + ".conv";
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 }  // namespace fusediff::driver

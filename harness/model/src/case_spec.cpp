@@ -129,6 +129,8 @@ std::string PatternFields(const Pattern& p, Fusion fusion, bool for_samples) {
       case StageKind::add:
         out += ";add=" + std::string(to_string(st.add_rule)) + ";r=" + format_quant_params(st.residual) +
                ";s=" + format_quant_params(st.out);
+        // Not part of the sample key (both oneDNN chains of one graph see its draws); absent at its default.
+        if (!for_samples && st.f32_add_rule != Stage{}.f32_add_rule) out += ";f32_add=" + std::string(to_string(st.f32_add_rule));
         break;
       case StageKind::max_pool:
       case StageKind::avg_pool:
@@ -311,8 +313,8 @@ std::string format_replay(const ReplayKey& key) {
 
 namespace {
 // The inverse of PatternFields; `take` removes a required field and returns its text.
-template <typename Take>
-void ParsePatternFields(CaseSpec& s, Take& take) {
+template <typename Take, typename Has>
+void ParsePatternFields(CaseSpec& s, Take& take, Has& has) {
   s.pattern = parse_pattern_name(take("pattern"), "replay.pattern");
   if (s.pattern.producer == Producer::fully_connected) s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
   for (Stage& st : s.pattern.stages) {
@@ -322,6 +324,7 @@ void ParsePatternFields(CaseSpec& s, Take& take) {
         st.add_rule = parse_add_rule(take("add"), "replay.add");
         st.residual = parse_quant_params(take("r"), "replay.r", QuantParams{});
         st.out = parse_quant_params(take("s"), "replay.s", QuantParams{});
+        if (has("f32_add")) st.f32_add_rule = parse_add_rule(take("f32_add"), "replay.f32_add");
         break;
       case StageKind::max_pool:
       case StageKind::avg_pool: {
@@ -390,7 +393,8 @@ ReplayKey parse_replay(std::string_view text) {
   if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
   if (fields.count("comparison")) s.comparison = parse_comparison(take("comparison"), "replay.comparison");
   s.mutant = parse_mutant(take("mutant"), "replay.mutant");
-  if (fields.count("pattern")) ParsePatternFields(s, take);
+  auto has = [&fields](const char* name) { return fields.count(name) > 0; };
+  if (fields.count("pattern")) ParsePatternFields(s, take, has);
   if (fields.count("fusion")) s.fusion = parse_fusion(take("fusion"), "replay.fusion");
   if (v2) {
     ExplicitConv e;

@@ -20,11 +20,14 @@ Enum ParseNamed(std::string_view text, std::string_view field, std::string_view 
                    expected + ")");
 }
 
-constexpr std::array<std::pair<std::string_view, AddRule>, 5> kAddRules{{{"tflite", AddRule::tflite},
+constexpr std::array<std::pair<std::string_view, AddRule>, 8> kAddRules{{{"tflite", AddRule::tflite},
                                                                           {"onnx_spec", AddRule::onnx_spec},
                                                                           {"ort_mlas", AddRule::ort_mlas},
                                                                           {"ort_mlas_fma", AddRule::ort_mlas_fma},
-                                                                          {"ort_raw", AddRule::ort_raw}}};
+                                                                          {"ort_raw", AddRule::ort_raw},
+                                                                          {"onednn_unfused", AddRule::onednn_unfused},
+                                                                          {"onednn_sum", AddRule::onednn_sum},
+                                                                          {"onednn_binary", AddRule::onednn_binary}}};
 constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 3> kPoolRules{
     {{"tflite", AvgPoolRule::tflite}, {"ort_qlinear", AvgPoolRule::ort_qlinear}, {"ort_global", AvgPoolRule::ort_global}}};
 constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplierRules{
@@ -76,6 +79,7 @@ std::string_view to_string(StageKind k) {
 }
 
 std::string_view to_string(AddRule r) { return NameOf(r, kAddRules); }
+bool is_f32_add_rule(AddRule r) { return r == AddRule::onednn_sum || r == AddRule::onednn_binary; }
 std::string_view to_string(AvgPoolRule r) { return NameOf(r, kPoolRules); }
 std::string_view to_string(MultiplierRule r) { return NameOf(r, kMultiplierRules); }
 std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
@@ -135,7 +139,7 @@ Pattern parse_pattern_name(std::string_view text, std::string_view field) {
 
 std::span<const PatternInfo> known_patterns() { return kPatterns; }
 
-std::string describe_pattern(const Pattern& p, Fusion fusion) {
+std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermediate) {
   if (is_conv_act(p) && fusion == Fusion::keep_all) return {};
   std::string out = " pattern " + pattern_name(p);
   std::string params;
@@ -145,8 +149,9 @@ std::string describe_pattern(const Pattern& p, Fusion fusion) {
     switch (s.kind) {
       case StageKind::activation: break;
       case StageKind::add:
-        part = "add " + std::string(to_string(s.add_rule)) + " r=" + format_quant_params(s.residual) +
-               " s=" + format_quant_params(s.out);
+        part = f32_intermediate ? "add " + std::string(to_string(s.f32_add_rule)) + " r=" + format_quant_params(s.residual)
+                                : "add " + std::string(to_string(s.add_rule)) + " r=" + format_quant_params(s.residual) +
+                                      " s=" + format_quant_params(s.out);
         break;
       case StageKind::max_pool:
       case StageKind::avg_pool:
@@ -207,8 +212,10 @@ void validate(const Pattern& p, const Convention& c) {
   if (!known) {
     throw InputError("pattern: '" + pattern_name(p) + "' is not a known stage order (fusediff patterns --list)");
   }
-  if (c.intermediate.kind != IntermediateKind::quantized && !is_conv_act(p)) {
-    throw InputError("pattern " + pattern_name(p) + ": an f32 intermediate exists for conv2d+act only");
+  const bool f32 = c.intermediate.kind == IntermediateKind::f32;
+  const std::string name = pattern_name(p);
+  if (f32 && name != "conv2d+act" && name != "conv2d+add+act" && name != "fc+act") {
+    throw InputError("pattern " + name + ": an f32 intermediate exists for conv2d+act, conv2d+add+act and fc+act only");
   }
   for (const Stage& s : p.stages) {
     const std::string field = "pattern." + std::string(to_string(s.kind));
@@ -217,6 +224,15 @@ void validate(const Pattern& p, const Convention& c) {
       case StageKind::add:
         validate(s.residual, field + ".residual");
         validate(s.out, field + ".out");
+        if (is_f32_add_rule(s.add_rule)) {
+          throw InputError(field + ".rule: " + std::string(to_string(s.add_rule)) +
+                           " adds to an f32 intermediate; the graph's add reads the code u (expected tflite, onnx_spec, "
+                           "ort_mlas, ort_mlas_fma, ort_raw or onednn_unfused)");
+        }
+        if (!is_f32_add_rule(s.f32_add_rule)) {
+          throw InputError(field + ".f32_rule: " + std::string(to_string(s.f32_add_rule)) +
+                           " reads codes; an f32 intermediate is added to by onednn_sum or onednn_binary");
+        }
         break;
       case StageKind::max_pool:
       case StageKind::avg_pool:

@@ -68,9 +68,10 @@ class OneDnnKernel {
 bool EltwiseForward(const Activation& activation, std::span<const float> x, std::span<float> y,
                     std::string* implementation, std::string* unsupported_reason);
 
-// The fused-path interface over OneDnnKernel: conv2d+act only (oneDNN 2.6 has no conv+pool fusion and fusediff has
-// no other post-op chain yet); draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each
-// primitive itself).
+// The fused-path interface: OneDnnKernel for conv2d+act; for conv2d+add+act (sum or binary_add post-op + eltwise)
+// and fc+act (inner product + eltwise), the post-op chains of src/onednn_patterns.cpp, and their unfused graphs;
+// conv2d+act+maxpool unfused only (oneDNN 2.6 has no conv+pool fusion: the fused case is unsupported with that
+// reason). Draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each primitive itself).
 std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason);
 
 }  // namespace fusediff::fused::onednn

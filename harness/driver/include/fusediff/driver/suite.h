@@ -57,6 +57,25 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind);
 bool OneDnnBuiltIn();
 
+// oneDNN's post-op chains for one pattern and activation, on the same draws of the graph (oneDNN's conventions as
+// above; an add's graph rule onednn_unfused, its residual and sum at the built-in pattern cases' quantization):
+//   conv2d+add+act:     PATTERN.ACT.sum.int8.onednn.conv (conv + sum + eltwise against its own f32 convention,
+//                       f32 add rule onednn_sum), PATTERN.ACT.sum.int8.onednn.cross.conv (against the graph: no
+//                       verdict), the same two for .binary. (conv + binary_add + eltwise, onednn_binary), and
+//                       PATTERN.ACT.int8.onednn_unfused.conv (conv, dequantize, binary add, quantize s, dequantize,
+//                       eltwise, quantize: against the graph);
+//   fc+act:             PATTERN.ACT.int8.onednn.conv, .onednn.cross.conv, .onednn_unfused.conv (inner product);
+//   conv2d+act+maxpool: PATTERN.ACT.2x2s2.int8.onednn.conv (unsupported: 2.6 has no conv+pool fusion) and
+//                       .onednn_unfused.conv (conv, dequantize, eltwise, quantize, max pooling).
+// `--fused onednn_unfused` keeps the unfused ones only. Empty for any other pattern.
+std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind);
+// The patterns and activations of oneDNN's chains in the default suite (and with --pattern): a few representatives.
+struct OneDnnPatternVariant {
+  std::string pattern;
+  std::vector<ActivationKind> activations;
+};
+std::vector<OneDnnPatternVariant> OneDnnPatternVariants();
+
 // The cases `fusediff gate` runs on a table file: an exhaustive sweep over every intermediate code (the table
 // against the exact reference, code by code) and `conv_samples` targeted conv samples through the whole fused
 // op under the descriptor's requantization (random Conv2D cases aimed to cover the intermediate range and

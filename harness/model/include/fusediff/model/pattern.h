@@ -35,7 +35,18 @@ enum class StageKind { activation, add, max_pool, avg_pool, fully_connected };
 //   ort_mlas_fma: the same with AVX2's fused multiply-adds: y = fma(a, ra, fma(b, rb, k)) (b's term innermost).
 //   ort_raw:      MLAS's portable fallback: v = (sa(a - za) + sb(b - zb)) / so in binary32, clamped to
 //                 [qmin - zo, qmax - zo], then nearbyint(v + zo).
-enum class AddRule { tflite, onnx_spec, ort_mlas, ort_mlas_fma, ort_raw };
+//   onednn_unfused: oneDNN 2.6's unfused graph of the add, all binary32: dequantizing reorders
+//                 va = fl32(sa (a - za)), vb = fl32(sb (b - zb)) (vsubps, vmulps), a binary add c = fl32(va + vb),
+//                 a quantizing reorder t = fl32(fl32(c fl32(1/so)) + zo) (vmulps, vaddps), saturate, round half
+//                 to even (src/cpu/x64/jit_uni_reorder.cpp, injectors/jit_uni_binary_injector.cpp). Any 8-bit types.
+// Two more add a residual code r to an f32 intermediate v (a kernel that never rounds u: oneDNN's post-ops,
+// docs/onednn.md); their result d is binary32, no code, and the activation reads it (Stage::f32_add_rule):
+//   onednn_sum:    oneDNN 2.6's `sum` post-op with scale sr and zero point zr as its jit int8 kernels compute it:
+//                  d = fl32(v + sr (r - zr)), one rounding (r - zr exact in binary32, then vfmadd231ps).
+//   onednn_binary: oneDNN 2.6's `binary_add` post-op on an f32 src1 holding the residual's real value:
+//                  src1 = fl32(sr (r - zr)) (formed by the caller), d = fl32(v + src1) (vaddps).
+enum class AddRule { tflite, onnx_spec, ort_mlas, ort_mlas_fma, ort_raw, onednn_unfused, onednn_sum, onednn_binary };
+bool is_f32_add_rule(AddRule r);  // onednn_sum, onednn_binary: they read an f32 intermediate, not a code
 
 // How an average pool rounds (../shared/conventions.md §2, §4).
 //   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
@@ -59,7 +70,10 @@ struct PoolWindow {
 
 struct Stage {
   StageKind kind = StageKind::activation;
-  AddRule add_rule = AddRule::tflite;            // add
+  AddRule add_rule = AddRule::tflite;            // add: the graph's rule, on the codes u and r
+  // add, where the convention's intermediate is f32 (a fused kernel that never rounds u): the rule that adds r to
+  // the f32 value v (onednn_sum or onednn_binary). The graph keeps add_rule; the fused path declares this one.
+  AddRule f32_add_rule = AddRule::onednn_sum;
   QuantParams residual;                          // add: the residual r's quantization (r has the sum's shape)
   PoolWindow window;                             // max_pool, avg_pool
   AvgPoolRule pool_rule = AvgPoolRule::tflite;   // avg_pool
@@ -106,7 +120,8 @@ Pattern parse_pattern_name(std::string_view text, std::string_view field);
 
 // " pattern conv2d+add+act (add tflite r=int8:0.05:3 s=int8:0.1:-2), fusion add_in_accumulator": appended to a
 // convention's description; empty for conv2d+act kept whole, so the descriptions of earlier releases hold.
-std::string describe_pattern(const Pattern& p, Fusion fusion);
+// `f32_intermediate`: the convention describes an f32 intermediate, so an add is its f32_add_rule on r (no s).
+std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermediate = false);
 
 // The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`).
 struct PatternInfo {
@@ -133,7 +148,8 @@ QuantParams keyed_boundary(const Pattern& p, const Convention& c);
 bool keyed_by_activation_input(const Pattern& p);
 
 // Throws InputError when a pattern is malformed (unknown stage order, more than one stage of a kind, a pool
-// window out of range, a TFLite average pool whose input and output quantization differ, bad boundary).
+// window out of range, a TFLite average pool whose input and output quantization differ, bad boundary, an f32
+// intermediate outside conv2d+act, conv2d+add+act and fc+act, an add rule that does not fit its input).
 void validate(const Pattern& p, const Convention& c);
 
 // What a graph says around a fusion beyond the pattern itself (a fused-op descriptor states it; generated cases
