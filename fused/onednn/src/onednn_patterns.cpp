@@ -71,6 +71,7 @@ class PatternPath final : public FusedPath {
   bool repeatable() const override { return true; }
   void set_repetition(uint32_t r) override { poison_ = static_cast<uint8_t>(0xA5u ^ (r * 0x3Bu)); }
   WeightRange weight_range() const override { return WeightRange::full; }
+  int32_t max_batch() const override { return 16; }  // as OneDnnPath: more samples per primitive built
   bool concurrent() const override { return false; }
 
  private:
