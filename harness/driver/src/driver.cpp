@@ -380,7 +380,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   uint64_t element = 0;
   if (key.explicit_conv) {
     const ExplicitConv& e = *key.explicit_conv;
-    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias};
+    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn};
     element = e.element;
   } else {
     const uint64_t stream = case_stream_id(spec);
