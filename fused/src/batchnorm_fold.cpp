@@ -96,9 +96,20 @@ int32_t Bias(int64_t v, BiasOverflow rule, int32_t k, std::string& refused) {
 }
 
 ConvCase Finish(const ConvCase& conv, std::vector<int8_t> codes, std::vector<float> scales, std::vector<int32_t> bias,
-                std::string& refused) {
+                BiasOverflow rule, std::string& refused) {
   ConvCase folded = conv;
-  folded.weight_range(WeightRange::symmetric).weights(std::move(codes)).weight_scales(std::move(scales)).bias(std::move(bias));
+  folded.weight_range(WeightRange::symmetric).weights(std::move(codes)).weight_scales(std::move(scales));
+  if (rule == BiasOverflow::saturate) {
+    // Saturated so that the int32 accumulator cannot overflow: |bias| <= 2^31 - 1 - max |sum (x - zx) w|.
+    for (int32_t k = 0; k < folded.output_channels(); ++k) {
+      const int32_t own = bias[k];
+      bias[k] = 0;
+      folded.bias(bias);
+      const int64_t room = int64_t{INT32_MAX} - folded.accumulator_bound(k);
+      bias[k] = room >= 0 ? static_cast<int32_t>(std::clamp<int64_t>(own, -room, room)) : own;
+    }
+  }
+  folded.bias(std::move(bias));
   if (refused.empty()) {
     try {
       folded.validate();
@@ -140,7 +151,7 @@ ConvCase FoldExtended(const ConvCase& conv, const BatchNormParams& bn, float eps
     }
     int_bias[k] = Bias(RoundLong(bias[k] / (sx * ld(scales[k])), fold.weight_rounding), fold.bias_overflow, k, refused);
   }
-  return Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), refused);
+  return Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow, refused);
 }
 }  // namespace
 
@@ -213,7 +224,7 @@ ConvCase FoldConvBatchNorm(const ConvCase& conv, const BatchNormParams& bn, floa
         int_bias[k] = Bias(RoundQuotient(bias[k], sx, scales[k], fold.weight_rounding), fold.bias_overflow, k, refused);
       }
     }
-    out = Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), refused);
+    out = Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow, refused);
   }
   if (refused_out) *refused_out = refused;
   return out;

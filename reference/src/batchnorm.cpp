@@ -163,9 +163,24 @@ int32_t ToBias(int64_t rounded, BiasOverflow rule, int32_t k, std::string& refus
 
 int32_t ToCode(int64_t rounded) { return static_cast<int32_t>(std::clamp<int64_t>(rounded, -127, 127)); }
 
+// Saturation keeps the int32 conv valid: a bias is clamped to +-(2^31 - 1 - the largest |sum (x - zx) w|).
+void KeepAccumulatorInInt32(ConvCase& folded, std::vector<int32_t>& bias, BiasOverflow rule) {
+  if (rule != BiasOverflow::saturate) return;
+  for (int32_t k = 0; k < folded.output_channels(); ++k) {
+    std::vector<int32_t> zero = bias;
+    zero[k] = 0;
+    folded.bias(zero);
+    const int64_t room = int64_t{INT32_MAX} - folded.accumulator_bound(k);
+    if (room >= 0) bias[k] = static_cast<int32_t>(std::clamp<int64_t>(bias[k], -room, room));
+  }
+  folded.bias(bias);
+}
+
 void Finish(FoldedConv& out, const ConvCase& conv, std::vector<int8_t> codes, std::vector<float> scales,
-            std::vector<int32_t> bias) {
+            std::vector<int32_t> bias, BiasOverflow rule) {
   out.conv = conv;
+  out.conv.weight_range(WeightRange::symmetric).weights(codes).weight_scales(scales);
+  KeepAccumulatorInInt32(out.conv, bias, rule);
   out.conv.weight_range(WeightRange::symmetric).weights(std::move(codes)).weight_scales(std::move(scales)).bias(std::move(bias));
   if (!out.refused.empty()) return;
   try {
@@ -217,7 +232,7 @@ FoldedConv FoldExact(const ConvCase& conv, const BatchNormParams& bn, float eps,
     const Surd q{bias[k].p / denominator, bias[k].q / denominator, d[k]};
     int_bias[k] = ToBias(RoundSurd(q, fold.weight_rounding), fold.bias_overflow, k, out.refused);
   }
-  Finish(out, conv, std::move(codes), std::move(scales), std::move(int_bias));
+  Finish(out, conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow);
   return out;
 }
 
@@ -310,7 +325,7 @@ FoldedConv FoldBatchNorm(const ConvCase& conv, const BatchNormParams& bn, float 
       int_bias[k] = ToBias(RoundExact(E(bias[k]) / (sx * s), fold.weight_rounding), fold.bias_overflow, k, out.refused);
     }
   }
-  Finish(out, conv, std::move(codes), std::move(scales), std::move(int_bias));
+  Finish(out, conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/batchnorm.h"
+#include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/stages.h"
 
 namespace fusediff::reference {
@@ -156,7 +157,9 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
     // f32 intermediate (conv2d+act only, validated): v = fl32(fl32(acc) fl32(sx sw[k])), never a code.
     const size_t channels = static_cast<size_t>(conv.output_channels());
     for (size_t i = 0; i < t.e.size(); ++i) {
-      const float v = F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]);
+      // Stored by the graph in its declared float format, if narrower (reference/float_formats.h).
+      const float v = RoundToFormat(F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]),
+                                    c.intermediate.stored);
       const ActivationPoint point = (*g.evaluator)(v);
       t.e[i].y = point.y;
       t.e[i].regions = ActivationPointRegions(g.knees, g.knee_scale, point);

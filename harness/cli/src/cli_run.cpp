@@ -51,7 +51,7 @@ class InterruptScope {
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
       zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern,
-      fold_precision, fold_formula, weight_quant, bn_regime;
+      fold_precision, fold_formula, weight_quant, bn_regime, boundary_float;
   bool exhaustive = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -92,6 +92,12 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.fold_formula.empty()) suite.fold_formula = parse_fold_formula(a.fold_formula, "--fold-formula");
   if (!a.weight_quant.empty()) suite.weight_quant = parse_weight_quant(a.weight_quant, "--weight-quant");
   if (!a.bn_regime.empty()) suite.bn_regime = parse_bn_regime(a.bn_regime, "--bn-regime");
+  if (!a.boundary_float.empty()) {
+    suite.boundary_float = parse_float_boundary(a.boundary_float, "--boundary-float");
+    if (suite.boundary_float->format == FloatFormat::f32) {
+      throw InputError("--boundary-float: f32 is what oneDNN keeps; expected f16 or bf16 (with optional rules)");
+    }
+  }
   if ((suite.fold_precision || suite.fold_formula || suite.weight_quant || suite.bn_regime) &&
       a.pattern != "conv2d+batchnorm+act") {
     throw InputError("--fold-precision, --fold-formula, --weight-quant and --bn-regime need --pattern conv2d+batchnorm+act");
@@ -199,6 +205,9 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--fold-formula", a->fold_formula, "conv2d+batchnorm+act: fold formula pytorch | ort | tflite");
   run->add_option("--weight-quant", a->weight_quant,
                   "conv2d+batchnorm+act: only this folded-weight quantization: per_tensor | per_channel");
+  run->add_option("--boundary-float", a->boundary_float,
+                  "oneDNN cases: the graph stores the f32 intermediate as f16 | bf16[:rne|rtz][:inf|saturate]"
+                  "[:keep_subnormals|flush_subnormals][:nan_payload|nan_canonical|nan_canonical_positive]");
   run->add_option("--bn-regime", a->bn_regime,
                   "conv2d+batchnorm+act: only this BatchNorm regime: benign | tiny_variance | large_gamma | large_mean");
   run->add_option("--mix", a->mix,

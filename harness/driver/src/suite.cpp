@@ -363,6 +363,30 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
     spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." + k.label + ".conv";
     specs.push_back(std::move(spec));
   }
+  // The float intermediate: the graph computes v = fl32(fl32(acc) fl32(sx sw)) and stores it as binary16 / bfloat16
+  // (PyTorch's conversions) before the activation; oneDNN's post-op reads the binary32 value (cross-convention).
+  std::vector<FloatBoundary> stores;
+  if (options.boundary_float) stores.push_back(*options.boundary_float);
+  else if (kind == ActivationKind::gelu_erf && options.backend != Backend::onednn_unfused) {
+    stores = {pytorch_float_boundary(FloatFormat::f16), pytorch_float_boundary(FloatFormat::bf16)};
+  }
+  for (const FloatBoundary& stored : stores) {
+    CaseSpec spec;
+    spec.mix = options.mix;
+    spec.source = SampleSource::conv;
+    spec.convention = c;
+    spec.convention.intermediate.kind = IntermediateKind::f32;
+    spec.convention.requant = RequantVariant::f32_half_even;
+    spec.convention.intermediate.rounding = RoundingMode::half_to_even;
+    spec.convention.intermediate.stored = stored;
+    validate(spec.convention);
+    spec.backend = Backend::onednn;
+    spec.comparison = Comparison::cross_convention;
+    spec.mutant = options.mutant;
+    spec.samples = options.samples;
+    spec.name = std::string(to_string(kind)) + "." + std::string(to_string(stored.format)) + "_intermediate.onednn.cross.conv";
+    specs.push_back(std::move(spec));
+  }
   return specs;
 }
 

@@ -78,6 +78,7 @@ Convention declared_convention(const CaseSpec& spec) {
   Convention c = spec.convention;
   if (spec.backend == Backend::onednn) {
     c.intermediate.kind = IntermediateKind::f32;
+    c.intermediate.stored = FloatBoundary{};  // oneDNN's post-ops read the binary32 value
     c.requant = RequantVariant::f32_half_even;
     c.intermediate.rounding = RoundingMode::half_to_even;
   }
@@ -173,6 +174,8 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   out += ";requant=" + std::string(to_string(c.requant));
   out += ";u=" + format_quant_params(c.intermediate.q);
   out += ";u_round=" + std::string(to_string(c.intermediate.rounding));
+  // Absent for an intermediate that is not stored in a narrower float: earlier keys hold.
+  if (!(c.intermediate.stored == FloatBoundary{})) out += ";u_store=" + format_float_boundary(c.intermediate.stored);
   out += ";y=" + format_quant_params(c.output.q);
   out += ";y_round=" + std::string(to_string(c.output.rounding));
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
@@ -411,6 +414,10 @@ ReplayKey parse_replay(std::string_view text) {
   c.requant = parse_requant_variant(take("requant"), "replay.requant");
   c.intermediate.q = parse_quant_params(take("u"), "replay.u", QuantParams{});
   c.intermediate.rounding = parse_rounding_mode(take("u_round"), "replay.u_round");
+  if (fields.count("u_store")) {
+    c.intermediate.kind = IntermediateKind::f32;
+    c.intermediate.stored = parse_float_boundary(take("u_store"), "replay.u_store");
+  }
   c.output.q = parse_quant_params(take("y"), "replay.y", QuantParams{});
   c.output.rounding = parse_rounding_mode(take("y_round"), "replay.y_round");
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");

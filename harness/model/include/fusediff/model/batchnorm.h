@@ -77,8 +77,9 @@ std::string format_float_boundary(const FloatBoundary& b);  // every field: "f16
 // Weight quantization of the folded weights: m = max |w'| over the output channel (per_channel) or the whole tensor
 // (per_tensor); scale s = fl32(m / 127) (one binary32 rounding of the exact quotient; 1 when m = 0);
 // codes clamp(round(w' / s), -127, 127) with the exact quotient and the declared `weight_rounding`.
-// Bias: B = round(b' / (s_x s[c])) (exact quotient, `weight_rounding`), in int32: beyond it saturate, or reject (the
-// fused path refuses the draw, naming the channel).
+// Bias: B = round(b' / (s_x s[c])) (exact quotient, `weight_rounding`), in int32: beyond it saturate (to
+// +-(2^31 - 1 - max |sum (x - zx) w|), so that the int32 conv cannot overflow either), or reject (the fused path
+// refuses the draw, naming the channel).
 // A fold that meets a non-finite value (an f16 step overflowing under `infinity`) is refused the same way.
 enum class FoldPrecision { exact, f32, f16, bf16 };
 enum class FoldFormula { pytorch, ort, tflite };
