@@ -367,7 +367,7 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
   // (PyTorch's conversions) before the activation; oneDNN's post-op reads the binary32 value (cross-convention).
   std::vector<FloatBoundary> stores;
   if (options.boundary_float) stores.push_back(*options.boundary_float);
-  else if (kind == ActivationKind::gelu_erf && options.backend != Backend::onednn_unfused) {
+  else if (kind == ActivationKind::gelu_erf && !options.backend) {  // the default suite only
     stores = {pytorch_float_boundary(FloatFormat::f16), pytorch_float_boundary(FloatFormat::bf16)};
   }
   for (const FloatBoundary& stored : stores) {
