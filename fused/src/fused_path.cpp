@@ -23,9 +23,8 @@ class ConvActPath final : public FusedPath {
 class PatternPath final : public FusedPath {
  public:
   explicit PatternPath(std::unique_ptr<PatternKernel> kernel) : kernel_(std::move(kernel)) {}
-  bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string*) override {
-    kernel_->Run(draw, y);
-    return true;
+  bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
+    return kernel_->TryRun(draw, y, rejected);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fusediff/fused/batchnorm_fold.h"
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/fused/stages.h"
 #include "fusediff/model/errors.h"
@@ -47,6 +48,7 @@ struct PatternKernel::Impl {
   const Stage* add_stage = nullptr;
   const Stage* pool_stage = nullptr;
   const Stage* fc_stage = nullptr;
+  const Stage* bn_stage = nullptr;
   bool pool_first = false;
   bool fold = false;
 
@@ -103,6 +105,26 @@ struct PatternKernel::Impl {
   }
 };
 
+namespace {
+// Mutant bn-after-activation: the table over the unfolded conv's u, then BatchNorm on the activation's real output,
+// rounded half away from zero into the output boundary (double arithmetic, as a misordered kernel would).
+void BatchNormAfterActivation(const FusedKernel& producer, const Convention& c, const Stage& bn, const PatternDraw& draw,
+                              std::span<int32_t> y) {
+  const size_t n = draw.conv.output_elements();
+  std::vector<int32_t> acts(n), acc(n), u(n);
+  producer.Run(draw.conv, draw.input, acts, acc, u);
+  const size_t channels = static_cast<size_t>(draw.conv.output_channels());
+  const QuantParams& out = c.output.q;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = i % channels;
+    const double real = double(out.scale) * (acts[i] - out.zero_point);
+    const double t = double(draw.bn.gamma[k]) * (real - draw.bn.mean[k]) / std::sqrt(double(draw.bn.var[k]) + bn.bn_eps) +
+                     draw.bn.beta[k];
+    y[i] = RoundToType(t / out.scale, out.zero_point, out.type);
+  }
+}
+}  // namespace
+
 PatternKernel::PatternKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PatternKernel::~PatternKernel() = default;
 
@@ -131,6 +153,7 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   k.pool_stage = find_stage(k.spec.pattern, StageKind::max_pool);
   if (!k.pool_stage) k.pool_stage = find_stage(k.spec.pattern, StageKind::avg_pool);
   k.fc_stage = find_stage(k.spec.pattern, StageKind::fully_connected);
+  k.bn_stage = find_stage(k.spec.pattern, StageKind::batchnorm);
   k.pool_first = spec.fusion == Fusion::pool_first || spec.mutant == Mutant::maxpool_before_activation;
   k.fold = spec.fusion == Fusion::fold || spec.mutant == Mutant::fold_across_activation;
 
@@ -169,6 +192,11 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
 }
 
 void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
+  std::string rejected;
+  if (!TryRun(draw, y, &rejected)) throw std::runtime_error("PatternKernel::Run: the draw is refused: " + rejected);
+}
+
+bool PatternKernel::TryRun(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) const {
   const Impl& k = *impl_;
   const Pattern& p = k.spec.pattern;
   const Convention& c = k.spec.convention;
@@ -177,9 +205,26 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
     throw std::invalid_argument("PatternKernel::Run: y has " + std::to_string(y.size()) + " slots, the pattern has " +
                      std::to_string(geometry.elements()) + " outputs");
   }
+  if (k.bn_stage) {
+    // conv2d+batchnorm+act: fold (declared), quantize, the int conv and the table over u.
+    validate(draw.bn, static_cast<size_t>(draw.conv.output_channels()), k.bn_stage->bn_eps, "pattern draw: batchnorm");
+    if (k.spec.mutant == Mutant::bn_after_activation) {
+      BatchNormAfterActivation(*k.producer, c, *k.bn_stage, draw, y);
+      return true;
+    }
+    std::string why;
+    const ConvCase folded = FoldConvBatchNorm(draw.conv, draw.bn, k.bn_stage->bn_eps, k.bn_stage->bn_fold,
+                                              FoldBugsOf(k.spec.mutant), &why);
+    if (!why.empty()) {
+      if (rejected) *rejected = why;
+      return false;
+    }
+    k.producer->Run(folded, draw.input, y);
+    return true;
+  }
   if (k.fold) {
     k.RunFolded(draw, y);
-    return;
+    return true;
   }
   Impl::ProducerOut producer = k.RunProducer(draw);
   const size_t n = producer.u.size();
@@ -187,7 +232,7 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
 
   if (k.add_stage == nullptr && k.pool_stage == nullptr && k.fc_stage == nullptr) {
     std::copy(producer.y_of_u.begin(), producer.y_of_u.end(), y.begin());  // fc+act: the table over u
-    return;
+    return true;
   }
   if (k.add_stage) {
     if (draw.residual.size() != n) throw std::invalid_argument("PatternKernel::Run: residual size does not match the conv output");
@@ -209,7 +254,7 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
       }
       y[i] = k.activation->ApplyTable(s);
     }
-    return;
+    return true;
   }
   if (k.pool_stage) {
     // Window over the producer's spatial grid; the values pooled are the u codes (pool first) or their table
@@ -246,7 +291,7 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
         }
       }
     }
-    return;
+    return true;
   }
   // A second FC layer over the flattened [N, K] producer output (through the activation in fc+act+fc).
   const std::vector<int32_t>& hidden = k.activation ? producer.y_of_u : producer.u;
@@ -258,6 +303,7 @@ void PatternKernel::Run(const PatternDraw& draw, std::span<int32_t> y) const {
   std::vector<int32_t> acc(layer.output_elements()), codes(layer.output_elements()), unused(layer.output_elements());
   k.layer->Run(layer, hidden, unused, acc, codes);
   std::copy(codes.begin(), codes.end(), y.begin());
+  return true;
 }
 
 }  // namespace fusediff::fused

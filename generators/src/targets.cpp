@@ -339,6 +339,33 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       fc.fc_outputs = static_cast<int32_t>(rng.uniform_int(1, 4));
       break;
     }
+    case Mutant::bn_drop_eps:
+    case Mutant::bn_f16_for_f32:
+    case Mutant::bn_per_tensor_for_per_channel:
+    case Mutant::bn_bf16_truncate:
+    case Mutant::bn_f16_overflow_wraps:
+    case Mutant::bn_after_activation: {
+      spec.pattern = parse_pattern_name("conv2d+batchnorm+act", "mutant");
+      spec.fusion = Fusion::fold;
+      Stage& bn = spec.pattern.stages[0];
+      bn.bn_reference = BnReference::declared_fold;
+      constexpr FoldFormula kFormulas[] = {FoldFormula::pytorch, FoldFormula::ort, FoldFormula::tflite};
+      bn.bn_fold.formula = kFormulas[rng.uniform_int(0, 2)];
+      bn.bn_fold.weight_quant = WeightQuant::per_channel;
+      bn.bn_fold.overflow = FloatOverflow::saturate;  // the search compares every draw: no fold may refuse one
+      bn.bn_regime = BnRegime::benign;
+      switch (spec.mutant) {
+        case Mutant::bn_drop_eps: bn.bn_regime = BnRegime::tiny_variance; break;
+        case Mutant::bn_f16_for_f32: bn.bn_regime = rng.chance(1, 2) ? BnRegime::tiny_variance : BnRegime::benign; break;
+        case Mutant::bn_bf16_truncate: bn.bn_fold.precision = FoldPrecision::bf16; break;
+        case Mutant::bn_f16_overflow_wraps:
+          bn.bn_fold.precision = FoldPrecision::f16;
+          bn.bn_regime = BnRegime::large_gamma;
+          break;
+        default: break;
+      }
+      break;
+    }
     default:
       break;
   }
@@ -488,12 +515,77 @@ int32_t AimResidual(CounterRng& rng, Region region, double real_u, const Stage& 
   return best;
 }
 
+// BatchNorm parameters for the stage's regime (model/batchnorm.h BnRegime), and the conv rescaled under them so
+// that each channel's pivot keeps the u it was aimed at. Per channel k, with z the conv's real output as the
+// targeted draw aimed it (z = acc sx sw ~ su (code - zu)):
+//   kk = gamma / sqrt(var + eps) (the regime's gamma and var), g = 2^U(-3, 1) (how much of u the channel spans: the
+//   folded weights of the channels differ by g, which is what per-tensor weight quantization squeezes);
+//   sw' = sw g / kk (16 significant bits, so that q sw' is exact in binary32): the conv now outputs c = g z / kk;
+//   beta = kk mean + (1 - g) z_pivot: BN(c) = g z + (1 - g) z_pivot, which is z_pivot at the pivot;
+//   large_mean: the conv's bias carries mean = +-10^U(1, 3) times the conv's real range (its accumulators at their
+//   extremes, within int32), so that c - mean cancels, and beta = (1 - g) z_pivot.
+void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convention, PatternDraw& d) {
+  ConvCase& conv = d.conv;
+  const int32_t channels = conv.output_channels();
+  const double sx = conv.input_quant().scale;
+  const QuantParams& u = convention.intermediate.q;
+  const double range_codes = double(u.type.qmax()) - u.type.qmin();
+  std::vector<float> scales = conv.weight_scales();
+  std::vector<int32_t> bias = conv.bias();
+  d.bn = BatchNormParams{};
+  const auto log_uniform = [&rng](double lo_exp10, double hi_exp10) {
+    return std::pow(10.0, lo_exp10 + (hi_exp10 - lo_exp10) * rng.uniform01());
+  };
+  for (int32_t k = 0; k < channels; ++k) {
+    const size_t kk_index = static_cast<size_t>(k);
+    double gamma = 0.5 + 1.5 * rng.uniform01(), var = log_uniform(-1, 0);
+    if (stage.bn_regime == BnRegime::tiny_variance) var = log_uniform(-8, -2);
+    if (stage.bn_regime == BnRegime::large_gamma) {
+      gamma = log_uniform(1, 3);
+      var = log_uniform(-4, -2);
+    }
+    if (rng.chance(1, 8)) gamma = -gamma;
+    const float gamma32 = static_cast<float>(gamma), var32 = static_cast<float>(var);
+    const double kk = double(gamma32) / std::sqrt(double(var32) + double(stage.bn_eps));
+    const double g = std::exp2(-3.0 + 4.0 * rng.uniform01());
+    const double z_pivot = double(PivotPartialSum(conv, d.input, k) + bias[kk_index]) * sx * scales[kk_index];
+    int exponent = 0;
+    const double fraction = std::frexp(double(scales[kk_index]) * g / std::abs(kk), &exponent);
+    float sw = static_cast<float>(std::ldexp(std::round(std::ldexp(fraction, 16)), exponent - 16));
+    if (!(sw > 0.0f) || !std::isfinite(sw)) sw = scales[kk_index];
+    const double ratio = double(sw) / double(scales[kk_index]);  // c = ratio z (|kk| ratio ~ g)
+    scales[kk_index] = sw;
+    const double conv_range = range_codes * u.scale * ratio;  // the conv's real output span
+    const double slope = kk * ratio;                           // BN(c) = slope z + (beta - kk mean)
+    double mean = (2 * rng.uniform01() - 1) * conv_range;
+    double beta = 0;
+    conv.weight_scales(scales);
+    if (stage.bn_regime == BnRegime::large_mean) {
+      const double wanted = (rng.chance(1, 2) ? 1 : -1) * log_uniform(1, 3) * conv_range / (sx * sw);
+      conv.bias(bias);
+      const double room = double(std::numeric_limits<int32_t>::max()) - double(conv.accumulator_bound(k)) - 1.0;
+      const double shift = std::clamp(std::round(wanted), -0.9 * room, 0.9 * room);
+      bias[kk_index] = static_cast<int32_t>(bias[kk_index] + static_cast<int64_t>(shift));
+      mean = shift * sx * sw;
+      beta = (1 - slope) * z_pivot;
+    } else {
+      beta = kk * mean + (1 - slope) * z_pivot;
+    }
+    d.bn.gamma.push_back(gamma32);
+    d.bn.var.push_back(var32);
+    d.bn.mean.push_back(static_cast<float>(mean));
+    d.bn.beta.push_back(static_cast<float>(beta));
+  }
+  conv.weight_scales(std::move(scales));
+  conv.bias(std::move(bias));
+}
+
 }  // namespace
 
 PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Pattern& pattern,
                                 const Convention& convention, const RegionMix& mix, const ConvShapeLimits& limits) {
   TargetedDraw targeted = GenerateTargetedDraw(seed, case_stream, draw, convention, mix, limits);
-  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), {}, {}, {}, {}};
+  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), {}, {}, {}, {}, {}};
   CounterRng rng(seed, case_stream, draw, StreamPurpose::pattern);
   const ConvCase& conv = d.conv;
   if (const Stage* add = find_stage(pattern, StageKind::add)) {
@@ -514,6 +606,7 @@ PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t dr
       d.residual[static_cast<size_t>(k)] = AimResidual(rng, region, double(u.scale) * (code - u.zero_point), *add, act);
     }
   }
+  if (const Stage* bn = find_stage(pattern, StageKind::batchnorm)) AimBatchNorm(rng, *bn, convention, d);
   if (const Stage* fc = find_stage(pattern, StageKind::fully_connected)) {
     // The layer reads the producer's codes (through the activation in fc+act+fc): sized like GenerateConvCase.
     const QuantParams in = has_stage(pattern, StageKind::activation) ? convention.output.q : convention.intermediate.q;

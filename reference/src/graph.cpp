@@ -8,6 +8,8 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/batchnorm.h"
+#include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/stages.h"
 
 namespace fusediff::reference {
@@ -61,7 +63,46 @@ struct GraphReference::Impl {
   std::vector<int32_t> y_of;
   std::vector<RegionSet> regions_of;
   mutable std::optional<ActivationEvaluator> evaluator;  // f32 intermediate
+  // conv2d+batchnorm+act: the batchnorm stage, and conv2d+act over the folded conv (a fold reference).
+  const Stage* batchnorm = nullptr;
+  std::unique_ptr<GraphReference> folded;
+
+  std::vector<GraphElement> RunBatchNorm(const PatternDraw& draw) const;
 };
+
+// The unfolded graph (BatchNorm exactly, then u and the table), or the fold the stage's reference names, then the
+// folded conv through conv2d+act.
+std::vector<GraphElement> GraphReference::Impl::RunBatchNorm(const PatternDraw& draw) const {
+  const Stage& bn = *batchnorm;
+  const ConvCase& conv = draw.conv;
+  if (bn.bn_reference != BnReference::graph) {
+    BatchNormFold fold = bn.bn_fold;
+    if (bn.bn_reference == BnReference::exact_fold) fold.precision = FoldPrecision::exact;
+    const FoldedConv f = FoldBatchNorm(conv, draw.bn, bn.bn_eps, fold);
+    if (!f.refused.empty()) throw InputError("batchnorm reference (" + std::string(to_string(bn.bn_reference)) + "): " + f.refused);
+    PatternDraw folded_draw;
+    folded_draw.conv = f.conv;
+    folded_draw.input = draw.input;
+    return (*folded)(folded_draw);
+  }
+  validate(draw.bn, static_cast<size_t>(conv.output_channels()), bn.bn_eps, "pattern draw: batchnorm");
+  const std::vector<int64_t> acc = Conv2DAccumulators(conv, draw.input);
+  std::vector<GraphElement> out(acc.size());
+  const size_t channels = static_cast<size_t>(conv.output_channels());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const size_t k = i % channels;
+    const BatchNormCode code = BatchNormToCode(acc[i], conv.input_quant().scale, conv.weight_scales()[k], draw.bn.gamma[k],
+                                               draw.bn.beta[k], draw.bn.mean[k], draw.bn.var[k], bn.bn_eps, convention.intermediate);
+    GraphElement& e = out[i];
+    e.acc = acc[i];
+    e.regions = RoundingRegions(code.saturated, code.tie_distance);
+    const size_t index = static_cast<size_t>(code.u - qmin);
+    e.key_code = code.u;
+    e.regions |= regions_of[index];
+    e.y = y_of[index];
+  }
+  return out;
+}
 
 GraphReference::GraphReference(const Pattern& p, const Convention& c, const ActivationTable* activation_table,
                                double knee_scale)
@@ -79,6 +120,8 @@ GraphReference::GraphReference(const Pattern& p, const Convention& c, const Acti
   }
   if (!has_stage(p, StageKind::activation)) return;
   if (activation_table == nullptr) throw InputError("GraphReference: pattern " + pattern_name(p) + " needs its activation table");
+  g.batchnorm = find_stage(g.pattern, StageKind::batchnorm);
+  if (g.batchnorm) g.folded = std::make_unique<GraphReference>(Pattern{}, c, activation_table, knee_scale);
   g.table = activation_table;
   g.qmin = activation_convention(p, c).intermediate.q.type.qmin();
   g.y_of.resize(activation_table->size());
@@ -103,6 +146,7 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
   const Convention& c = g.convention;
   const ConvCase& conv = draw.conv;
 
+  if (g.batchnorm) return g.RunBatchNorm(draw);
   Tensor t;
   t.shape = PatternGeometry{conv.batch(), conv.output_height(), conv.output_width(), conv.output_channels()};
   const std::vector<int64_t> acc = Conv2DAccumulators(conv, draw.input);
@@ -119,7 +163,9 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
                                   " codes, the sum has " + std::to_string(t.e.size()) + " elements (no broadcast)");
     }
     for (size_t i = 0; i < t.e.size(); ++i) {
-      float v = F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]);
+      // Stored by the graph in its declared float format, if narrower (reference/float_formats.h).
+      float v = RoundToFormat(F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]),
+                              c.intermediate.stored);
       if (add) v = F32PostOpAdd(add->f32_add_rule, v, draw.residual[i], add->residual);
       const ActivationPoint point = (*g.evaluator)(v);
       t.e[i].y = point.y;
@@ -245,6 +291,7 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
         boundary = stage.out;
         break;
       }
+      case StageKind::batchnorm: throw std::logic_error("GraphReference: batchnorm is evaluated by RunBatchNorm");
     }
   }
   if (!keyed_by_activation_input(p)) {

@@ -156,6 +156,12 @@ void ReadPattern(const Field& f, CaseSpec& spec) {
         st.fc_outputs = stage["outputs"].i32();
         st.out = ReadQuant(stage["out"]);
         break;
+      case StageKind::batchnorm:
+        st.bn_eps = stage["eps"].float32();
+        st.bn_regime = Parse(stage["regime"], parse_bn_regime);
+        st.bn_fold = Parse(stage["fold"], parse_batchnorm_fold);
+        st.bn_reference = Parse(stage["reference"], parse_bn_reference);
+        break;
     }
   }
 }

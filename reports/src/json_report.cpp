@@ -80,6 +80,12 @@ ordered_json PatternToJson(const Pattern& p, Fusion fusion) {
         stage["outputs"] = s.fc_outputs;
         stage["out"] = QuantToJson(s.out);
         break;
+      case StageKind::batchnorm:
+        stage["eps"] = s.bn_eps;
+        stage["regime"] = std::string(to_string(s.bn_regime));
+        stage["fold"] = format_batchnorm_fold(s.bn_fold);
+        stage["reference"] = std::string(to_string(s.bn_reference));
+        break;
     }
     stages.push_back(std::move(stage));
   }

@@ -55,7 +55,7 @@ class InterruptScope {
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
       zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern,
-      known_defects, isa;
+      known_defects, isa, fold_precision, fold_formula, weight_quant, bn_regime, boundary_float;
   bool exhaustive = false;
   bool no_known_defects = false;
   bool verbose = false;
@@ -106,6 +106,20 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.mix.empty()) suite.mix = parse_region_mix(a.mix, "--mix");
   suite.exhaustive = a.exhaustive;
   if (!a.pattern.empty()) suite.pattern = a.pattern;
+  if (!a.fold_precision.empty()) suite.fold_precision = parse_fold_precision(a.fold_precision, "--fold-precision");
+  if (!a.fold_formula.empty()) suite.fold_formula = parse_fold_formula(a.fold_formula, "--fold-formula");
+  if (!a.weight_quant.empty()) suite.weight_quant = parse_weight_quant(a.weight_quant, "--weight-quant");
+  if (!a.bn_regime.empty()) suite.bn_regime = parse_bn_regime(a.bn_regime, "--bn-regime");
+  if (!a.boundary_float.empty()) {
+    suite.boundary_float = parse_float_boundary(a.boundary_float, "--boundary-float");
+    if (suite.boundary_float->format == FloatFormat::f32) {
+      throw InputError("--boundary-float: f32 is what oneDNN keeps; expected f16 or bf16 (with optional rules)");
+    }
+  }
+  if ((suite.fold_precision || suite.fold_formula || suite.weight_quant || suite.bn_regime) &&
+      a.pattern != "conv2d+batchnorm+act") {
+    throw InputError("--fold-precision, --fold-formula, --weight-quant and --bn-regime need --pattern conv2d+batchnorm+act");
+  }
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.csv.empty()) CheckOutputPath(a.csv, "--csv");
   if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
@@ -226,7 +240,17 @@ Command AddRunCommand(CLI::App& app) {
                 "No ledger: every library sample is judged (a known defect fails the run)");
   run->add_option("--pattern", a->pattern,
                   "Only this fusion pattern: conv2d+act, conv2d+add+act, conv2d+act+maxpool, conv2d+act+avgpool, "
-                  "fc+act, fc+fc, fc+act+fc (fusediff patterns --list)");
+                  "fc+act, fc+fc, fc+act+fc, conv2d+batchnorm+act (fusediff patterns --list)");
+  run->add_option("--fold-precision", a->fold_precision,
+                  "conv2d+batchnorm+act: only this fold precision: exact | f32 | f16 | bf16");
+  run->add_option("--fold-formula", a->fold_formula, "conv2d+batchnorm+act: fold formula pytorch | ort | tflite");
+  run->add_option("--weight-quant", a->weight_quant,
+                  "conv2d+batchnorm+act: only this folded-weight quantization: per_tensor | per_channel");
+  run->add_option("--boundary-float", a->boundary_float,
+                  "oneDNN cases: the graph stores the f32 intermediate as f16 | bf16[:rne|rtz][:inf|saturate]"
+                  "[:keep_subnormals|flush_subnormals][:nan_payload|nan_canonical|nan_canonical_positive]");
+  run->add_option("--bn-regime", a->bn_regime,
+                  "conv2d+batchnorm+act: only this BatchNorm regime: benign | tiny_variance | large_gamma | large_mean");
   run->add_option("--mix", a->mix,
                   "Regions conv draws aim at, relative weights: knee=W,saturation=W,quant_boundary=W,bulk=W "
                   "(default knee=1,saturation=1,quant_boundary=2,bulk=1; bulk=1 alone is uniform)");

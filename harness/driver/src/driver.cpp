@@ -18,6 +18,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
 #include "classify.h"
@@ -437,7 +438,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   uint64_t element = 0;
   if (key.explicit_conv) {
     const ExplicitConv& e = *key.explicit_conv;
-    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias};
+    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn};
     element = e.element;
   } else {
     const uint64_t stream = case_stream_id(spec);
@@ -490,8 +491,10 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
   const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
-    float v32 = reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
-                                                draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
+    float v32 = reference::RoundToFormat(
+        reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
+                                        draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
+        reference_conv.intermediate.stored);
     trace.f32_intermediate = true;
     // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
     char exact[192];

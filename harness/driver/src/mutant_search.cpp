@@ -38,7 +38,7 @@ uint64_t Median(std::vector<uint64_t> values) {
 
 namespace {
 PatternDraw DrawOf(const ExplicitConv& e) {
-  return PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias};
+  return PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn};
 }
 ExplicitConv ExplicitOf(PatternDraw d, uint64_t element) {
   ExplicitConv e;
@@ -48,6 +48,7 @@ ExplicitConv ExplicitOf(PatternDraw d, uint64_t element) {
   e.fc_weight_scales = std::move(d.fc_weight_scales);
   e.fc_weights = std::move(d.fc_weights);
   e.fc_bias = std::move(d.fc_bias);
+  e.bn = std::move(d.bn);
   e.element = element;
   return e;
 }
@@ -353,6 +354,13 @@ Counterexample SliceToElement(const Counterexample& c) {
 
 Counterexample Shrink(const Counterexample& failing) {
   Counterexample best = failing;
+  if (has_stage(failing.spec.pattern, StageKind::batchnorm)) {
+    // A fold reads every channel (per-tensor scales, the folded bias of each): the draw is kept whole.
+    const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);
+    best.y_reference = y_ref;
+    best.y_fused = y_fused;
+    return best;
+  }
   if (!is_conv_act(failing.spec.pattern)) {
     const Counterexample sliced = SliceToElement(failing);
     if (StillFails(sliced)) best = sliced;

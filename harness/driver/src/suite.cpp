@@ -212,6 +212,7 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
       {"fc+act+fc", {K::relu}},
   };
   std::vector<CaseSpec> cases;
+  if (only && *only == "conv2d+batchnorm+act") return BatchNormCases(options, false);
   for (const Variant& v : variants) {
     if (only && *only != v.pattern) continue;
     for (ActivationKind kind : v.activations) {
@@ -293,6 +294,66 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
       }
     }
   }
+  if (!only) {
+    for (CaseSpec& spec : BatchNormCases(options, true)) cases.push_back(std::move(spec));
+  }
+  return cases;
+}
+
+std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_suite) {
+  using K = ActivationKind;
+  std::vector<CaseSpec> cases;
+  const std::vector<K> activations = default_suite ? std::vector<K>{K::gelu_erf} : std::vector<K>{K::relu, K::gelu_erf, K::sigmoid};
+  const auto axis = [](auto given, auto all) {
+    using T = typename decltype(all)::value_type;
+    return given ? std::vector<T>{*given} : all;
+  };
+  const std::vector<FoldPrecision> precisions = axis(
+      options.fold_precision, std::vector<FoldPrecision>{FoldPrecision::exact, FoldPrecision::f32, FoldPrecision::f16, FoldPrecision::bf16});
+  const std::vector<WeightQuant> quants = axis(
+      options.weight_quant, default_suite ? std::vector<WeightQuant>{WeightQuant::per_channel}
+                                          : std::vector<WeightQuant>{WeightQuant::per_tensor, WeightQuant::per_channel});
+  const std::vector<BnRegime> regimes = axis(
+      options.bn_regime, default_suite ? std::vector<BnRegime>{BnRegime::tiny_variance}
+                                       : std::vector<BnRegime>{BnRegime::benign, BnRegime::tiny_variance,
+                                                               BnRegime::large_gamma, BnRegime::large_mean});
+  const std::vector<BnReference> references =
+      default_suite ? std::vector<BnReference>{BnReference::declared_fold}
+                    : std::vector<BnReference>{BnReference::declared_fold, BnReference::exact_fold, BnReference::graph};
+  for (K kind : activations) {
+    if (options.activation && *options.activation != kind) continue;
+    const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kTfliteDefaults);
+    for (FoldPrecision precision : precisions) {
+      for (WeightQuant quant : quants) {
+        for (BnRegime regime : regimes) {
+          for (BnReference reference : references) {
+            CaseSpec spec;
+            spec.mix = options.mix;
+            spec.source = SampleSource::conv;
+            spec.convention = c;
+            spec.pattern = parse_pattern_name("conv2d+batchnorm+act", "--pattern");
+            Stage& bn = spec.pattern.stages[0];
+            bn.bn_fold.precision = precision;
+            bn.bn_fold.formula = options.fold_formula.value_or(FoldFormula::pytorch);
+            bn.bn_fold.weight_quant = quant;
+            // A binary16 step beyond 65504 saturates (declared), so that large-gamma draws fold rather than refuse.
+            bn.bn_fold.overflow = FloatOverflow::saturate;
+            bn.bn_regime = regime;
+            bn.bn_reference = reference;
+            spec.fusion = Fusion::fold;
+            spec.table_kind = TableKind::lut;
+            spec.mutant = options.mutant;
+            spec.samples = options.samples;
+            spec.comparison = reference == BnReference::declared_fold ? Comparison::same_convention : Comparison::cross_convention;
+            spec.name = "conv2d+batchnorm+act." + std::string(to_string(kind)) + "." + std::string(to_string(precision)) +
+                        "." + std::string(to_string(bn.bn_fold.formula)) + "." + std::string(to_string(quant)) + "." +
+                        std::string(to_string(regime)) + "." + std::string(to_string(reference)) + ".fold";
+            cases.push_back(std::move(spec));
+          }
+        }
+      }
+    }
+  }
   return cases;
 }
 
@@ -318,6 +379,30 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
     spec.mutant = options.mutant;
     spec.samples = options.samples;
     spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." + k.label + ".conv";
+    specs.push_back(std::move(spec));
+  }
+  // The float intermediate: the graph computes v = fl32(fl32(acc) fl32(sx sw)) and stores it as binary16 / bfloat16
+  // (PyTorch's conversions) before the activation; oneDNN's post-op reads the binary32 value (cross-convention).
+  std::vector<FloatBoundary> stores;
+  if (options.boundary_float) stores.push_back(*options.boundary_float);
+  else if (kind == ActivationKind::gelu_erf && !options.backend) {  // the default suite only
+    stores = {pytorch_float_boundary(FloatFormat::f16), pytorch_float_boundary(FloatFormat::bf16)};
+  }
+  for (const FloatBoundary& stored : stores) {
+    CaseSpec spec;
+    spec.mix = options.mix;
+    spec.source = SampleSource::conv;
+    spec.convention = c;
+    spec.convention.intermediate.kind = IntermediateKind::f32;
+    spec.convention.requant = RequantVariant::f32_half_even;
+    spec.convention.intermediate.rounding = RoundingMode::half_to_even;
+    spec.convention.intermediate.stored = stored;
+    validate(spec.convention);
+    spec.backend = Backend::onednn;
+    spec.comparison = Comparison::cross_convention;
+    spec.mutant = options.mutant;
+    spec.samples = options.samples;
+    spec.name = std::string(to_string(kind)) + "." + std::string(to_string(stored.format)) + "_intermediate.onednn.cross.conv";
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -78,6 +78,7 @@ Convention declared_convention(const CaseSpec& spec) {
   Convention c = spec.convention;
   if (spec.backend == Backend::onednn) {
     c.intermediate.kind = IntermediateKind::f32;
+    c.intermediate.stored = FloatBoundary{};  // oneDNN's post-ops read the binary32 value
     c.requant = RequantVariant::f32_half_even;
     c.intermediate.rounding = RoundingMode::half_to_even;
   }
@@ -93,6 +94,15 @@ Convention reference_convention(const CaseSpec& spec) {
 void validate(const CaseSpec& spec) {
   validate(spec.convention);
   validate(spec.pattern, spec.convention);
+  if (const Stage* bn = find_stage(spec.pattern, StageKind::batchnorm)) {
+    // (a) is judged, (b) and (c) are measurements (model/batchnorm.h BnReference).
+    const bool same = bn->bn_reference == BnReference::declared_fold;
+    if (same != (spec.comparison == Comparison::same_convention)) {
+      throw InputError("comparison: a BatchNorm fold against reference " + std::string(to_string(bn->bn_reference)) +
+                       " is " + (same ? "same_convention" : "cross_convention") + ", not " +
+                       std::string(to_string(spec.comparison)));
+    }
+  }
   if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
       spec.fusion == Fusion::keep_all) {
     throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
@@ -143,6 +153,14 @@ std::string PatternFields(const Pattern& p, Fusion fusion, bool for_samples) {
       case StageKind::fully_connected:
         out += ";fc_out=" + format_quant_params(st.out) + ";fc_n=" + std::to_string(st.fc_outputs);
         break;
+      case StageKind::batchnorm:
+        // The fold and the reference are the fused path's and the comparison's: every comparison of one graph
+        // sees the same draws.
+        out += ";bn_eps=" + format_float32(st.bn_eps) + ";bn_regime=" + std::string(to_string(st.bn_regime));
+        if (!for_samples) {
+          out += ";bn_fold=" + format_batchnorm_fold(st.bn_fold) + ";bn_ref=" + std::string(to_string(st.bn_reference));
+        }
+        break;
     }
   }
   if (!for_samples && fusion != Fusion::keep_all) out += ";fusion=" + std::string(to_string(fusion));
@@ -160,6 +178,8 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   out += ";requant=" + std::string(to_string(c.requant));
   out += ";u=" + format_quant_params(c.intermediate.q);
   out += ";u_round=" + std::string(to_string(c.intermediate.rounding));
+  // Absent for an intermediate that is not stored in a narrower float: earlier keys hold.
+  if (!(c.intermediate.stored == FloatBoundary{})) out += ";u_store=" + format_float_boundary(c.intermediate.stored);
   out += ";y=" + format_quant_params(c.output.q);
   out += ";y_round=" + std::string(to_string(c.output.rounding));
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
@@ -289,6 +309,15 @@ std::string EncodeExplicit(const ExplicitConv& e) {
     out.append(";fw=").append(JoinCodes(std::vector<int32_t>(e.fc_weights.begin(), e.fc_weights.end())));
     out.append(";fb=").append(JoinCodes(e.fc_bias));
   }
+  if (!e.bn.gamma.empty()) {
+    const std::pair<const char*, const std::vector<float>*> tensors[] = {
+        {";bng=", &e.bn.gamma}, {";bnb=", &e.bn.beta}, {";bnm=", &e.bn.mean}, {";bnv=", &e.bn.var}};
+    for (const auto& [name, values] : tensors) {
+      std::string text;
+      for (float v : *values) text.append(text.empty() ? "" : ":").append(format_float32(v));
+      out.append(name).append(text);
+    }
+  }
   if (c.weight_range() == WeightRange::full) out += ";wrange=full";
   if (c.op() == ConvOp::conv_transpose2d) {
     out += ";op=conv_transpose2d;opad=" + std::to_string(c.output_padding_height()) + ":" +
@@ -341,6 +370,12 @@ void ParsePatternFields(CaseSpec& s, Take& take, Has& has) {
         st.out = parse_quant_params(take("fc_out"), "replay.fc_out", QuantParams{});
         st.fc_outputs = static_cast<int32_t>(parse_int(take("fc_n"), "replay.fc_n"));
         break;
+      case StageKind::batchnorm:
+        st.bn_eps = parse_float32(take("bn_eps"), "replay.bn_eps");
+        st.bn_regime = parse_bn_regime(take("bn_regime"), "replay.bn_regime");
+        st.bn_fold = parse_batchnorm_fold(take("bn_fold"), "replay.bn_fold");
+        st.bn_reference = parse_bn_reference(take("bn_ref"), "replay.bn_ref");
+        break;
     }
   }
 }
@@ -386,6 +421,10 @@ ReplayKey parse_replay(std::string_view text) {
   c.requant = parse_requant_variant(take("requant"), "replay.requant");
   c.intermediate.q = parse_quant_params(take("u"), "replay.u", QuantParams{});
   c.intermediate.rounding = parse_rounding_mode(take("u_round"), "replay.u_round");
+  if (fields.count("u_store")) {
+    c.intermediate.kind = IntermediateKind::f32;
+    c.intermediate.stored = parse_float_boundary(take("u_store"), "replay.u_store");
+  }
   c.output.q = parse_quant_params(take("y"), "replay.y", QuantParams{});
   c.output.rounding = parse_rounding_mode(take("y_round"), "replay.y_round");
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
@@ -462,6 +501,25 @@ ReplayKey parse_replay(std::string_view text) {
         e.fc_weights.push_back(static_cast<int8_t>(w));
       }
       for (int64_t b : SplitIntegers(take("fb"), "replay.fb")) e.fc_bias.push_back(static_cast<int32_t>(b));
+    }
+    if (fields.count("bng")) {
+      const std::pair<const char*, std::vector<float>*> tensors[] = {
+          {"bng", &e.bn.gamma}, {"bnb", &e.bn.beta}, {"bnm", &e.bn.mean}, {"bnv", &e.bn.var}};
+      for (const auto& [name, values] : tensors) {
+        const std::string text = take(name);
+        for (size_t begin = 0; begin <= text.size();) {
+          const size_t colon = text.find(':', begin);
+          values->push_back(parse_float32(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                                          std::string("replay.") + name + "[" + std::to_string(values->size()) + "]"));
+          if (colon == std::string::npos) break;
+          begin = colon + 1;
+        }
+      }
+    }
+    if (const Stage* bn = find_stage(s.pattern, StageKind::batchnorm)) {
+      validate(e.bn, static_cast<size_t>(e.conv.output_channels()), bn->bn_eps, "replay.bn");
+    } else if (!e.bn.gamma.empty()) {
+      throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
     }
     // The stages' tensors must fit the pattern and the conv: a replay string is user input.
     const size_t residual = has_stage(s.pattern, StageKind::add) ? e.conv.output_elements() : 0;

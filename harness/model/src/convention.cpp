@@ -61,6 +61,10 @@ void validate(const Convention& c) {
                      std::string(to_string(c.requant)) + ")");
   }
   if (c.intermediate.kind == IntermediateKind::quantized) validate(c.intermediate.q, "intermediate");
+  if (c.intermediate.kind != IntermediateKind::f32 && !(c.intermediate.stored == FloatBoundary{})) {
+    throw InputError("intermediate.stored: a float storage format (" + format_float_boundary(c.intermediate.stored) +
+                     ") applies to an f32 intermediate only");
+  }
   validate(c.output.q, "output");
   if (auto fixed = fixed_rounding(c.requant); fixed && *fixed != c.intermediate.rounding) {
     throw InputError("intermediate.rounding: " + std::string(to_string(c.intermediate.rounding)) +
@@ -114,7 +118,10 @@ std::string format_quant_params(const QuantParams& q) {
 
 std::string describe(const Convention& c) {
   const std::string u =
-      c.intermediate.kind == IntermediateKind::f32 ? std::string("f32") : format_quant_params(c.intermediate.q);
+      c.intermediate.kind == IntermediateKind::f32
+          ? (c.intermediate.stored == FloatBoundary{} ? std::string("f32")
+                                                      : "f32 stored as " + format_float_boundary(c.intermediate.stored))
+          : format_quant_params(c.intermediate.q);
   std::string s = std::string(to_string(c.requant)) + " u=" + u + " " +
                   std::string(to_string(c.intermediate.rounding)) + " -> " +
                   std::string(to_string(c.activation.kind));

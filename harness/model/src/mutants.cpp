@@ -68,6 +68,27 @@ constexpr MutantInfo kCatalog[] = {
     {Mutant::fold_across_activation, "fold-across-activation",
      "fc+act+fc folded into one layer (W = W2 W1, b = W2 b1 + b2, requantized per channel) across the activation",
      "pattern fc+act+fc with an activation that is not the identity over the first layer's range", false},
+    {Mutant::bn_drop_eps, "bn-drop-eps",
+     "the BatchNorm fold divides by sqrt(var) instead of sqrt(var + eps)",
+     "pattern conv2d+batchnorm+act folded; differs most where var is near or below eps", false},
+    {Mutant::bn_f16_for_f32, "bn-f16-for-f32",
+     "the BatchNorm fold computes every step in binary16 where binary32 is declared",
+     "pattern conv2d+batchnorm+act folded in f32", false},
+    {Mutant::bn_per_tensor_for_per_channel, "bn-per-tensor-for-per-channel",
+     "the folded weights get one scale max|w'|/127 for the whole tensor where one per channel is declared",
+     "pattern conv2d+batchnorm+act folded per channel, with channels of different max|w'|", false},
+    {Mutant::bn_bf16_truncate, "bn-bf16-truncate",
+     "the BatchNorm fold's bfloat16 steps truncate the binary32 result where round to nearest even is declared",
+     "pattern conv2d+batchnorm+act folded in bf16 with rne", false},
+    {Mutant::bn_f16_overflow_wraps, "bn-f16-overflow-wraps",
+     "the fold's binary16 conversion drops its overflow check: a value of 2^16 or more wraps through the exponent "
+     "field where saturation to 65504 is declared",
+     "pattern conv2d+batchnorm+act folded in f16 with saturate, where gamma / sqrt(var + eps) or a folded value reaches 2^16",
+     false},
+    {Mutant::bn_after_activation, "bn-after-activation",
+     "the fused path applies the activation to the unfolded conv's output (at the graph's u quantization) and "
+     "BatchNorm to the activation's output afterwards",
+     "pattern conv2d+batchnorm+act with a BatchNorm that is not the identity", false},
 };
 }  // namespace
 
@@ -100,6 +121,12 @@ bool is_pattern_mutant(Mutant m) {
     case Mutant::maxpool_before_activation:
     case Mutant::avgpool_truncate:
     case Mutant::fold_across_activation:
+    case Mutant::bn_drop_eps:
+    case Mutant::bn_f16_for_f32:
+    case Mutant::bn_per_tensor_for_per_channel:
+    case Mutant::bn_bf16_truncate:
+    case Mutant::bn_f16_overflow_wraps:
+    case Mutant::bn_after_activation:
       return true;
     default:
       return false;
@@ -119,6 +146,21 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
     case Mutant::maxpool_before_activation: return pattern == "conv2d+act+maxpool";
     case Mutant::avgpool_truncate: return avg != nullptr && avg->pool_rule == AvgPoolRule::tflite;
     case Mutant::fold_across_activation: return pattern == "fc+act+fc";
+    case Mutant::bn_drop_eps:
+    case Mutant::bn_f16_for_f32:
+    case Mutant::bn_per_tensor_for_per_channel:
+    case Mutant::bn_bf16_truncate:
+    case Mutant::bn_f16_overflow_wraps:
+    case Mutant::bn_after_activation: {
+      const Stage* bn = find_stage(spec.pattern, StageKind::batchnorm);
+      if (bn == nullptr || spec.fusion != Fusion::fold) return false;
+      const BatchNormFold& f = bn->bn_fold;
+      if (m == Mutant::bn_f16_for_f32) return f.precision == FoldPrecision::f32;
+      if (m == Mutant::bn_per_tensor_for_per_channel) return f.weight_quant == WeightQuant::per_channel;
+      if (m == Mutant::bn_bf16_truncate) return f.precision == FoldPrecision::bf16 && f.rounding == FloatRounding::nearest_even;
+      if (m == Mutant::bn_f16_overflow_wraps) return f.precision == FoldPrecision::f16 && f.overflow == FloatOverflow::saturate;
+      return true;
+    }
     default:
       // The conv+act mutants live in the conv+act fused kernel.
       if (!is_conv_act(spec.pattern)) return false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "fusediff/model/errors.h"
 
@@ -49,6 +50,7 @@ constexpr Fusion kKeepAll[] = {Fusion::keep_all};
 constexpr Fusion kAddFusions[] = {Fusion::keep_all, Fusion::add_in_accumulator};
 constexpr Fusion kPoolFusions[] = {Fusion::keep_all, Fusion::pool_first};
 constexpr Fusion kFoldFusions[] = {Fusion::keep_all, Fusion::fold};
+constexpr Fusion kBatchNormFusions[] = {Fusion::fold};
 
 constexpr PatternInfo kPatterns[] = {
     {"conv2d+act", "Act(Conv(x)): u rounded at its own scale, then the activation table", kKeepAll},
@@ -61,6 +63,10 @@ constexpr PatternInfo kPatterns[] = {
     {"fc+act", "Act(FC(x)): a fully connected layer with its own multiplier rule, then the activation", kKeepAll},
     {"fc+fc", "FC2(FC1(x)): the first layer's output rounded at its own scale, then the second layer", kFoldFusions},
     {"fc+act+fc", "FC2(Act(FC1(x))): a nonlinearity between the layers (folding is illegal)", kFoldFusions},
+    {"conv2d+batchnorm+act",
+     "Act(BN(Conv(x))): BatchNorm applied exactly to the conv's real output, quantized into u, then the activation; "
+     "the fused path folds BN into the conv by its declared fold (precision, formula, weight quantization)",
+     kBatchNormFusions},
 };
 
 }  // namespace
@@ -74,6 +80,7 @@ std::string_view to_string(StageKind k) {
     case StageKind::max_pool: return "maxpool";
     case StageKind::avg_pool: return "avgpool";
     case StageKind::fully_connected: return "fc";
+    case StageKind::batchnorm: return "batchnorm";
   }
   return "?";
 }
@@ -124,6 +131,7 @@ Pattern parse_pattern_name(std::string_view text, std::string_view field) {
         else if (part == "add") s.kind = StageKind::add;
         else if (part == "maxpool") s.kind = StageKind::max_pool;
         else if (part == "avgpool") s.kind = StageKind::avg_pool;
+        else if (part == "batchnorm") s.kind = StageKind::batchnorm;
         else s.kind = StageKind::fully_connected;
         p.stages.push_back(s);
       }
@@ -163,6 +171,12 @@ std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermedi
       case StageKind::fully_connected:
         part = "fc " + std::to_string(s.fc_outputs) + " outputs y2=" + format_quant_params(s.out);
         break;
+      case StageKind::batchnorm:
+        part = "batchnorm eps=" + format_float32(s.bn_eps) + " regime " + std::string(to_string(s.bn_regime));
+        if (fusion == Fusion::fold) {
+          part += " fold " + format_batchnorm_fold(s.bn_fold) + " reference " + std::string(to_string(s.bn_reference));
+        }
+        break;
     }
     if (!part.empty()) params += (params.empty() ? "" : "; ") + part;
   }
@@ -197,7 +211,8 @@ QuantParams final_output(const Pattern& p, const Convention& c) {
   for (const Stage& s : p.stages) {
     switch (s.kind) {
       case StageKind::activation: q = c.output.q; break;
-      case StageKind::max_pool: break;
+      case StageKind::max_pool:
+      case StageKind::batchnorm: break;  // batchnorm writes the producer's boundary u
       case StageKind::add:
       case StageKind::avg_pool:
       case StageKind::fully_connected: q = s.out; break;
@@ -256,6 +271,9 @@ void validate(const Pattern& p, const Convention& c) {
         validate(s.out, field + ".out");
         if (s.fc_outputs < 1 || s.fc_outputs > 64) throw InputError(field + ".outputs: expected 1 to 64");
         break;
+      case StageKind::batchnorm:
+        if (!(s.bn_eps > 0.0f) || !std::isfinite(s.bn_eps)) throw InputError(field + ".eps: expected a finite value > 0");
+        break;
     }
   }
 }
@@ -301,7 +319,7 @@ std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention&
       }
     }
   }
-  if (fusion == Fusion::fold && has_stage(p, StageKind::activation)) {
+  if (fusion == Fusion::fold && has_stage(p, StageKind::fully_connected) && has_stage(p, StageKind::activation)) {
     return "fold-linear-only: FC -> FC folds only without a nonlinearity between the layers";
   }
   return {};

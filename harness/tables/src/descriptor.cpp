@@ -134,6 +134,9 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
         break;
       }
       case StageKind::activation: break;
+      case StageKind::batchnorm:
+        fs.Fail("batchnorm", "no batchnorm stage: a fused-op descriptor cannot state a fold (measure it with "
+                "`fusediff run --pattern conv2d+batchnorm+act`)");
     }
   }
 }
@@ -297,6 +300,7 @@ std::string FormatDescriptor(const FusedOpDescriptor& d) {
           o["out"] = QuantToJson(st.out);
           o["input"] = d.facts.fc_input_flattened ? "flattened" : "strided";
           break;
+        case StageKind::batchnorm: break;  // never parsed (ParseStages refuses it)
       }
       pattern[std::string(to_string(st.kind))] = o;
     }

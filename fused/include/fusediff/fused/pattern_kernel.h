@@ -21,8 +21,11 @@ class PatternKernel {
   static std::unique_ptr<PatternKernel> Create(const CaseSpec& spec, std::string* unsupported_reason);
   ~PatternKernel();
 
-  // y: one code per element of the final tensor (pattern_output_geometry of draw.conv).
+  // y: one code per element of the final tensor (pattern_output_geometry of draw.conv). Throws std::runtime_error
+  // where TryRun refuses the draw.
   void Run(const PatternDraw& draw, std::span<int32_t> y) const;
+  // Run, or false with *rejected set where the declared rules refuse the draw (a BatchNorm fold that overflows).
+  bool TryRun(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) const;
 
  private:
   struct Impl;

@@ -29,6 +29,14 @@ struct SuiteOptions {
   RegionMix mix;             // what conv draws aim at (bulk only = uniform)
   bool exhaustive = false;   // add a thresholds case per convention (the sweep is always there)
   std::optional<std::string> pattern;  // only this pattern (model/pattern.h names); default: every pattern
+  // conv2d+batchnorm+act (docs/batchnorm.md): only these fold settings / regime (unset: the pattern's grid).
+  std::optional<FoldPrecision> fold_precision;
+  std::optional<FoldFormula> fold_formula;
+  std::optional<WeightQuant> weight_quant;
+  std::optional<BnRegime> bn_regime;
+  // oneDNN's float-intermediate measurement: the graph stores v in this format (f16 / bf16) where oneDNN keeps
+  // binary32 (unset: in the default suite one case per format, gelu_erf only).
+  std::optional<FloatBoundary> boundary_float;
 };
 
 // Every activation x {int8 intermediate with lut, int16 intermediate with lut_interp} x {conv, sweep}, reshaped
@@ -44,8 +52,15 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options);
 //   conv2d+act+avgpool: relu, gelu_erf, sigmoid x every pool rule kept; pooled first (tflite; cross-convention);
 //   fc+act:             relu, gelu_erf, sigmoid x both multiplier rules;
 //   fc+fc:              both multiplier rules, kept and folded (cross-convention);
-//   fc+act+fc:          relu, kept and folded across the activation (illegal: cross-convention).
+//   fc+act+fc:          relu, kept and folded across the activation (illegal: cross-convention);
+//   conv2d+batchnorm+act (BatchNormCases): in the default suite one declared fold per fold precision (gelu_erf,
+//                       pytorch formula, per channel, tiny variances: a verdict); alone, the grid below.
 // `only`: one pattern's cases. The activation option filters them.
+// conv2d+batchnorm+act, folded: relu, gelu_erf, sigmoid x fold precision {exact, f32, f16, bf16} x weight
+// quantization {per_tensor, per_channel} x regime {benign, tiny_variance, large_gamma, large_mean} x the three
+// references (declared_fold: a verdict; exact_fold and graph: cross-convention), pytorch formula; every option given
+// narrows its axis. `default_suite`: the four declared-fold cases of the default run only.
+std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_suite);
 std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<std::string> only);
 
 // oneDNN's three comparisons for one activation, on the same draws of the graph's convention (int8 intermediate,

@@ -65,6 +65,13 @@ enum class Mutant {
   maxpool_before_activation,
   avgpool_truncate,
   fold_across_activation,
+  // BatchNorm fold mutants (model/batchnorm.h): a conv2d+batchnorm+act fold that folds wrongly.
+  bn_drop_eps,
+  bn_f16_for_f32,
+  bn_per_tensor_for_per_channel,
+  bn_bf16_truncate,
+  bn_f16_overflow_wraps,
+  bn_after_activation,
 };
 
 // Where a case's samples come from.
@@ -162,6 +169,7 @@ struct ExplicitConv {
   std::vector<float> fc_weight_scales{};
   std::vector<int8_t> fc_weights{};
   std::vector<int32_t> fc_bias{};
+  BatchNormParams bn{};  // batchnorm: replay fields bng=, bnb=, bnm=, bnv= (one binary32 per output channel)
 };
 struct ReplayKey {
   uint64_t seed = 0;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "fusediff/model/activation.h"
+#include "fusediff/model/batchnorm.h"
 #include "fusediff/model/quant.h"
 
 namespace fusediff {
@@ -58,6 +59,9 @@ struct IntermediateSpec {
   IntermediateKind kind = IntermediateKind::quantized;
   QuantParams q;
   RoundingMode rounding = RoundingMode::half_away_from_zero;
+  // f32 intermediate only: the graph stores v in this format before the activation reads it (binary16 / bfloat16
+  // by the boundary's rules, model/batchnorm.h); f32: v as computed. A fused path that keeps binary32 declares f32.
+  FloatBoundary stored{};
   friend bool operator==(const IntermediateSpec&, const IntermediateSpec&) = default;
 };
 

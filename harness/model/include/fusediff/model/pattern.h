@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fusediff/model/batchnorm.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
 #include "fusediff/model/quant.h"
@@ -21,7 +22,10 @@ namespace fusediff {
 // 1x1 spatial conv over C input features: acc[n, k] = bias[k] + sum_c (x[n, c] - zx) * w[k, c].
 enum class Producer { conv2d, fully_connected };
 
-enum class StageKind { activation, add, max_pool, avg_pool, fully_connected };
+// batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output channel of the producer's real output
+// (acc sx sw[k], never rounded to a code in the graph), then quantized into the producer's boundary u by the
+// convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
+enum class StageKind { activation, add, max_pool, avg_pool, fully_connected, batchnorm };
 
 // How a quantized add of two tensors (a: the producer's u, b: the residual r) rounds into its output boundary s
 // (../shared/conventions.md §1, §4).
@@ -81,6 +85,11 @@ struct Stage {
   // requant variant). The activation's is Convention::output; a max pool's is its input's (it selects codes).
   QuantParams out;
   int32_t fc_outputs = 4;                        // fully_connected: its output features (1..64)
+  // batchnorm: the graph's eps; the fused path's declared fold; what the draws aim at; what the reference runs.
+  float bn_eps = 1e-5f;
+  BatchNormFold bn_fold;
+  BnRegime bn_regime = BnRegime::benign;
+  BnReference bn_reference = BnReference::declared_fold;
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
@@ -98,7 +107,8 @@ struct Pattern {
 //   add_in_accumulator: the residual added to the accumulator's real value, one rounding into s (u skipped);
 //   pool_first:         the pool applied to the activation's input codes, the activation after it;
 //   fold:               FC -> FC folded into one layer (W = W2 W1, b = W2 b1 + b2, requantized per channel), the
-//                       first layer's output boundary removed.
+//                       first layer's output boundary removed; conv -> batchnorm folded into the conv's weights and
+//                       bias by the stage's declared BatchNormFold (model/batchnorm.h).
 enum class Fusion { keep_all, add_in_accumulator, pool_first, fold };
 
 std::string_view to_string(Producer p);
@@ -112,7 +122,8 @@ AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field);
 MultiplierRule parse_multiplier_rule(std::string_view text, std::string_view field);
 Fusion parse_fusion(std::string_view text, std::string_view field);
 
-// "conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc".
+// "conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc",
+// "conv2d+batchnorm+act".
 std::string pattern_name(const Pattern& p);
 // The stages of a name, with default parameters (boundaries left for the suite to fill). Throws InputError
 // naming `field` and the known patterns.
@@ -192,6 +203,7 @@ struct PatternDraw {
   std::vector<float> fc_weight_scales;
   std::vector<int8_t> fc_weights;
   std::vector<int32_t> fc_bias;
+  BatchNormParams bn{};  // batchnorm: one entry per producer output channel
 };
 
 // The final tensor of a pattern over a producer of this shape (NHWC). A pool's output extent is
