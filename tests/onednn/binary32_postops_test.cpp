@@ -22,26 +22,18 @@
 #include "fusediff/model/tolerance.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
+#include "onednn_test_util.h"
 
 namespace fusediff {
 namespace {
 
+using test_support::OneDnnGraph;
+using test_support::kInt8;
+using test_support::kUint8;
+
 using fused::onednn::OneDnnKernel;
 
-const QuantType kUint8{ScalarType::uint8, false};
-const QuantType kInt8{ScalarType::int8, false};
 
-Convention OneDnnGraph(const Activation& a, QuantParams u, QuantParams y) {
-  Convention c;
-  c.activation = a;
-  c.requant = RequantVariant::f32_zero_point_first;
-  c.intermediate.q = u;
-  c.intermediate.rounding = RoundingMode::half_to_even;
-  c.output.q = y;
-  c.output.rounding = RoundingMode::half_to_even;
-  c.output.zero_point_order = ZeroPointOrder::before_rounding;
-  return c;
-}
 
 int32_t RoundAndSaturate(double t, const QuantType& type) {
   return static_cast<int32_t>(std::clamp(std::nearbyint(t), double(type.qmin()), double(type.qmax())));

@@ -15,24 +15,16 @@
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/graph.h"
 #include "fusediff/reference/stages.h"
+#include "onednn_test_util.h"
 
 namespace fusediff {
 namespace {
 
-const QuantType kUint8{ScalarType::uint8, false};
-const QuantType kInt8{ScalarType::int8, false};
+using test_support::OneDnnGraph;
+using test_support::kInt8;
+using test_support::kUint8;
 
-Convention OneDnnGraph(ActivationKind kind, QuantParams u, QuantParams y) {
-  Convention c;
-  c.activation = make_activation(kind);
-  c.requant = RequantVariant::f32_zero_point_first;
-  c.intermediate.q = u;
-  c.intermediate.rounding = RoundingMode::half_to_even;
-  c.output.q = y;
-  c.output.rounding = RoundingMode::half_to_even;
-  c.output.zero_point_order = ZeroPointOrder::before_rounding;
-  return c;
-}
+
 
 bool DispatchesToVnni() {
   const std::string isa = fused::onednn::EffectiveIsa();

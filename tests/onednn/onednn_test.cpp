@@ -15,28 +15,18 @@
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/tables/known_defects_file.h"
+#include "onednn_test_util.h"
 
 namespace fusediff {
 namespace {
 
+using test_support::OneDnnGraph;
+using test_support::kInt8;
+using test_support::kUint8;
+
 using fused::onednn::OneDnnKernel;
 
-// The graph's convention as oneDNN can express it: requant f32_zero_point_first, output half_to_even with the
-// zero point added before rounding.
-Convention OneDnnGraph(ActivationKind kind, QuantParams u, QuantParams y) {
-  Convention c;
-  c.activation = make_activation(kind);
-  c.requant = RequantVariant::f32_zero_point_first;
-  c.intermediate.q = u;
-  c.intermediate.rounding = RoundingMode::half_to_even;
-  c.output.q = y;
-  c.output.rounding = RoundingMode::half_to_even;
-  c.output.zero_point_order = ZeroPointOrder::before_rounding;
-  return c;
-}
 
-const QuantType kUint8{ScalarType::uint8, false};
-const QuantType kInt8{ScalarType::int8, false};
 
 // 1x1 Conv2D, one input and one output channel: acc = bias + (x - zx) * w.
 ConvCase OnePixel(float sx, int32_t zx, float sw, int8_t w, int32_t bias) {
