@@ -31,7 +31,7 @@ def measure(binary):
     output = child.stdout.read().decode()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - start
-    match = re.search(r"^(\d+) samples in", output, re.MULTILINE)
+    match = re.search(r"^(\d+) samples in [0-9.]+ s", output, re.MULTILINE)
     if not match or os.waitstatus_to_exitcode(status) not in (0, 1):
         sys.exit(f"onednn_throughput: {binary} failed:\n{output[-2000:]}")
     return int(match.group(1)), usage.ru_utime + usage.ru_stime, wall
