@@ -5,31 +5,14 @@
 #include <utility>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
 namespace {
-template <typename Enum, size_t N>
-using Names = std::array<std::pair<std::string_view, Enum>, N>;
-
-template <typename Enum, size_t N>
-Enum ParseNamed(std::string_view text, std::string_view field, std::string_view what, const Names<Enum, N>& names) {
-  std::string expected;
-  for (const auto& [name, value] : names) {
-    if (text == name) return value;
-    expected += (expected.empty() ? "" : ", ") + std::string(name);
-  }
-  throw InputError(std::string(field) + ": unknown " + std::string(what) + " '" + std::string(text) + "' (expected " +
-                   expected + ")");
-}
-
-template <typename Enum, size_t N>
-std::string_view NameOf(Enum value, const Names<Enum, N>& names) {
-  for (const auto& [name, v] : names) {
-    if (v == value) return name;
-  }
-  return "?";
-}
+using detail::Names;
+using detail::NameOf;
+using detail::ParseNamed;
 
 constexpr Names<FloatFormat, 3> kFormats{{{"f32", FloatFormat::f32}, {"f16", FloatFormat::f16}, {"bf16", FloatFormat::bf16}}};
 constexpr Names<FloatRounding, 2> kRoundings{{{"rne", FloatRounding::nearest_even}, {"rtz", FloatRounding::toward_zero}}};

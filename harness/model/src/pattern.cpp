@@ -5,21 +5,13 @@
 #include <cmath>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
 namespace {
-template <typename Enum, size_t N>
-Enum ParseNamed(std::string_view text, std::string_view field, std::string_view what,
-                const std::array<std::pair<std::string_view, Enum>, N>& names) {
-  std::string expected;
-  for (const auto& [name, value] : names) {
-    if (text == name) return value;
-    expected += (expected.empty() ? "" : ", ") + std::string(name);
-  }
-  throw InputError(std::string(field) + ": unknown " + std::string(what) + " '" + std::string(text) + "' (expected " +
-                   expected + ")");
-}
+using detail::NameOf;
+using detail::ParseNamed;
 
 constexpr std::array<std::pair<std::string_view, AddRule>, 8> kAddRules{{{"tflite", AddRule::tflite},
                                                                           {"onnx_spec", AddRule::onnx_spec},
@@ -37,14 +29,6 @@ constexpr std::array<std::pair<std::string_view, Fusion>, 4> kFusions{{{"keep_al
                                                                         {"add_in_accumulator", Fusion::add_in_accumulator},
                                                                         {"pool_first", Fusion::pool_first},
                                                                         {"fold", Fusion::fold}}};
-
-template <typename Enum, size_t N>
-std::string_view NameOf(Enum value, const std::array<std::pair<std::string_view, Enum>, N>& names) {
-  for (const auto& [name, v] : names) {
-    if (v == value) return name;
-  }
-  return "?";
-}
 
 constexpr Fusion kKeepAll[] = {Fusion::keep_all};
 constexpr Fusion kAddFusions[] = {Fusion::keep_all, Fusion::add_in_accumulator};
