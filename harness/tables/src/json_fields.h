@@ -59,6 +59,17 @@ class Fields {
     if (!j.is_string()) Fail(field, "expected a string, got " + TypeName(j));
     return j.get<std::string>();
   }
+  // A versioned file of entries: an object {"format": FORMAT, LIST: [...]} and nothing else; returns the array.
+  const json& FormattedList(const json& root, std::string_view what, std::string_view format,
+                            std::string_view list_field) const {
+    CheckObject(root, what, {"format", list_field});
+    if (const std::string found = String(root, "format"); found != format) {
+      Fail("format", "'" + found + "' (expected " + std::string(format) + ")");
+    }
+    const json& list = Required(root, list_field);
+    if (!list.is_array()) Fail(list_field, "expected an array of entries, got " + TypeName(list));
+    return list;
+  }
   bool Bool(const json& j, std::string_view field) const {
     if (!j.is_boolean()) Fail(field, "expected true or false, got " + TypeName(j));
     return j.get<bool>();

@@ -23,12 +23,7 @@ std::string NonEmpty(const Fields& f, const json& item, std::string_view field) 
 KnownDefectLedger ParseKnownDefects(std::string_view json_text, const std::string& file) {
   const json root = detail::ParseJson(json_text, file);
   const Fields top(file, "");
-  top.CheckObject(root, "a known-defect ledger", {"format", "defects"});
-  if (const std::string format = top.String(root, "format"); format != kKnownDefectsFormat) {
-    top.Fail("format", "'" + format + "' (expected " + kKnownDefectsFormat + ")");
-  }
-  const json& list = top.Required(root, "defects");
-  if (!list.is_array()) top.Fail("defects", "expected an array of entries, got " + detail::TypeName(list));
+  const json& list = top.FormattedList(root, "a known-defect ledger", kKnownDefectsFormat, "defects");
   KnownDefectLedger ledger;
   ledger.source = file;
   for (size_t i = 0; i < list.size(); ++i) {

@@ -17,12 +17,7 @@ inline constexpr const char* kToleranceFormat = "fusediff-tolerance/1";
 ToleranceSpec ParseToleranceSpec(std::string_view json_text, const std::string& file) {
   const json root = detail::ParseJson(json_text, file);
   const Fields top(file, "");
-  top.CheckObject(root, "a tolerance spec", {"format", "tolerances"});
-  if (const std::string format = top.String(root, "format"); format != kToleranceFormat) {
-    top.Fail("format", "'" + format + "' (expected " + kToleranceFormat + ")");
-  }
-  const json& list = top.Required(root, "tolerances");
-  if (!list.is_array()) top.Fail("tolerances", "expected an array of entries, got " + detail::TypeName(list));
+  const json& list = top.FormattedList(root, "a tolerance spec", kToleranceFormat, "tolerances");
   ToleranceSpec spec;
   for (size_t i = 0; i < list.size(); ++i) {
     const Fields f = top.Child("tolerances[" + std::to_string(i) + "]");
