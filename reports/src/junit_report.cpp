@@ -8,9 +8,7 @@
 
 namespace fusediff::reports {
 
-namespace {
-// XML attribute/text escaping; control characters other than tab/newline are not allowed in XML 1.0.
-std::string Xml(std::string_view s) {
+std::string XmlEscape(std::string_view s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
@@ -28,7 +26,6 @@ std::string Xml(std::string_view s) {
   }
   return out;
 }
-}  // namespace
 
 std::string ToJUnit(const RunResult& run) {
   size_t failures = 0, skipped = 0;
@@ -40,15 +37,15 @@ std::string ToJUnit(const RunResult& run) {
   out += fmt::format("<testsuites name=\"fusediff\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n",
                      run.cases.size(), failures, skipped);
   out += fmt::format("  <testsuite name=\"fusediff\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" timestamp=\"{}\">\n",
-                     run.cases.size(), failures, skipped, Xml(run.provenance.created));
+                     run.cases.size(), failures, skipped, XmlEscape(run.provenance.created));
   out += fmt::format("    <properties>\n      <property name=\"seed\" value=\"{}\"/>\n"
                      "      <property name=\"sample_set\" value=\"{}\"/>\n      <property name=\"shard\" value=\"{}/{}\"/>\n"
                      "      <property name=\"complete\" value=\"{}\"/>\n      <property name=\"tool\" value=\"{} {}\"/>\n"
                      "    </properties>\n",
                      run.seed, SampleSetId(run), run.shard_index, run.shard_count, run.complete ? "true" : "false",
-                     Xml(run.provenance.tool_version), Xml(run.provenance.git_commit));
+                     XmlEscape(run.provenance.tool_version), XmlEscape(run.provenance.git_commit));
   for (const CaseResult& c : run.cases) {
-    out += fmt::format("    <testcase classname=\"fusediff\" name=\"{}\" time=\"{:.3f}\"", Xml(c.spec.name), c.seconds);
+    out += fmt::format("    <testcase classname=\"fusediff\" name=\"{}\" time=\"{:.3f}\"", XmlEscape(c.spec.name), c.seconds);
     const ErrorStats& s = c.stats.overall;
     if (c.verdict == Verdict::pass && c.known_defects.empty()) {
       out += "/>\n";
@@ -60,8 +57,8 @@ std::string ToJUnit(const RunResult& run) {
       out += "      <properties>\n";
       std::string text;
       for (const KnownDefectTally& t : c.known_defects) {
-        out += fmt::format("        <property name=\"known_defect.{}\" value=\"{}\"/>\n", Xml(t.id),
-                           Xml(t.no_longer_reproduces()
+        out += fmt::format("        <property name=\"known_defect.{}\" value=\"{}\"/>\n", XmlEscape(t.id),
+                           XmlEscape(t.no_longer_reproduces()
                                    ? fmt::format("no longer reproduces ({} draws met its conditions)", t.draws)
                                    : fmt::format("{} samples explained, max |e| = {} LSB, in {} draws", t.stats.overall.count(),
                                                  t.stats.overall.max_abs(), t.draws)));
@@ -71,16 +68,16 @@ std::string ToJUnit(const RunResult& run) {
         }
       }
       out += "      </properties>\n";
-      if (!text.empty()) out += fmt::format("      <system-out>{}</system-out>\n", Xml(text));
+      if (!text.empty()) out += fmt::format("      <system-out>{}</system-out>\n", XmlEscape(text));
     }
     if (c.verdict == Verdict::pass || c.verdict == Verdict::known_defect) {
       // nothing more: the case passed, or its only differences are known defects
     } else if (c.verdict == Verdict::unsupported) {
-      out += fmt::format("      <skipped message=\"{}\"/>\n", Xml("unsupported: " + c.reason));
+      out += fmt::format("      <skipped message=\"{}\"/>\n", XmlEscape("unsupported: " + c.reason));
     } else if (c.verdict == Verdict::cross_convention) {
       // Measured, never judged: a skipped test case that carries the measurement.
       out += fmt::format("      <skipped message=\"{}\"/>\n",
-                         Xml(fmt::format("{}; exact {:.3f} %, max |e| = {} LSB", c.reason, 100.0 * s.exact_fraction(),
+                         XmlEscape(fmt::format("{}; exact {:.3f} %, max |e| = {} LSB", c.reason, 100.0 * s.exact_fraction(),
                                          s.max_abs())));
     } else {
       std::string message = fmt::format("{}; max |e| = {} LSB (tolerance {})", c.reason, s.max_abs(), c.tolerance.max_abs_lsb);
@@ -93,7 +90,7 @@ std::string ToJUnit(const RunResult& run) {
         body += fmt::format("e={:+d} sample {} u={} y_ref={} y_fused={}\n  fusediff replay '{}'\n", w.sample.error,
                             w.sample.sample, w.sample.u, w.sample.y_ref, w.sample.y_fused, w.replay);
       }
-      out += fmt::format("      <failure message=\"{}\" type=\"tolerance\">{}</failure>\n", Xml(message), Xml(body));
+      out += fmt::format("      <failure message=\"{}\" type=\"tolerance\">{}</failure>\n", XmlEscape(message), XmlEscape(body));
     }
     out += "    </testcase>\n";
   }

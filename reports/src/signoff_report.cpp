@@ -12,9 +12,7 @@
 
 namespace fusediff::reports {
 
-namespace {
-
-std::string Html(std::string_view s) {
+std::string HtmlEscape(std::string_view s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
@@ -28,6 +26,8 @@ std::string Html(std::string_view s) {
   }
   return out;
 }
+
+namespace {
 
 // Markdown table cells: pipes and newlines would break the row; backticks would break code spans.
 std::string MdCell(std::string_view s) {
@@ -167,11 +167,11 @@ std::string SvgOpen(const std::string& label) {
   return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"{0}\" height=\"{1}\" "
                      "viewBox=\"0 0 {0} {1}\" role=\"img\" aria-label=\"{2}\">"
                      "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#fff\"/>",
-                     kPlotWidth, kPlotHeight, Html(label));
+                     kPlotWidth, kPlotHeight, HtmlEscape(label));
 }
 
 std::string Text(double x, double y, const std::string& s, const char* anchor = "middle") {
-  return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>", x, y, anchor, Html(s));
+  return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>", x, y, anchor, HtmlEscape(s));
 }
 
 std::string Axes(const std::string& x_label, const std::string& y_label) {
@@ -181,7 +181,7 @@ std::string Axes(const std::string& x_label, const std::string& y_label) {
                      x0, y0, kPlotWidth - kRight, kTop) +
          Text((kLeft + kPlotWidth - kRight) / 2.0, kPlotHeight - 6, x_label) +
          fmt::format("<text x=\"12\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">{}</text>",
-                     (kTop + y0) / 2.0, (kTop + y0) / 2.0, Html(y_label));
+                     (kTop + y0) / 2.0, (kTop + y0) / 2.0, HtmlEscape(y_label));
 }
 
 // Signed-error histogram, log10(count) bars.
@@ -291,17 +291,17 @@ std::string RegionSvg(const CaseResult& c) {
 
 std::string HtmlTable(const std::vector<std::pair<std::string, std::string>>& rows) {
   std::string out = "<table class=\"kv\">";
-  for (const auto& [k, v] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>", Html(k), Html(v));
+  for (const auto& [k, v] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>", HtmlEscape(k), HtmlEscape(v));
   return out + "</table>\n";
 }
 
 std::string HtmlStatsTable(const CaseResult& c) {
   std::string out = "<table><tr>";
-  for (const char* h : kStatsHeader) out += fmt::format("<th>{}</th>", Html(h));
+  for (const char* h : kStatsHeader) out += fmt::format("<th>{}</th>", HtmlEscape(h));
   out += "</tr>";
   auto row = [&](const StatsRow& r) {
     out += "<tr>";
-    for (const std::string& cell : r.cells) out += fmt::format("<td>{}</td>", Html(cell));
+    for (const std::string& cell : r.cells) out += fmt::format("<td>{}</td>", HtmlEscape(cell));
     out += "</tr>";
   };
   row(StatsCells("all", c.stats.overall));
@@ -413,7 +413,7 @@ std::string CanonicalHtml(const RunResult& run) {
     std::string html = fmt::format("<h3>{}: {} codes</h3>\n", title, codes);
     if (list.empty()) return html;
     html += "<ul>";
-    for (const CodeRun& r : list) html += "<li>" + Html(RunRowText(r, k.rows)) + "</li>";
+    for (const CodeRun& r : list) html += "<li>" + HtmlEscape(RunRowText(r, k.rows)) + "</li>";
     return html + "</ul>\n";
   };
   out += runs(fmt::format("Worse than the canonical table by more than k = {}", k.slack).c_str(), k.worse, k.worse_codes);
@@ -457,7 +457,7 @@ std::string ToHtml(const RunResult& run) {
     const Evidence e = EvidenceOf(c);
     out += fmt::format("<tr><td style=\"text-align:left\"><a href=\"#{}\">{}</a></td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>"
                        "<td>{}</td><td>{:+.5f}</td><td>{:.5f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                       Anchor(c.spec.name), Html(c.spec.name), to_string(c.verdict), to_string(c.verdict),
+                       Anchor(c.spec.name), HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict),
                        e.kind.substr(0, e.kind.find(':')), s.count(), Percent(s.exact_fraction()), s.mean(), s.stddev(), s.p99(),
                        s.max_abs(), c.tolerance.max_abs_lsb);
   }
@@ -465,8 +465,8 @@ std::string ToHtml(const RunResult& run) {
 
   for (const CaseResult& c : run.cases) {
     out += fmt::format("<section id=\"{}\"><h2>{} — <span class=\"{}\">{}</span></h2>\n", Anchor(c.spec.name),
-                       Html(c.spec.name), to_string(c.verdict), to_string(c.verdict));
-    if (!c.reason.empty()) out += fmt::format("<p>{}</p>\n", Html(c.reason));
+                       HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict));
+    if (!c.reason.empty()) out += fmt::format("<p>{}</p>\n", HtmlEscape(c.reason));
     if (!c.complete) out += "<p class=\"fail\">This case was interrupted: its statistics cover part of its samples.</p>\n";
     out += "<h3>Convention</h3>\n" + HtmlTable(ConventionRows(c));
     if (const auto rows = ComparisonRows(c); !rows.empty()) out += "<h3>Comparison</h3>\n" + HtmlTable(rows);
@@ -495,9 +495,9 @@ std::string ToHtml(const RunResult& run) {
       for (const KnownDefectTally& t : c.known_defects) {
         out += fmt::format("<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                            "<td>{}</td><td style=\"text-align:left\"><code>{}</code></td></tr>",
-                           Html(t.id), t.no_longer_reproduces() ? "no longer reproduces" : "reproduces", t.draws, t.samples,
+                           HtmlEscape(t.id), t.no_longer_reproduces() ? "no longer reproduces" : "reproduces", t.draws, t.samples,
                            t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
-                           t.worst.empty() ? std::string("-") : Html("fusediff replay '" + t.worst.front().replay + "'"));
+                           t.worst.empty() ? std::string("-") : HtmlEscape("fusediff replay '" + t.worst.front().replay + "'"));
       }
       out += "</table>\n";
     }
@@ -510,7 +510,7 @@ std::string ToHtml(const RunResult& run) {
         out += fmt::format("<tr><td>{:+d}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                            "<td style=\"text-align:left\"><code>fusediff replay '{}'</code></td></tr>",
                            w.sample.error, w.sample.sample, w.sample.acc, w.sample.u, w.sample.y_ref, w.sample.y_fused,
-                           Html(w.replay));
+                           HtmlEscape(w.replay));
       }
       out += "</table>\n";
     }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fusediff/reports/reports.h"
+
 namespace fusediff::bisect {
 
 namespace {
@@ -41,20 +43,6 @@ nlohmann::ordered_json StepJson(const Step& s) {
   j["loss"] = s.loss;
   if (!s.verdict.empty()) j["verdict"] = s.verdict;
   return j;
-}
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
-    }
-  }
-  return out;
 }
 
 std::string NodesText(const Step& s) {
@@ -134,7 +122,7 @@ std::string ToJUnit(const BisectResult& r) {
   x += fmt::format("<testsuites><testsuite name=\"fusediff.bisect\" tests=\"{}\" failures=\"{}\">\n", one_on.size(),
                    failures);
   for (const Step* s : one_on) {
-    x += fmt::format("  <testcase classname=\"bisect\" name=\"{}\"", Escape(s->subject));
+    x += fmt::format("  <testcase classname=\"bisect\" name=\"{}\"", reports::XmlEscape(s->subject));
     if (s->verdict == "blacklist") {
       x += fmt::format("><failure message=\"max {:.6g} output units, loss {:.6g}\"/></testcase>\n", s->max_units,
                        s->loss);
@@ -167,14 +155,14 @@ std::string ToHtml(const BisectResult& r) {
                   "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
                   "padding:2px 8px;font-size:13px}th{background:#eee}.blacklist{background:#fdd}</style></head><body>";
   h += "<section id=\"bisect\"><h2>Which fusion moves the outputs</h2>";
-  h += "<p>" + Escape(r.model) + " on " + Escape(r.runtime_version) + "</p>";
+  h += "<p>" + reports::HtmlEscape(r.model) + " on " + reports::HtmlEscape(r.runtime_version) + "</p>";
   h += "<table><tr><th>transformer</th><th>fired</th><th>nodes changed</th><th>&Delta;acc (max, output units)</th>"
        "<th>&Delta;perf</th><th>loss</th><th>verdict</th></tr>";
   for (const Step* s : TableRows(r)) {
     h += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{}</td><td>{:.4g}</td><td>{}</td></tr>",
-                     s->verdict == "blacklist" ? " class=\"blacklist\"" : "", Escape(Label(*s)),
-                     s->fired ? "yes" : "no", Escape(NodesText(*s)), s->max_units, Escape(PerfText(*s)), s->loss,
-                     Escape(s->verdict));
+                     s->verdict == "blacklist" ? " class=\"blacklist\"" : "", reports::HtmlEscape(Label(*s)),
+                     s->fired ? "yes" : "no", reports::HtmlEscape(NodesText(*s)), s->max_units, reports::HtmlEscape(PerfText(*s)), s->loss,
+                     reports::HtmlEscape(s->verdict));
   }
   h += "</table>";
   // Delta acc (y) against time saved (x), one point per one-on step that fired.
@@ -201,11 +189,11 @@ std::string ToHtml(const BisectResult& r) {
     const double x = m + (s.time_saved - min_saved) / (max_saved - min_saved) * (w - m - 10);
     const double y = 10 + (1 - s.max_units / max_acc) * (ht - m - 10);
     h += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>", x, y,
-                     s.verdict == "blacklist" ? "#c00" : "#06c", Escape(s.subject));
-    h += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">{}</text>", x + 5, y - 4, Escape(s.subject));
+                     s.verdict == "blacklist" ? "#c00" : "#06c", reports::HtmlEscape(s.subject));
+    h += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">{}</text>", x + 5, y - 4, reports::HtmlEscape(s.subject));
   }
   h += "</svg>";
-  h += "<p>blacklist: <code>" + Escape(r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) +
+  h += "<p>blacklist: <code>" + reports::HtmlEscape(r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) +
        "</code></p></section></body></html>\n";
   return h;
 }

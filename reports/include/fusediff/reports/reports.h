@@ -96,6 +96,12 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose = f
 // Every stage of one replayed sample.
 std::string RenderReplay(const ReplayTrace& trace);
 
+// Text for XML attributes and content: & < > " ' as entities, newline and tab as character references, other
+// control characters (which XML 1.0 forbids) as '?'. JUnit writers use it.
+std::string XmlEscape(std::string_view s);
+// Text for HTML content and attribute values: & < > " ' as entities.
+std::string HtmlEscape(std::string_view s);
+
 // Writes `contents` to `path` atomically (temp file + fsync + rename). Throws std::runtime_error with the
 // path and errno text on failure; the target is then untouched.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
