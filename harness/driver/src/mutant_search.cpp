@@ -118,71 +118,76 @@ bool StillFails(const Counterexample& c) {
 
 // The failing output alone: its receptive field becomes the whole input (padding taps become zx codes, dilation
 // collapses), one output channel, stride 1. The accumulator is the same sum over the same (x, w) pairs.
-Counterexample ReceptiveField(const Counterexample& c) {
+// `all_channels` keeps every output channel at that position instead (a BatchNorm fold quantized per tensor reads
+// every channel's weights; SliceToElement has already cut them to the ones it needs).
+Counterexample ReceptiveField(const Counterexample& c, bool all_channels) {
   const ConvCase& conv = c.sample.conv;
   const ConvCase::OutputCoord at = conv.output_coord(c.sample.element);
-  Counterexample out = c;
-  if (conv.op() == ConvOp::conv_transpose2d) {
-    // The taps (ky, kx) that have a source pixel become a 1 x T conv2d over those pixels: same (x, w) pairs.
-    std::vector<int8_t> weights;
-    std::vector<int32_t> input;
-    int32_t taps = 0;
-    for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
-      const int32_t ty = at.oy + conv.padding_top() - ky * conv.dilation_height();
-      if (ty < 0 || ty % conv.stride_height() != 0 || ty / conv.stride_height() >= conv.input_height()) continue;
-      for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
-        const int32_t tx = at.ox + conv.padding_left() - kx * conv.dilation_width();
-        if (tx < 0 || tx % conv.stride_width() != 0 || tx / conv.stride_width() >= conv.input_width()) continue;
-        ++taps;
-        for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
-          input.push_back(c.sample.input[conv.input_index(at.n, ty / conv.stride_height(), tx / conv.stride_width(), ci)]);
-          weights.push_back(conv.weights()[conv.weight_index(at.k, ky, kx, ci)]);
-        }
-      }
-    }
-    if (taps == 0) {  // bias only: one tap holding the zero point (contributes 0)
-      taps = 1;
-      input.assign(conv.input_channels(), conv.input_quant().zero_point);
-      weights.assign(conv.input_channels(), 0);
-    }
-    out.sample.conv = ConvCase()
-                          .input_size(1, taps)
-                          .input_channels(conv.input_channels())
-                          .kernel_size(1, taps)
-                          .input_quant(conv.input_quant())
-                          .weight_scales({conv.weight_scales()[at.k]})
-                          .weights(std::move(weights))
-                          .bias({conv.bias()[at.k]});
-    out.sample.input = std::move(input);
-    out.sample.element = 0;
-    return out;
-  }
-  ConvCase& small = out.sample.conv;
-  small = ConvCase()
-              .batch(1)
-              .input_size(conv.kernel_height(), conv.kernel_width())
-              .input_channels(conv.input_channels())
-              .output_channels(1)
-              .kernel_size(conv.kernel_height(), conv.kernel_width())
-              .input_quant(conv.input_quant())
-              .weight_scales({conv.weight_scales()[at.k]})
-              .bias({conv.bias()[at.k]});
-  std::vector<int8_t> weights;
-  std::vector<int32_t> input;
+  std::vector<int32_t> channels;
+  for (int32_t k = all_channels ? 0 : at.k; k <= (all_channels ? conv.output_channels() - 1 : at.k); ++k) channels.push_back(k);
+  // The (ky, kx) taps that read a source pixel, and that pixel: every kernel tap for a Conv2D (outside the map it
+  // reads the zero point), the taps with a source pixel for a transposed convolution (which becomes a 1 x T conv2d).
+  struct Tap { int32_t ky, kx, iy, ix; };
+  std::vector<Tap> taps;
+  const bool transposed = conv.op() == ConvOp::conv_transpose2d;
   for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
-    const int32_t iy = at.oy * conv.stride_height() - conv.padding_top() + ky * conv.dilation_height();
     for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
-      const int32_t ix = at.ox * conv.stride_width() - conv.padding_left() + kx * conv.dilation_width();
-      const bool inside = iy >= 0 && iy < conv.input_height() && ix >= 0 && ix < conv.input_width();
-      for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
-        input.push_back(inside ? c.sample.input[conv.input_index(at.n, iy, ix, ci)] : conv.input_quant().zero_point);
-        weights.push_back(conv.weights()[conv.weight_index(at.k, ky, kx, ci)]);
+      if (!transposed) {
+        taps.push_back({ky, kx, at.oy * conv.stride_height() - conv.padding_top() + ky * conv.dilation_height(),
+                        at.ox * conv.stride_width() - conv.padding_left() + kx * conv.dilation_width()});
+        continue;
       }
+      const int32_t ty = at.oy + conv.padding_top() - ky * conv.dilation_height();
+      const int32_t tx = at.ox + conv.padding_left() - kx * conv.dilation_width();
+      if (ty < 0 || ty % conv.stride_height() != 0 || ty / conv.stride_height() >= conv.input_height()) continue;
+      if (tx < 0 || tx % conv.stride_width() != 0 || tx / conv.stride_width() >= conv.input_width()) continue;
+      taps.push_back({ky, kx, ty / conv.stride_height(), tx / conv.stride_width()});
     }
   }
-  small.weights(std::move(weights));
+  std::vector<int32_t> input;
+  for (const Tap& t : taps) {
+    const bool inside = t.iy >= 0 && t.iy < conv.input_height() && t.ix >= 0 && t.ix < conv.input_width();
+    for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+      input.push_back(inside ? c.sample.input[conv.input_index(at.n, t.iy, t.ix, ci)] : conv.input_quant().zero_point);
+    }
+  }
+  std::vector<int8_t> weights;
+  std::vector<float> scales;
+  std::vector<int32_t> bias;
+  BatchNormParams bn;
+  const bool has_bn = !c.sample.bn.gamma.empty();
+  for (int32_t k : channels) {
+    for (const Tap& t : taps) {
+      for (int32_t ci = 0; ci < conv.input_channels(); ++ci) weights.push_back(conv.weights()[conv.weight_index(k, t.ky, t.kx, ci)]);
+    }
+    if (taps.empty()) weights.insert(weights.end(), static_cast<size_t>(conv.input_channels()), int8_t{0});
+    const auto i = static_cast<size_t>(k);
+    scales.push_back(conv.weight_scales()[i]);
+    bias.push_back(conv.bias()[i]);
+    if (has_bn) {
+      bn.gamma.push_back(c.sample.bn.gamma[i]);
+      bn.beta.push_back(c.sample.bn.beta[i]);
+      bn.mean.push_back(c.sample.bn.mean[i]);
+      bn.var.push_back(c.sample.bn.var[i]);
+    }
+  }
+  if (taps.empty()) input.assign(static_cast<size_t>(conv.input_channels()), conv.input_quant().zero_point);  // bias only: one tap holding the zero point (contributes 0)
+  const int32_t rows = transposed ? 1 : conv.kernel_height();
+  const int32_t cols = transposed ? std::max<int32_t>(1, static_cast<int32_t>(taps.size())) : conv.kernel_width();
+  Counterexample out = c;
+  out.sample.conv = ConvCase()
+                        .batch(1)
+                        .input_size(rows, cols)
+                        .input_channels(conv.input_channels())
+                        .output_channels(static_cast<int32_t>(channels.size()))
+                        .kernel_size(rows, cols)
+                        .input_quant(conv.input_quant())
+                        .weight_scales(std::move(scales))
+                        .weights(std::move(weights))
+                        .bias(std::move(bias));
+  if (has_bn) out.sample.bn = std::move(bn);
   out.sample.input = std::move(input);
-  out.sample.element = 0;
+  out.sample.element = all_channels ? static_cast<uint64_t>(at.k) : 0;
   return out;
 }
 
@@ -308,7 +313,9 @@ std::optional<Counterexample> CropToWindow(const Counterexample& c) {
 // Batch n alone, and the one output channel (pools: the conv's channel k) or output feature (FC chains: the second
 // layer's j, the pattern's fc_outputs becoming 1) the failing element belongs to. The element's value is computed
 // from the same codes, so the failure stays unless the path depends on the others (then the slice is not kept).
-Counterexample SliceToElement(const Counterexample& c) {
+// `partner` >= 0 keeps a second conv output channel beside it: a per-tensor fold's scale is max|w'| over every
+// channel, so the channel that sets it has to stay for the failing channel's codes to stay.
+Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
   const ConvCase& conv = c.sample.conv;
   const PatternGeometry g = pattern_output_geometry(c.spec.pattern, conv);
   const uint64_t e = c.sample.element;
@@ -333,37 +340,62 @@ Counterexample SliceToElement(const Counterexample& c) {
     out.sample.element = 0;
     return out;
   }
-  // Output channel ch alone: its weights, scale and bias.
-  std::vector<int8_t> weights;
+  // Output channel ch alone (and the partner): their weights, scales and biases, BatchNorm parameters and residual.
+  std::vector<int32_t> keep{ch};
+  if (partner >= 0 && partner != ch) keep.push_back(partner);
+  std::sort(keep.begin(), keep.end());
   const size_t per_channel = conv.weight_elements() / static_cast<size_t>(conv.output_channels());
-  weights.assign(conv.weights().begin() + static_cast<ptrdiff_t>(per_channel) * ch,
-                 conv.weights().begin() + static_cast<ptrdiff_t>(per_channel) * (ch + 1));
-  small.output_channels(1).weights(std::move(weights)).weight_scales({conv.weight_scales()[static_cast<size_t>(ch)]})
-      .bias({conv.bias()[static_cast<size_t>(ch)]});
-  if (!c.sample.residual.empty()) {  // the residual has the producer's shape: its (n, ., ., ch) slice
+  std::vector<int8_t> weights;
+  std::vector<float> scales;
+  std::vector<int32_t> bias;
+  BatchNormParams bn;
+  const bool has_bn = !c.sample.bn.gamma.empty();
+  for (int32_t k : keep) {
+    const auto at = static_cast<size_t>(k);
+    weights.insert(weights.end(), conv.weights().begin() + static_cast<ptrdiff_t>(per_channel * at),
+                   conv.weights().begin() + static_cast<ptrdiff_t>(per_channel * (at + 1)));
+    scales.push_back(conv.weight_scales()[at]);
+    bias.push_back(conv.bias()[at]);
+    if (has_bn) {
+      bn.gamma.push_back(c.sample.bn.gamma[at]);
+      bn.beta.push_back(c.sample.bn.beta[at]);
+      bn.mean.push_back(c.sample.bn.mean[at]);
+      bn.var.push_back(c.sample.bn.var[at]);
+    }
+  }
+  const auto kept = static_cast<int32_t>(keep.size());
+  small.output_channels(kept).weights(std::move(weights)).weight_scales(std::move(scales)).bias(std::move(bias));
+  if (has_bn) out.sample.bn = std::move(bn);
+  if (!c.sample.residual.empty()) {  // the residual has the producer's shape: its (n, ., ., keep) slice
     out.sample.residual.clear();
     for (int32_t y = 0; y < conv.output_height(); ++y) {
       for (int32_t x = 0; x < conv.output_width(); ++x) {
-        out.sample.residual.push_back(c.sample.residual[conv.output_index(n, y, x, ch)]);
+        for (int32_t k : keep) out.sample.residual.push_back(c.sample.residual[conv.output_index(n, y, x, k)]);
       }
     }
   }
-  out.sample.element = within / static_cast<uint64_t>(g.channels);
+  const int32_t slot = static_cast<int32_t>(std::find(keep.begin(), keep.end(), ch) - keep.begin());
+  out.sample.element = within / static_cast<uint64_t>(g.channels) * static_cast<uint64_t>(kept) + static_cast<uint64_t>(slot);
   return out;
 }
 
 Counterexample Shrink(const Counterexample& failing) {
   Counterexample best = failing;
-  if (has_stage(failing.spec.pattern, StageKind::batchnorm)) {
-    // A fold reads every channel (per-tensor scales, the folded bias of each): the draw is kept whole.
-    const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);
-    best.y_reference = y_ref;
-    best.y_fused = y_fused;
-    return best;
-  }
+  const bool folded = has_stage(failing.spec.pattern, StageKind::batchnorm);
   if (!is_conv_act(failing.spec.pattern)) {
     const Counterexample sliced = SliceToElement(failing);
     if (StillFails(sliced)) best = sliced;
+    else if (folded) {
+      // A per-tensor fold's scale comes from the channel with the largest |w'|: the failing channel and that one.
+      const int32_t channels = failing.sample.conv.output_channels();
+      for (int32_t partner = 0; partner < channels; ++partner) {
+        const Counterexample pair = SliceToElement(failing, partner);
+        if (pair.sample.conv.output_channels() == 2 && StillFails(pair)) {
+          best = pair;
+          break;
+        }
+      }
+    }
     const bool elementwise = !has_stage(best.spec.pattern, StageKind::max_pool) &&
                              !has_stage(best.spec.pattern, StageKind::avg_pool) &&
                              !has_stage(best.spec.pattern, StageKind::fully_connected);
@@ -405,7 +437,7 @@ Counterexample Shrink(const Counterexample& failing) {
     }
     // An elementwise pattern shrinks like conv2d+act below, its residual reduced to the failing element's.
   }
-  Counterexample field = ReceptiveField(best);
+  Counterexample field = ReceptiveField(best, folded);
   if (!best.sample.residual.empty()) field.sample.residual = {best.sample.residual[best.sample.element]};
   if (StillFails(field)) best = field;
   else {  // a failure that is not local to one output: keep what we have
@@ -418,10 +450,12 @@ Counterexample Shrink(const Counterexample& failing) {
   while (progress) {
     progress = false;
     const ConvCase& conv = best.sample.conv;
+    // Last first (the order of earlier versions), then the others: a fold's rounding can keep the failure only
+    // for some of them.
     std::vector<std::optional<Counterexample>> candidates;
-    if (conv.input_channels() > 1) candidates.push_back(Drop(best, conv.input_channels() - 1, -1, -1));
-    if (conv.kernel_height() > 1) candidates.push_back(Drop(best, -1, conv.kernel_height() - 1, -1));
-    if (conv.kernel_width() > 1) candidates.push_back(Drop(best, -1, -1, conv.kernel_width() - 1));
+    for (int32_t ci = conv.input_channels() - 1; ci >= 0 && conv.input_channels() > 1; --ci) candidates.push_back(Drop(best, ci, -1, -1));
+    for (int32_t ky = conv.kernel_height() - 1; ky >= 0 && conv.kernel_height() > 1; --ky) candidates.push_back(Drop(best, -1, ky, -1));
+    for (int32_t kx = conv.kernel_width() - 1; kx >= 0 && conv.kernel_width() > 1; --kx) candidates.push_back(Drop(best, -1, -1, kx));
     for (const auto& candidate : candidates) {
       if (candidate && StillFails(*candidate)) {
         best = *candidate;
