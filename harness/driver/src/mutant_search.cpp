@@ -116,6 +116,27 @@ bool StillFails(const Counterexample& c) {
   return std::abs(int64_t{y_fused} - y_ref) > c.tolerance;
 }
 
+// Output channels `keep` of a draw's per-channel data: weight scales, conv biases, BatchNorm parameters (if any).
+struct ChannelData {
+  std::vector<float> scales;
+  std::vector<int32_t> bias;
+  BatchNormParams bn;
+};
+ChannelData ChannelsOf(const ExplicitConv& sample, const std::vector<int32_t>& keep) {
+  ChannelData d;
+  for (int32_t k : keep) {
+    const auto i = static_cast<size_t>(k);
+    d.scales.push_back(sample.conv.weight_scales()[i]);
+    d.bias.push_back(sample.conv.bias()[i]);
+    if (sample.bn.gamma.empty()) continue;
+    d.bn.gamma.push_back(sample.bn.gamma[i]);
+    d.bn.beta.push_back(sample.bn.beta[i]);
+    d.bn.mean.push_back(sample.bn.mean[i]);
+    d.bn.var.push_back(sample.bn.var[i]);
+  }
+  return d;
+}
+
 // The failing output alone: its receptive field becomes the whole input (padding taps become zx codes, dilation
 // collapses), one output channel, stride 1. The accumulator is the same sum over the same (x, w) pairs.
 // `all_channels` keeps every output channel at that position instead (a BatchNorm fold quantized per tensor reads
@@ -152,25 +173,13 @@ Counterexample ReceptiveField(const Counterexample& c, bool all_channels) {
     }
   }
   std::vector<int8_t> weights;
-  std::vector<float> scales;
-  std::vector<int32_t> bias;
-  BatchNormParams bn;
-  const bool has_bn = !c.sample.bn.gamma.empty();
   for (int32_t k : channels) {
     for (const Tap& t : taps) {
       for (int32_t ci = 0; ci < conv.input_channels(); ++ci) weights.push_back(conv.weights()[conv.weight_index(k, t.ky, t.kx, ci)]);
     }
     if (taps.empty()) weights.insert(weights.end(), static_cast<size_t>(conv.input_channels()), int8_t{0});
-    const auto i = static_cast<size_t>(k);
-    scales.push_back(conv.weight_scales()[i]);
-    bias.push_back(conv.bias()[i]);
-    if (has_bn) {
-      bn.gamma.push_back(c.sample.bn.gamma[i]);
-      bn.beta.push_back(c.sample.bn.beta[i]);
-      bn.mean.push_back(c.sample.bn.mean[i]);
-      bn.var.push_back(c.sample.bn.var[i]);
-    }
   }
+  ChannelData data = ChannelsOf(c.sample, channels);
   if (taps.empty()) input.assign(static_cast<size_t>(conv.input_channels()), conv.input_quant().zero_point);  // bias only: one tap holding the zero point (contributes 0)
   const int32_t rows = transposed ? 1 : conv.kernel_height();
   const int32_t cols = transposed ? std::max<int32_t>(1, static_cast<int32_t>(taps.size())) : conv.kernel_width();
@@ -182,10 +191,10 @@ Counterexample ReceptiveField(const Counterexample& c, bool all_channels) {
                         .output_channels(static_cast<int32_t>(channels.size()))
                         .kernel_size(rows, cols)
                         .input_quant(conv.input_quant())
-                        .weight_scales(std::move(scales))
+                        .weight_scales(std::move(data.scales))
                         .weights(std::move(weights))
-                        .bias(std::move(bias));
-  if (has_bn) out.sample.bn = std::move(bn);
+                        .bias(std::move(data.bias));
+  out.sample.bn = std::move(data.bn);
   out.sample.input = std::move(input);
   out.sample.element = all_channels ? static_cast<uint64_t>(at.k) : 0;
   return out;
@@ -346,26 +355,15 @@ Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
   std::sort(keep.begin(), keep.end());
   const size_t per_channel = conv.weight_elements() / static_cast<size_t>(conv.output_channels());
   std::vector<int8_t> weights;
-  std::vector<float> scales;
-  std::vector<int32_t> bias;
-  BatchNormParams bn;
-  const bool has_bn = !c.sample.bn.gamma.empty();
   for (int32_t k : keep) {
     const auto at = static_cast<size_t>(k);
     weights.insert(weights.end(), conv.weights().begin() + static_cast<ptrdiff_t>(per_channel * at),
                    conv.weights().begin() + static_cast<ptrdiff_t>(per_channel * (at + 1)));
-    scales.push_back(conv.weight_scales()[at]);
-    bias.push_back(conv.bias()[at]);
-    if (has_bn) {
-      bn.gamma.push_back(c.sample.bn.gamma[at]);
-      bn.beta.push_back(c.sample.bn.beta[at]);
-      bn.mean.push_back(c.sample.bn.mean[at]);
-      bn.var.push_back(c.sample.bn.var[at]);
-    }
   }
+  ChannelData data = ChannelsOf(c.sample, keep);
   const auto kept = static_cast<int32_t>(keep.size());
-  small.output_channels(kept).weights(std::move(weights)).weight_scales(std::move(scales)).bias(std::move(bias));
-  if (has_bn) out.sample.bn = std::move(bn);
+  small.output_channels(kept).weights(std::move(weights)).weight_scales(std::move(data.scales)).bias(std::move(data.bias));
+  out.sample.bn = std::move(data.bn);
   if (!c.sample.residual.empty()) {  // the residual has the producer's shape: its (n, ., ., keep) slice
     out.sample.residual.clear();
     for (int32_t y = 0; y < conv.output_height(); ++y) {
