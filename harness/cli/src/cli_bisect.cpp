@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -79,7 +80,10 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
     options.optimizers = &custom;
   }
   onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
-  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartNodeRuntime();
+  const auto start = std::chrono::steady_clock::now();
+  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
+  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double start_inside = runtime->ort_seconds();
   ScratchDir scratch(a.work_dir);
   options.input_paths = a.inputs;
   options.generate = a.generate;
@@ -90,7 +94,10 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   options.warmup = a.warmup;
   options.repeats = a.repeats;
   options.work_dir = scratch.path();
-  const bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
+  options.keep_optimized_models = !a.work_dir.empty();
+  bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
+  r.runtime_start_seconds = start_seconds;
+  r.runtime_start_inside_ort_seconds = start_inside;
   context.out << bisect::ToText(r);
   const Provenance provenance = driver::CurrentProvenance(JoinCommandLine(context.args));
   const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed};
@@ -130,7 +137,7 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
   o.seed = a.seed;
   o.power_of_two = a.scales == "pow2";
   std::unique_ptr<fused::ort::Runtime> runtime;
-  if (a.verify) runtime = fused::ort::StartNodeRuntime();
+  if (a.verify) runtime = fused::ort::StartRuntime();
   const bisect::ExportPlan plan = bisect::PlanPatternExports();
   bool all_pass = true;
   for (const auto& [pattern, kind] : plan.supported) {

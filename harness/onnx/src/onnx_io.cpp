@@ -202,8 +202,11 @@ Tensor Tensor::FromInt64(std::string name, std::vector<int64_t> dims, const std:
   return t;
 }
 
-ModelInfo ReadModel(const std::string& path) {
-  const std::string bytes = ReadBytes(path);
+std::string ReadModelBytes(const std::string& path) { return ReadBytes(path); }
+
+ModelInfo ReadModel(const std::string& path) { return ParseModel(ReadBytes(path), path); }
+
+ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
   if (m.graph().node_size() == 0) throw InputError(path + ": the graph has no nodes");

@@ -64,6 +64,10 @@ struct ModelInfo {
 
 // Throws InputError for a file that is missing, not an ONNX model, or uses a type fusediff does not support.
 ModelInfo ReadModel(const std::string& path);
+// The same from a model file's bytes (`path` names it in errors), and the bytes of a model file: a caller that reads
+// many saved models parses each distinct content once.
+ModelInfo ParseModel(const std::string& bytes, const std::string& path);
+std::string ReadModelBytes(const std::string& path);
 
 Tensor ReadTensorPb(const std::string& path);
 std::string SerializeTensorPb(const Tensor& t);  // the bytes of a .pb file (callers write them atomically)
