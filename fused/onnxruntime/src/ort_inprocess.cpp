@@ -54,7 +54,8 @@ class InProcessRuntime final : public Runtime {
       throw InputError(library + " (ONNX Runtime " + base->GetVersionString() + ") does not offer C API version " +
                        std::to_string(ORT_API_VERSION) + ": it is older than the header fusediff was built with");
     }
-    version_ = std::string("onnxruntime ") + base->GetVersionString() + " in process (" + library + ")";
+    version_ = std::string("onnxruntime ") + base->GetVersionString() + " (in process: " +
+               std::filesystem::path(library).filename().string() + " of onnxruntime-node)";
     // The environment is ONNX Runtime's own set-up (logging, the CPU provider's registries): its time counts inside.
     const auto start = Clock::now();
     Check(api_->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "fusediff", &env_), false);

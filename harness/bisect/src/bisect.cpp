@@ -145,17 +145,30 @@ std::map<std::pair<size_t, size_t>, double> Differences(const Outputs& baseline,
 
 bool Explains(const std::vector<std::map<std::pair<size_t, size_t>, double>>& singles,
               const std::map<std::pair<size_t, size_t>, double>& all_on) {
-  std::map<std::pair<size_t, size_t>, std::set<double>> union_values;
-  for (const auto& s : singles) {
-    for (const auto& [key, value] : s) union_values[key].insert(value);
-  }
-  for (const auto& [key, value] : all_on) {
-    const auto it = union_values.find(key);
-    if (it == union_values.end() || !it->second.count(value)) return false;
-  }
-  for (const auto& [key, values] : union_values) {
-    const auto it = all_on.find(key);
-    if (it == all_on.end() || values.size() != 1) return false;  // a single moves what all-on leaves, or disagrees
+  // The union, as (element, value) pairs in order without repeats: it explains all-on when it is all-on itself (every
+  // element moved by all-on moved by a single to the same value, every element a single moves moved by all-on, and
+  // no two singles disagreeing on an element).
+  size_t total = 0;
+  for (const auto& s : singles) total += s.size();
+  std::vector<std::pair<std::pair<size_t, size_t>, double>> union_values;
+  union_values.reserve(total);
+  for (const auto& s : singles) union_values.insert(union_values.end(), s.begin(), s.end());
+  auto bits = [](double v) {  // a total order on the values, NaN included
+    uint64_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  std::sort(union_values.begin(), union_values.end(), [&](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : bits(x.second) < bits(y.second);
+  });
+  union_values.erase(std::unique(union_values.begin(), union_values.end(),
+                                 [](const auto& x, const auto& y) { return x.first == y.first && Same(x.second, y.second); }),
+                     union_values.end());
+  if (union_values.size() != all_on.size()) return false;  // a single moves what all-on leaves, or two disagree
+  auto it = all_on.begin();
+  for (const auto& [key, value] : union_values) {
+    if (it->first != key || !Same(it->second, value)) return false;
+    ++it;
   }
   return true;
 }

@@ -17,11 +17,12 @@ namespace {
 std::string ReadBytes(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path + ": no such file");
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw InputError(path + ": cannot be read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw InputError(path + ": cannot be read");
+  return bytes;
 }
 
 bool IsSupported(int32_t t) { return t == 1 || t == 2 || t == 3 || t == 6 || t == 7; }
