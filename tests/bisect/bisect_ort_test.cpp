@@ -52,10 +52,13 @@ TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
     const char* pattern;
     ActivationKind kind;
   };
-  // Tolerance 0: relu, clip, add and max pool with power-of-two scales are exact in ORT's f32 graph.
+  // Tolerance 0: relu, clip, add, max and average pool, a second FC layer with power-of-two scales are exact in
+  // ORT's f32 graph; an average pool or a second layer after sigmoid or silu gets no tie allowance (tolerance 0).
   for (const Want& w : {Want{"conv2d+act", ActivationKind::relu}, Want{"conv2d+act", ActivationKind::relu6},
                         Want{"conv2d+add+act", ActivationKind::relu}, Want{"conv2d+act+maxpool", ActivationKind::relu},
-                        Want{"fc+act", ActivationKind::relu}}) {
+                        Want{"fc+act", ActivationKind::relu}, Want{"conv2d+act+avgpool", ActivationKind::relu},
+                        Want{"conv2d+act+avgpool", ActivationKind::sigmoid}, Want{"fc+fc", ActivationKind::relu},
+                        Want{"fc+act+fc", ActivationKind::relu6}, Want{"fc+act+fc", ActivationKind::silu}}) {
     const PatternExport e = BuildPatternExport(w.pattern, w.kind, {});
     const BaselineCheck c = VerifyBaseline(Runtime(), Write(dir / (e.stem + ".onnx"), e.model_bytes), e);
     EXPECT_EQ(c.differing, 0u) << e.name;

@@ -21,7 +21,7 @@ using onnx_io::Tensor;
 using Attr = onnx_io::ModelBuilder::Attribute;
 
 constexpr int32_t kChannels = 4, kOutChannels = 4, kHeight = 6, kWidth = 6, kKernel = 3;
-constexpr int32_t kFcBatch = 4, kFcIn = 16, kFcOut = 8;
+constexpr int32_t kFcBatch = 4, kFcIn = 16, kFcOut = 8, kFc2Out = 4;
 
 QuantParams Int8(float scale, int32_t zero_point) { return QuantParams{QuantType{ScalarType::int8}, scale, zero_point}; }
 
@@ -91,13 +91,21 @@ std::vector<float> NchwValues(const ConvCase& c, const std::vector<int32_t>& cod
 
 ExportPlan PlanPatternExports() {
   ExportPlan plan;
-  const std::vector<std::string> patterns = {"conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "fc+act"};
+  const std::vector<std::string> patterns = {"conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool",
+                                             "fc+act", "fc+act+fc"};
   const std::vector<ActivationKind> all = {
       ActivationKind::relu, ActivationKind::relu6, ActivationKind::leaky_relu, ActivationKind::hard_sigmoid,
       ActivationKind::hard_swish, ActivationKind::gelu_erf, ActivationKind::gelu_tanh, ActivationKind::sigmoid,
       ActivationKind::silu};
   for (const auto& p : patterns) {
     for (ActivationKind k : all) {
+      if (p == "fc+act+fc" && k == ActivationKind::gelu_erf) {
+        plan.unsupported.push_back(
+            "fc+act+fc.gelu_erf: not verifiable at tolerance 0: MLAS's Gelu returns exact ties where erf lies off them "
+            "by less than binary32 resolves (as in fc+act.gelu_erf), and through the second layer a one-code "
+            "difference is not attributable to one tie element (measured, seed 1: 4 of 16 outputs differ by 1)");
+        continue;
+      }
       if (Exportable(k)) {
         plan.supported.emplace_back(p, k);
       } else {
@@ -107,9 +115,7 @@ ExportPlan PlanPatternExports() {
       }
     }
   }
-  for (const char* p : {"conv2d+act+avgpool", "fc+fc", "fc+act+fc"}) {
-    plan.unsupported.push_back(std::string(p) + ": pattern not exported yet");
-  }
+  plan.supported.emplace_back("fc+fc", ActivationKind::relu);  // no activation: exported once, named "fc+fc"
   plan.unsupported.push_back("int16 boundaries: com.microsoft QuantizeLinear/DequantizeLinear not exported yet");
   return plan;
 }
@@ -117,14 +123,15 @@ ExportPlan PlanPatternExports() {
 PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind kind, const ExportOptions& o) {
   if (!Exportable(kind)) throw InputError("export-onnx: activation " + std::string(to_string(kind)) + " is unsupported");
   PatternExport e;
-  e.name = pattern_name + "." + std::string(to_string(kind));
+  e.pattern = parse_pattern_name(pattern_name, "pattern");
+  const bool act = has_stage(e.pattern, StageKind::activation);
+  e.name = act ? pattern_name + "." + std::string(to_string(kind)) : pattern_name;
   e.stem = e.name;
   std::replace(e.stem.begin(), e.stem.end(), '+', '_');
   std::replace(e.stem.begin(), e.stem.end(), '.', '_');
-  e.pattern = parse_pattern_name(pattern_name, "pattern");
   const bool fc = e.pattern.producer == Producer::fully_connected;
   const float factor = o.power_of_two ? 1.0f : 0.75f;
-  e.exact_activation = kind == ActivationKind::relu || kind == ActivationKind::relu6;
+  e.exact_activation = !act || kind == ActivationKind::relu || kind == ActivationKind::relu6;
 
   // Quantization: x int8 1/16; weights per channel 2^-6 or 2^-7; u int8 1/2 (zero point 3); y by activation.
   const QuantParams xq = Int8(0.0625f, 0);
@@ -173,6 +180,28 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
       s.out = Int8(factor * 1.0f, 1);
     }
     if (s.kind == StageKind::max_pool) s.window = PoolWindow{2, 2, 0};
+    if (s.kind == StageKind::avg_pool) {
+      // DQ -> AveragePool -> QuantizeLinear: the binary32 mean, then round(mean / so) half to even, + zo. That is the
+      // ort_qlinear rule (nearbyint(mean / so + zo)) wherever zo is even (adding an even integer keeps the parity
+      // of the neighbours of a tie) and mean / so + zo is exact in binary32 (power-of-two scales): so the pool's
+      // output keeps the activation's scale with an even zero point.
+      s.window = PoolWindow{2, 2, 0};
+      s.pool_rule = AvgPoolRule::ort_qlinear;
+      s.out = Int8(yq.scale, yq.zero_point % 2 == 0 ? yq.zero_point : yq.zero_point + 1);
+    }
+    if (s.kind == StageKind::fully_connected) {
+      s.fc_outputs = kFc2Out;
+      s.out = Int8(factor * 0.5f, 1);
+    }
+  }
+  const Stage* fc2 = find_stage(e.pattern, StageKind::fully_connected);
+  if (fc2 != nullptr) {  // the second layer's weights, per output 2^-9 or 2^-10, and int32 bias
+    e.draw.fc_weight_scales.resize(static_cast<size_t>(kFc2Out));
+    for (int32_t j = 0; j < kFc2Out; ++j) e.draw.fc_weight_scales[static_cast<size_t>(j)] = j % 2 == 0 ? 0.001953125f : 0.0009765625f;
+    e.draw.fc_weights.resize(static_cast<size_t>(kFc2Out) * kFcOut);
+    for (auto& v : e.draw.fc_weights) v = static_cast<int8_t>(rng.uniform_int(-127, 127));
+    e.draw.fc_bias.resize(static_cast<size_t>(kFc2Out));
+    for (auto& v : e.draw.fc_bias) v = static_cast<int32_t>(rng.uniform_int(-3000, 3000));
   }
   if (add != nullptr) {
     e.draw.residual.resize(conv.output_elements());
@@ -233,14 +262,41 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
     DQ(b, "s_q", "s_dq", add->out);
     act_in = "s_dq";
   }
-  AddActivation(b, kind, act_in, "act");
+  // The tail: [act -> Q(y)] [-> DQ -> MaxPool -> Q(y) | -> DQ -> AveragePool -> Q(p) | -> DQ -> Gemm(W2) -> Q(z)].
+  const Stage* avg = find_stage(e.pattern, StageKind::avg_pool);
   const bool pool = has_stage(e.pattern, StageKind::max_pool);
-  Q(b, "act", pool ? "y_q" : "y", yq);
+  const bool tail = pool || avg != nullptr || fc2 != nullptr;
+  std::string last = act_in;  // a float tensor
+  if (act) {
+    AddActivation(b, kind, act_in, "act");
+    Q(b, "act", tail ? "y_q" : "y", yq);
+    last = "y_dq";
+    if (tail) DQ(b, "y_q", "y_dq", yq);
+  }
   const PatternGeometry g = pattern_output_geometry(e.pattern, conv);
   if (pool) {
-    DQ(b, "y_q", "y_dq", yq);
-    b.AddNode("MaxPool", {"y_dq"}, {"pooled"}, {Attr::Ints("kernel_shape", {2, 2}), Attr::Ints("strides", {2, 2})});
+    b.AddNode("MaxPool", {last}, {"pooled"}, {Attr::Ints("kernel_shape", {2, 2}), Attr::Ints("strides", {2, 2})});
     Q(b, "pooled", "y", yq);
+  }
+  if (avg != nullptr) {
+    b.AddNode("AveragePool", {last}, {"pooled"}, {Attr::Ints("kernel_shape", {2, 2}), Attr::Ints("strides", {2, 2})});
+    Q(b, "pooled", "y", avg->out);
+  }
+  if (fc2 != nullptr) {
+    const QuantParams in_q = act ? yq : uq;  // what the second layer reads
+    b.AddInitializer(Tensor::FromCodes("w2_q", DType::int8, {kFc2Out, kFcOut},
+                                       std::vector<int32_t>(e.draw.fc_weights.begin(), e.draw.fc_weights.end())));
+    b.AddInitializer(Tensor::FromFloats("w2_scale", {kFc2Out}, e.draw.fc_weight_scales));
+    b.AddInitializer(Tensor::FromCodes("w2_zp", DType::int8, {kFc2Out}, std::vector<int32_t>(kFc2Out, 0)));
+    b.AddNode("DequantizeLinear", {"w2_q", "w2_scale", "w2_zp"}, {"w2_dq"}, {Attr::Int("axis", 0)});
+    std::vector<float> b2_scale(static_cast<size_t>(kFc2Out));
+    for (size_t j = 0; j < b2_scale.size(); ++j) b2_scale[j] = in_q.scale * e.draw.fc_weight_scales[j];  // exact: powers of two
+    b.AddInitializer(Tensor::FromCodes("b2_q", DType::int32, {kFc2Out}, e.draw.fc_bias));
+    b.AddInitializer(Tensor::FromFloats("b2_scale", {kFc2Out}, b2_scale));
+    b.AddInitializer(Tensor::FromCodes("b2_zp", DType::int32, {kFc2Out}, std::vector<int32_t>(kFc2Out, 0)));
+    b.AddNode("DequantizeLinear", {"b2_q", "b2_scale", "b2_zp"}, {"b2_dq"}, {Attr::Int("axis", 0)});
+    b.AddNode("Gemm", {act ? last : std::string("u_dq"), "w2_dq", "b2_dq"}, {"acc2"}, {Attr::Int("transB", 1)});
+    Q(b, "acc2", "y", fc2->out);
   }
   const std::vector<int64_t> ydims = fc ? std::vector<int64_t>{g.batch, g.channels}
                                         : std::vector<int64_t>{g.batch, g.channels, g.height, g.width};
@@ -280,7 +336,10 @@ BaselineCheck VerifyBaseline(fused::ort::Runtime& runtime, const std::string& mo
           // Near a tie: within the f32 error bound of ORT's activation (16 binary32 ulps of the rounded value
           // t = f(v)/sy, MLAS's approximations included) where the element's activation input is known, else the
           // reference's quant_boundary region (a max pool's window).
-          bool near_tie = (ref[nhwc].regions & region_bit(Region::quant_boundary)) != 0;
+          // An average pool's or a second layer's output carries the regions of all its inputs (4 taps, 8 features):
+          // no allowance there, tolerance 0.
+          const bool mixed = has_stage(e.pattern, StageKind::avg_pool) || has_stage(e.pattern, StageKind::fully_connected);
+          bool near_tie = !mixed && (ref[nhwc].regions & region_bit(Region::quant_boundary)) != 0;
           std::string where;
           if (keyed_by_activation_input(e.pattern)) {
             const reference::ActivationPoint& point = table.at(ref[nhwc].key_code);
