@@ -116,7 +116,8 @@ ExportPlan PlanPatternExports() {
     }
   }
   plan.supported.emplace_back("fc+fc", ActivationKind::relu);  // no activation: exported once, named "fc+fc"
-  plan.unsupported.push_back("int16 boundaries: com.microsoft QuantizeLinear/DequantizeLinear not exported yet");
+  plan.unsupported.push_back("int16 boundaries: com.microsoft QuantizeLinear/DequantizeLinear not exported yet "
+                             "(fusediff's ONNX I/O, onnx_io::DType, has no int16 tensor type)");
   return plan;
 }
 
