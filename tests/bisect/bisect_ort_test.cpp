@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,12 +54,12 @@ TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
     ActivationKind kind;
   };
   // Tolerance 0: relu, clip, add, max and average pool, a second FC layer with power-of-two scales are exact in
-  // ORT's f32 graph; an average pool or a second layer after sigmoid or silu gets no tie allowance (tolerance 0).
+  // ORT's f32 graph; an average pool or a second layer after sigmoid gets no tie allowance (tolerance 0).
   for (const Want& w : {Want{"conv2d+act", ActivationKind::relu}, Want{"conv2d+act", ActivationKind::relu6},
                         Want{"conv2d+add+act", ActivationKind::relu}, Want{"conv2d+act+maxpool", ActivationKind::relu},
                         Want{"fc+act", ActivationKind::relu}, Want{"conv2d+act+avgpool", ActivationKind::relu},
                         Want{"conv2d+act+avgpool", ActivationKind::sigmoid}, Want{"fc+fc", ActivationKind::relu},
-                        Want{"fc+act+fc", ActivationKind::relu6}, Want{"fc+act+fc", ActivationKind::silu}}) {
+                        Want{"fc+act+fc", ActivationKind::relu6}, Want{"fc+act+fc", ActivationKind::sigmoid}}) {
     const PatternExport e = BuildPatternExport(w.pattern, w.kind, {});
     const BaselineCheck c = VerifyBaseline(Runtime(), Write(dir / (e.stem + ".onnx"), e.model_bytes), e);
     EXPECT_EQ(c.differing, 0u) << e.name;
@@ -71,6 +72,40 @@ TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
   EXPECT_TRUE(c.pass);
   EXPECT_EQ(c.listed.size(), c.differing);
   EXPECT_EQ(c.allowed_near_tie, c.differing);
+}
+
+// int16 boundaries (u and y int16 through com.microsoft QuantizeLinear/DequantizeLinear): tolerance 0 for relu and
+// relu6, and ORT's outputs really are int16 codes beyond the int8 range.
+TEST(OrtBaseline, Int16ExportsEqualTheReference) {
+  const std::filesystem::path dir = Scratch("int16");
+  ExportOptions o;
+  o.int16 = true;
+  for (ActivationKind k : {ActivationKind::relu, ActivationKind::relu6, ActivationKind::sigmoid}) {
+    const PatternExport e = BuildPatternExport("conv2d+act", k, o);
+    EXPECT_EQ(e.name, "conv2d+act." + std::string(to_string(k)) + ".int16");
+    const std::string model = Write(dir / (e.stem + ".onnx"), e.model_bytes);
+    const onnx_io::ModelInfo info = onnx_io::ReadModel(model);
+    EXPECT_EQ(info.node_counts.at("com.microsoft.QuantizeLinear"), 2);  // u and y
+    ASSERT_TRUE(info.output_quant[0].has_value());
+    EXPECT_EQ(info.output_quant[0]->type, onnx_io::DType::int16);
+    const BaselineCheck c = VerifyBaseline(Runtime(), model, e);
+    EXPECT_TRUE(c.pass) << e.name;
+    if (k != ActivationKind::sigmoid) {
+      EXPECT_EQ(c.differing, 0u) << e.name;
+    }
+    fused::ort::SessionSpec spec;
+    spec.model = model;
+    spec.level = "disabled";
+    const auto h = Runtime().Create(spec);
+    const std::vector<onnx_io::Tensor> out = Runtime().Run(h, e.inputs);
+    Runtime().Release(h);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].type, onnx_io::DType::int16);
+    double widest = 0;
+    for (size_t i = 0; i < out[0].elements(); ++i) widest = std::max(widest, std::fabs(out[0].value(i)));
+    EXPECT_GT(widest, 127) << e.name;
+  }
+  EXPECT_THROW(BuildPatternExport("fc+act", ActivationKind::relu, o), InputError);
 }
 
 TEST(OrtBisect, TwoIndependentCausesEscapeLeaveOneOutAndOneOnFindsBoth) {

@@ -223,6 +223,8 @@ TEST(Export, ModelsReadBackWithTheirQuantization) {
   EXPECT_TRUE(supported("conv2d+act+avgpool", ActivationKind::gelu_erf));
   EXPECT_TRUE(supported("fc+act+fc", ActivationKind::sigmoid));
   EXPECT_FALSE(supported("fc+act+fc", ActivationKind::gelu_erf));  // listed with the measured reason
+  EXPECT_FALSE(supported("fc+act+fc", ActivationKind::silu));
+  EXPECT_EQ(plan.supported_int16.size(), 5u);  // conv2d+act with each exported activation
 }
 
 }  // namespace

@@ -237,11 +237,12 @@ class InProcessRuntime final : public Runtime {
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: t.type = onnx_io::DType::float32; break;
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: t.type = onnx_io::DType::uint8; break;
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: t.type = onnx_io::DType::int8; break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: t.type = onnx_io::DType::int16; break;
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: t.type = onnx_io::DType::int32; break;
       case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: t.type = onnx_io::DType::int64; break;
       default:
         throw InputError("ONNX Runtime output " + name + ": element type " + std::to_string(static_cast<int>(type)) +
-                         " is not one fusediff reads (float32, uint8, int8, int32, int64)");
+                         " is not one fusediff reads (float32, uint8, int8, int16, int32, int64)");
     }
     void* data = nullptr;
     Check(api_->GetTensorMutableData(value, &data), false);

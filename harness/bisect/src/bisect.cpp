@@ -249,6 +249,7 @@ class Session {
       case onnx_io::DType::float32: return AppendAs<float>(t, out);
       case onnx_io::DType::uint8: return AppendAs<uint8_t>(t, out);
       case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
+      case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
       case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
       case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
     }

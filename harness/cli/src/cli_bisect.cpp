@@ -140,8 +140,8 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
   if (a.verify) runtime = fused::ort::StartRuntime();
   const bisect::ExportPlan plan = bisect::PlanPatternExports();
   bool all_pass = true;
-  for (const auto& [pattern, kind] : plan.supported) {
-    const bisect::PatternExport e = bisect::BuildPatternExport(pattern, kind, o);
+  auto export_pattern = [&](const std::string& pattern, ActivationKind kind, const bisect::ExportOptions& options) {
+    const bisect::PatternExport e = bisect::BuildPatternExport(pattern, kind, options);
     const std::filesystem::path dir = std::filesystem::path(a.out_dir) / e.stem;
     std::filesystem::create_directories(dir);
     const std::string model = (dir / "model.onnx").string();
@@ -156,7 +156,11 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
       for (const std::string& l : check.listed) line += "\n    " + l;
     }
     context.out << line << "\n";
-  }
+  };
+  for (const auto& [pattern, kind] : plan.supported) export_pattern(pattern, kind, o);
+  bisect::ExportOptions wide = o;
+  wide.int16 = true;
+  for (const auto& [pattern, kind] : plan.supported_int16) export_pattern(pattern, kind, wide);
   for (bool qdq : {true, false}) {
     const bisect::ModelExport m = bisect::BuildResNet(qdq, o);
     const std::filesystem::path dir = std::filesystem::path(a.out_dir) / m.stem;

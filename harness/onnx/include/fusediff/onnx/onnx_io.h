@@ -13,7 +13,7 @@
 namespace fusediff::onnx_io {
 
 // The element types fusediff reads and writes (ONNX TensorProto.DataType values).
-enum class DType : int32_t { float32 = 1, uint8 = 2, int8 = 3, int32 = 6, int64 = 7 };
+enum class DType : int32_t { float32 = 1, uint8 = 2, int8 = 3, int16 = 5, int32 = 6, int64 = 7 };
 std::string to_string(DType t);         // "float32", "uint8", ... (ONNX Runtime's JS names)
 DType parse_dtype(const std::string& text, const std::string& field);
 size_t element_size(DType t);
