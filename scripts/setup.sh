@@ -56,3 +56,13 @@ if [[ ! -f "$runner/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxr
   echo "setup: npm ci --ignore-scripts in $runner" >&2
   (cd "$runner" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+# ONNX Runtime's C API header for fusediff's in-process runtime (the library stays onnxruntime-node's): Debian has no
+# onnxruntime package and onnxruntime-node ships no header, so it comes from the registry package that carries ONNX
+# Runtime's own iOS framework (MIT, Microsoft), pinned by fused/onnxruntime/capi/package-lock.json (about 400 MB).
+# Configure (cmake) after this: the build finds the header there.
+capi="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/fused/onnxruntime/capi"
+if [[ -z "$(find "$capi/node_modules" -name onnxruntime_c_api.h -print -quit 2>/dev/null)" ]] ||
+   ! (cd "$capi" && npm ls --omit=dev >/dev/null 2>&1); then
+  echo "setup: npm ci --ignore-scripts in $capi" >&2
+  (cd "$capi" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+fi

@@ -5,9 +5,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <utility>
 
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/bisect/export.h"
@@ -30,7 +34,7 @@ std::string Write(const std::filesystem::path& path, const std::string& bytes) {
 }
 
 fused::ort::Runtime& Runtime() {
-  static const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartNodeRuntime();
+  static const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
   return *runtime;
 }
 
@@ -49,10 +53,13 @@ TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
     const char* pattern;
     ActivationKind kind;
   };
-  // Tolerance 0: relu, clip, add and max pool with power-of-two scales are exact in ORT's f32 graph.
+  // Tolerance 0: relu, clip, add, max and average pool, a second FC layer with power-of-two scales are exact in
+  // ORT's f32 graph; an average pool or a second layer after sigmoid gets no tie allowance (tolerance 0).
   for (const Want& w : {Want{"conv2d+act", ActivationKind::relu}, Want{"conv2d+act", ActivationKind::relu6},
                         Want{"conv2d+add+act", ActivationKind::relu}, Want{"conv2d+act+maxpool", ActivationKind::relu},
-                        Want{"fc+act", ActivationKind::relu}}) {
+                        Want{"fc+act", ActivationKind::relu}, Want{"conv2d+act+avgpool", ActivationKind::relu},
+                        Want{"conv2d+act+avgpool", ActivationKind::sigmoid}, Want{"fc+fc", ActivationKind::relu},
+                        Want{"fc+act+fc", ActivationKind::relu6}, Want{"fc+act+fc", ActivationKind::sigmoid}}) {
     const PatternExport e = BuildPatternExport(w.pattern, w.kind, {});
     const BaselineCheck c = VerifyBaseline(Runtime(), Write(dir / (e.stem + ".onnx"), e.model_bytes), e);
     EXPECT_EQ(c.differing, 0u) << e.name;
@@ -65,6 +72,40 @@ TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
   EXPECT_TRUE(c.pass);
   EXPECT_EQ(c.listed.size(), c.differing);
   EXPECT_EQ(c.allowed_near_tie, c.differing);
+}
+
+// int16 boundaries (u and y int16 through com.microsoft QuantizeLinear/DequantizeLinear): tolerance 0 for relu and
+// relu6, and ORT's outputs really are int16 codes beyond the int8 range.
+TEST(OrtBaseline, Int16ExportsEqualTheReference) {
+  const std::filesystem::path dir = Scratch("int16");
+  ExportOptions o;
+  o.int16 = true;
+  for (ActivationKind k : {ActivationKind::relu, ActivationKind::relu6, ActivationKind::sigmoid}) {
+    const PatternExport e = BuildPatternExport("conv2d+act", k, o);
+    EXPECT_EQ(e.name, "conv2d+act." + std::string(to_string(k)) + ".int16");
+    const std::string model = Write(dir / (e.stem + ".onnx"), e.model_bytes);
+    const onnx_io::ModelInfo info = onnx_io::ReadModel(model);
+    EXPECT_EQ(info.node_counts.at("com.microsoft.QuantizeLinear"), 2);  // u and y
+    ASSERT_TRUE(info.output_quant[0].has_value());
+    EXPECT_EQ(info.output_quant[0]->type, onnx_io::DType::int16);
+    const BaselineCheck c = VerifyBaseline(Runtime(), model, e);
+    EXPECT_TRUE(c.pass) << e.name;
+    if (k != ActivationKind::sigmoid) {
+      EXPECT_EQ(c.differing, 0u) << e.name;
+    }
+    fused::ort::SessionSpec spec;
+    spec.model = model;
+    spec.level = "disabled";
+    const auto h = Runtime().Create(spec);
+    const std::vector<onnx_io::Tensor> out = Runtime().Run(h, e.inputs);
+    Runtime().Release(h);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].type, onnx_io::DType::int16);
+    double widest = 0;
+    for (size_t i = 0; i < out[0].elements(); ++i) widest = std::max(widest, std::fabs(out[0].value(i)));
+    EXPECT_GT(widest, 127) << e.name;
+  }
+  EXPECT_THROW(BuildPatternExport("fc+act", ActivationKind::relu, o), InputError);
 }
 
 TEST(OrtBisect, TwoIndependentCausesEscapeLeaveOneOutAndOneOnFindsBoth) {
@@ -141,6 +182,80 @@ TEST(OrtBisect, AStaleListIsRefused) {
     EXPECT_NE(std::string(e.what()).find("stale"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("QLinearAveragePool"), std::string::npos) << e.what();
   }
+}
+
+// The in-process runtime (the default) and the Node runner drive the same library: the same outputs, bit for bit, and
+// the same saved optimized models, on every step kind's session.
+TEST(OrtRuntime, InProcessAndNodeRunnerAgree) {
+  ASSERT_TRUE(fused::ort::HaveInProcessRuntime()) << "built without the C API header: run scripts/setup.sh";
+  const std::filesystem::path dir = Scratch("agree");
+  const ModelExport m = BuildTwinCauses({});
+  const std::string model = Write(dir / "twin.onnx", m.model_bytes);
+  const onnx_io::ModelInfo info = onnx_io::ReadModel(model);
+  const std::vector<InputSet> sets = GenerateInputs(info, 1, 7);
+  std::vector<std::vector<onnx_io::Tensor>> feeds;
+  for (const InputSet& s : sets) feeds.push_back(s.feeds);
+  const std::unique_ptr<fused::ort::Runtime> in_process = fused::ort::StartInProcessRuntime();
+  const std::unique_ptr<fused::ort::Runtime> node = fused::ort::StartNodeRuntime();
+  EXPECT_NE(in_process->version().find("in process"), std::string::npos) << in_process->version();
+  EXPECT_NE(node->version().find("onnxruntime-node"), std::string::npos) << node->version();
+  for (const auto& [level, disabled] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"disabled", {}}, {"all", {}}, {"all", {"QDQSelectorActionTransformer"}}, {"all", PinnedOptimizers().names()}}) {
+    fused::ort::SessionSpec spec;
+    spec.model = model;
+    spec.level = level;
+    spec.disabled = disabled;
+    spec.optimized_model = (dir / "a.onnx").string();
+    const auto a = in_process->Evaluate(spec, feeds, 0, 1, 2);
+    const uint64_t a_digest = onnx_io::ReadModel(spec.optimized_model).graph_digest;
+    spec.optimized_model = (dir / "b.onnx").string();
+    const auto b = node->Evaluate(spec, feeds, 0, 1, 2);
+    EXPECT_EQ(a_digest, onnx_io::ReadModel(spec.optimized_model).graph_digest) << level << " " << disabled.size();
+    ASSERT_EQ(a.results.size(), sets.size());
+    ASSERT_EQ(b.results.size(), sets.size());
+    for (size_t k = 0; k < sets.size(); ++k) {
+      ASSERT_EQ(a.results[k].size(), b.results[k].size());
+      for (size_t o = 0; o < a.results[k].size(); ++o) {
+        EXPECT_EQ(a.results[k][o].name, b.results[k][o].name);
+        EXPECT_EQ(a.results[k][o].dims, b.results[k][o].dims);
+        EXPECT_TRUE(a.results[k][o].bytes == b.results[k][o].bytes) << level << " set " << k << " output " << o;
+      }
+    }
+    EXPECT_EQ(a.ms.size(), 2u);
+    EXPECT_EQ(b.ms.size(), 2u);
+  }
+  EXPECT_GT(in_process->ort_seconds(), 0);
+}
+
+// Without a work folder to keep, every session overwrites one saved model; the results are those of one file per
+// session.
+TEST(OrtBisect, OneScratchFileGivesTheSameResults) {
+  const std::filesystem::path dir = Scratch("onefile");
+  const std::string model = Write(dir / "fc.onnx", BuildPatternExport("fc+act", ActivationKind::relu, {}).model_bytes);
+  BisectOptions kept = Quick(dir / "kept");
+  BisectOptions one = Quick(dir / "one");
+  one.keep_optimized_models = false;
+  const BisectResult a = Bisect(Runtime(), model, kept);
+  const BisectResult b = Bisect(Runtime(), model, one);
+  size_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(one.work_dir)) files += f.is_regular_file();
+  EXPECT_EQ(files, 1u);
+  EXPECT_GT(std::distance(std::filesystem::directory_iterator(kept.work_dir), std::filesystem::directory_iterator()),
+            100);
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    EXPECT_EQ(a.steps[i].kind + a.steps[i].subject, b.steps[i].kind + b.steps[i].subject);
+    EXPECT_EQ(a.steps[i].fired, b.steps[i].fired) << a.steps[i].kind << " " << a.steps[i].subject;
+    EXPECT_EQ(a.steps[i].node_delta, b.steps[i].node_delta) << a.steps[i].kind << " " << a.steps[i].subject;
+    EXPECT_EQ(a.steps[i].max_units, b.steps[i].max_units);
+  }
+  EXPECT_EQ(a.blacklist, b.blacklist);
+}
+
+TEST(OrtRuntime, StartingTheRuntimeTurnsTelemetryOff) {
+  Runtime();
+  const char* v = std::getenv("ORT_DISABLE_TELEMETRY");
+  ASSERT_NE(v, nullptr);  // "1" unless the environment set it before
 }
 
 int Cli(const std::vector<std::string>& args, std::string& err) {

@@ -2,6 +2,7 @@
 // ONNX/NumPy files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -198,6 +199,32 @@ TEST(Export, ModelsReadBackWithTheirQuantization) {
   EXPECT_EQ(BuildPatternExport("conv2d+add+act", ActivationKind::relu, {}).model_bytes, e.model_bytes);
   EXPECT_THROW(BuildPatternExport("conv2d+act", ActivationKind::tanh, {}), InputError);
   EXPECT_FALSE(PlanPatternExports().unsupported.empty());
+  // The average pool and the FC chains: DQ -> AveragePool -> Q into an even zero point (where ort_qlinear is ONNX's
+  // QuantizeLinear), and a second Gemm over the first layer's (or the activation's) codes.
+  const PatternExport avg = BuildPatternExport("conv2d+act+avgpool", ActivationKind::relu, {});
+  EXPECT_EQ(avg.name, "conv2d+act+avgpool.relu");
+  const Stage* pool = find_stage(avg.pattern, StageKind::avg_pool);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->pool_rule, AvgPoolRule::ort_qlinear);
+  EXPECT_EQ(pool->out.zero_point % 2, 0);
+  std::ofstream(dir / "avg.onnx", std::ios::binary) << avg.model_bytes;
+  EXPECT_EQ(onnx_io::ReadModel((dir / "avg.onnx").string()).node_counts.at("AveragePool"), 1);
+  const PatternExport chain = BuildPatternExport("fc+fc", ActivationKind::relu, {});
+  EXPECT_EQ(chain.name, "fc+fc");  // no activation stage: no activation in the name
+  EXPECT_EQ(chain.draw.fc_weights.size(), chain.draw.fc_bias.size() * 8);
+  std::ofstream(dir / "fcfc.onnx", std::ios::binary) << chain.model_bytes;
+  const onnx_io::ModelInfo fcfc = onnx_io::ReadModel((dir / "fcfc.onnx").string());
+  EXPECT_EQ(fcfc.node_counts.at("Gemm"), 2);
+  EXPECT_EQ(fcfc.outputs[0].dims, (std::vector<int64_t>{4, 4}));
+  const ExportPlan plan = PlanPatternExports();
+  auto supported = [&](const std::string& p, ActivationKind k) {
+    return std::find(plan.supported.begin(), plan.supported.end(), std::make_pair(p, k)) != plan.supported.end();
+  };
+  EXPECT_TRUE(supported("conv2d+act+avgpool", ActivationKind::gelu_erf));
+  EXPECT_TRUE(supported("fc+act+fc", ActivationKind::sigmoid));
+  EXPECT_FALSE(supported("fc+act+fc", ActivationKind::gelu_erf));  // listed with the measured reason
+  EXPECT_FALSE(supported("fc+act+fc", ActivationKind::silu));
+  EXPECT_EQ(plan.supported_int16.size(), 5u);  // conv2d+act with each exported activation
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 //   {"op":"create","model":PATH,"level":"disabled|basic|extended|layout|all","config":{KEY:VALUE},
 //    "optimized":PATH|null}                               -> {"session":ID,"inputs":[...],"outputs":[...]}
 //   {"op":"run","session":ID,"feeds":[TENSOR]}           -> {"outputs":[TENSOR]}
-//   {"op":"run_all","session":ID,"sets":[[TENSOR]]}      -> {"results":[[TENSOR]]}
 //   {"op":"evaluate", create's fields, "sets":[[TENSOR]], "throwaway":N, "warmup":W, "repeats":R}
 //                                                        -> {"inputs","outputs","results","ms" (when R > 0)}
 //   {"op":"time","session":ID,"feeds":[TENSOR],"warmup":W,"repeats":R} -> {"ms":[...]}
@@ -108,17 +107,6 @@ async function handle(req) {
         await handle({ op: 'release', session: created.session });
       }
       return answer;
-    }
-    case 'run_all': {  // every input set in one request: one round trip per session, not one per set
-      const session = sessions.get(req.session);
-      if (!session) throw new Error('no session ' + req.session);
-      const results = [];
-      for (const set of req.sets) {
-        const feeds = feedsOf(set);
-        const result = await inOrt(() => session.run(feeds));
-        results.push(session.outputNames.map((n) => fromOrt(n, result[n])));
-      }
-      return { results };
     }
     case 'time': {
       const session = sessions.get(req.session);

@@ -176,27 +176,6 @@ class NodeRuntime final : public Runtime {
     return TensorsOf(Call(req, /*input_error=*/true).at("outputs"));
   }
 
-  std::vector<std::vector<onnx_io::Tensor>> RunAll(const SessionHandle& s,
-                                                   const std::vector<std::vector<onnx_io::Tensor>>& sets) override {
-    nlohmann::json req = {{"op", "run_all"}, {"session", s.id}, {"sets", nlohmann::json::array()}};
-    for (const auto& feeds : sets) {
-      nlohmann::json set = nlohmann::json::array();
-      for (const auto& t : feeds) set.push_back(TensorJson(t));
-      req["sets"].push_back(std::move(set));
-    }
-    std::vector<std::vector<onnx_io::Tensor>> out;
-    for (const auto& result : Call(req, /*input_error=*/true).at("results")) out.push_back(TensorsOf(result));
-    return out;
-  }
-
-  std::vector<double> Time(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds, int warmup,
-                           int repeats) override {
-    nlohmann::json req = {{"op", "time"}, {"session", s.id}, {"warmup", warmup}, {"repeats", repeats},
-                          {"feeds", nlohmann::json::array()}};
-    for (const auto& t : feeds) req["feeds"].push_back(TensorJson(t));
-    return Call(req).at("ms").get<std::vector<double>>();
-  }
-
   void Release(const SessionHandle& s) override { Call({{"op", "release"}, {"session", s.id}}); }
   double ort_seconds() const override { return ort_ms_ / 1000.0; }
 
@@ -243,15 +222,38 @@ std::string RunnerDirectory() {
   return FUSEDIFF_ORT_RUNNER_DIR;
 }
 
+std::string LibraryPath() {
+  return (std::filesystem::path(RunnerDirectory()) / "node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1")
+      .string();
+}
+
+void DisableTelemetry() {
+  // ONNX Runtime 1.30 records telemetry events by default; on Linux it persists them in an SQLite database under
+  // ~/.cache/Microsoft/DeveloperTools/.onnxruntime (growing by every session, fsync'ed at session creation and at
+  // exit: measured 0.1-0.2 s of a bisect). A test harness records nothing in the user's home. ORT reads the switch
+  // from the environment at start; a value the user set stays.
+  ::setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
+}
+
+std::unique_ptr<Runtime> StartRuntime() {
+  const char* which = std::getenv("FUSEDIFF_ORT_RUNTIME");
+  const std::string choice = which != nullptr ? which : "";
+  if (choice == "node") return StartNodeRuntime();
+  if (!choice.empty() && choice != "in-process") {
+    throw InputError("FUSEDIFF_ORT_RUNTIME: expected in-process or node, got '" + choice + "'");
+  }
+  return HaveInProcessRuntime() ? StartInProcessRuntime() : StartNodeRuntime();
+}
+
 std::unique_ptr<Runtime> StartNodeRuntime() {
   const std::filesystem::path dir = RunnerDirectory();
-  const std::filesystem::path library =
-      dir / "node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1";
+  const std::filesystem::path library = LibraryPath();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(dir / "runner.js", ec) || !std::filesystem::is_regular_file(library, ec)) {
     throw InputError("ONNX Runtime is not installed: " + library.string() +
                      " is missing; run `bash scripts/setup.sh` (npm ci --ignore-scripts in " + dir.string() + ")");
   }
+  DisableTelemetry();  // the runner inherits the environment
   const char* node = std::getenv("FUSEDIFF_NODE");
   ::signal(SIGPIPE, SIG_IGN);  // a runner that died is reported by the failed write, not by a signal
   return std::make_unique<NodeRuntime>(node != nullptr && *node != '\0' ? node : "node", (dir / "runner.js").string());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -144,17 +145,30 @@ std::map<std::pair<size_t, size_t>, double> Differences(const Outputs& baseline,
 
 bool Explains(const std::vector<std::map<std::pair<size_t, size_t>, double>>& singles,
               const std::map<std::pair<size_t, size_t>, double>& all_on) {
-  std::map<std::pair<size_t, size_t>, std::set<double>> union_values;
-  for (const auto& s : singles) {
-    for (const auto& [key, value] : s) union_values[key].insert(value);
-  }
-  for (const auto& [key, value] : all_on) {
-    const auto it = union_values.find(key);
-    if (it == union_values.end() || !it->second.count(value)) return false;
-  }
-  for (const auto& [key, values] : union_values) {
-    const auto it = all_on.find(key);
-    if (it == all_on.end() || values.size() != 1) return false;  // a single moves what all-on leaves, or disagrees
+  // The union, as (element, value) pairs in order without repeats: it explains all-on when it is all-on itself (every
+  // element moved by all-on moved by a single to the same value, every element a single moves moved by all-on, and
+  // no two singles disagreeing on an element).
+  size_t total = 0;
+  for (const auto& s : singles) total += s.size();
+  std::vector<std::pair<std::pair<size_t, size_t>, double>> union_values;
+  union_values.reserve(total);
+  for (const auto& s : singles) union_values.insert(union_values.end(), s.begin(), s.end());
+  auto bits = [](double v) {  // a total order on the values, NaN included
+    uint64_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  std::sort(union_values.begin(), union_values.end(), [&](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : bits(x.second) < bits(y.second);
+  });
+  union_values.erase(std::unique(union_values.begin(), union_values.end(),
+                                 [](const auto& x, const auto& y) { return x.first == y.first && Same(x.second, y.second); }),
+                     union_values.end());
+  if (union_values.size() != all_on.size()) return false;  // a single moves what all-on leaves, or two disagree
+  auto it = all_on.begin();
+  for (const auto& [key, value] : union_values) {
+    if (it->first != key || !Same(it->second, value)) return false;
+    ++it;
   }
   return true;
 }
@@ -179,12 +193,11 @@ class Session {
     return result;
   }
 
-  // Creates the session, saves its optimized model, runs every set; returns outputs and the saved node counts.
+  // Creates the session, saves its optimized model, runs every set of `feeds`; returns outputs and the saved node
+  // counts.
   Outputs Evaluate(const fused::ort::SessionSpec& spec, const onnx_io::ModelInfo& model,
-                   const std::vector<InputSet>& sets, Graph& node_counts,
+                   const std::vector<std::vector<onnx_io::Tensor>>& feeds, Graph& node_counts,
                    std::optional<Perf>* perf, int warmup, int repeats) {
-    std::vector<std::vector<onnx_io::Tensor>> feeds;
-    for (const InputSet& set : sets) feeds.push_back(set.feeds);
     // The first session timed warms the process (allocator, caches, CPU clock) too: without a throwaway round the
     // baseline comes out slower than a session that changes nothing.
     const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
@@ -193,24 +206,59 @@ class Session {
     Outputs out;
     out.values.resize(model.outputs.size());
     out.set_elements.resize(model.outputs.size());
+    for (size_t o = 0; o < model.outputs.size(); ++o) {
+      out.values[o].reserve(e.results.empty() ? 0 : e.results.front().at(o).elements() * e.results.size());
+    }
     for (const std::vector<onnx_io::Tensor>& result : e.results) {
       if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
       for (size_t o = 0; o < result.size(); ++o) {
         out.set_elements[o] = result[o].elements();
-        for (size_t i = 0; i < result[o].elements(); ++i) out.values[o].push_back(result[o].value(i));
+        AppendValues(result[o], out.values[o]);
       }
     }
     if (perf != nullptr) *perf = Summarize(e.ms);
-    const onnx_io::ModelInfo saved = onnx_io::ReadModel(spec.optimized_model);
-    node_counts.counts = saved.node_counts;
-    node_counts.digest = saved.graph_digest;
+    node_counts = SavedGraph(spec.optimized_model);
     return out;
   }
 
  private:
+  // Most sessions save the same graph as another (every name that does not fire saves the baseline's): each distinct
+  // file content is parsed once.
+  Graph SavedGraph(const std::string& path) {
+    std::string bytes = onnx_io::ReadModelBytes(path);
+    const auto it = parsed_.find(bytes);
+    if (it != parsed_.end()) return it->second;
+    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes, path);
+    Graph g{saved.node_counts, saved.graph_digest};
+    parsed_.emplace(std::move(bytes), g);
+    return g;
+  }
+
+  // The tensor's elements as doubles (exact for every supported type), one type dispatch per tensor.
+  template <typename T>
+  static void AppendAs(const onnx_io::Tensor& t, std::vector<double>& out) {
+    const size_t n = t.elements();
+    for (size_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, t.bytes.data() + i * sizeof(T), sizeof(T));
+      out.push_back(static_cast<double>(v));
+    }
+  }
+  static void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
+    switch (t.type) {
+      case onnx_io::DType::float32: return AppendAs<float>(t, out);
+      case onnx_io::DType::uint8: return AppendAs<uint8_t>(t, out);
+      case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
+      case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
+      case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
+      case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
+    }
+  }
+
   fused::ort::Runtime& rt_;
   double& seconds_;
   bool first_timing_ = true;
+  std::map<std::string, Graph> parsed_;
 };
 
 std::vector<std::string> AllBut(const std::vector<std::string>& names, const std::set<std::string>& keep) {
@@ -237,6 +285,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   const std::vector<InputSet> sets = options.input_paths.empty() ? GenerateInputs(model, options.generate, options.seed)
                                                                  : ReadInputs(model, options.input_paths);
   if (options.work_dir.empty()) throw InputError("bisect: no folder for the optimized models");
+  if (sets.empty()) throw InputError(model_path + ": no input sets");
   std::filesystem::create_directories(options.work_dir);
 
   BisectResult r;
@@ -248,6 +297,9 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     ++r.sets_per_family[s.family];
   }
   Session session(runtime, r.ort_seconds);
+  std::vector<std::vector<onnx_io::Tensor>> all_feeds;  // every set, built once for every session
+  for (const InputSet& set : sets) all_feeds.push_back(set.feeds);
+  const std::vector<std::vector<onnx_io::Tensor>> first_feeds = {sets.front().feeds};
   const std::vector<std::string> names = list.names();
   int counter = 0;
 
@@ -258,12 +310,13 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     spec.model = model_path;
     spec.level = level;
     spec.disabled = std::move(disabled);
-    spec.optimized_model =
-        (std::filesystem::path(options.work_dir) / (std::to_string(counter++) + "_" + FileSafe(tag) + ".onnx")).string();
+    const std::string file =
+        options.keep_optimized_models ? std::to_string(counter++) + "_" + FileSafe(tag) + ".onnx" : "optimized.onnx";
+    spec.optimized_model = (std::filesystem::path(options.work_dir) / file).string();
     return spec;
   };
 
-  const Outputs baseline = session.Evaluate(spec_for("disabled", {}, "baseline"), model, sets, base_nodes, &base_perf,
+  const Outputs baseline = session.Evaluate(spec_for("disabled", {}, "baseline"), model, all_feeds, base_nodes, &base_perf,
                                             options.warmup, options.repeats);
   auto make_step = [&](const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
                        const Outputs& outputs, const Graph& nodes,
@@ -278,13 +331,15 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     s.fired = nodes.digest != base_nodes.digest;
     s.deltas = CompareOutputs(model, baseline, outputs);
     for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
-    for (const auto& f : r.families) s.differing_by_family[f] = 0;
+    std::vector<uint64_t> differing_by_set(sets.size(), 0);  // then by family: one name lookup per set
     for (size_t o = 0; o < outputs.values.size(); ++o) {
       const size_t per_set = outputs.set_elements[o];
       for (size_t i = 0; i < outputs.values[o].size(); ++i) {
-        if (!Same(baseline.values[o][i], outputs.values[o][i])) ++s.differing_by_family[sets[i / per_set].family];
+        if (!Same(baseline.values[o][i], outputs.values[o][i])) ++differing_by_set[i / per_set];
       }
     }
+    for (const auto& f : r.families) s.differing_by_family[f] = 0;
+    for (size_t k = 0; k < sets.size(); ++k) s.differing_by_family[sets[k].family] += differing_by_set[k];
     s.perf = perf;
     if (perf && base_perf && base_perf->median_ms > 0) {
       s.time_saved = (base_perf->median_ms - perf->median_ms) / base_perf->median_ms;
@@ -303,7 +358,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   {
     const auto spec = spec_for("all", names, "completeness");
     Graph nodes;
-    const Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
     Step s = make_step("completeness", "", spec, out, nodes, std::nullopt);
     r.steps.push_back(s);
     if (s.fired || s.max_units > 0 || !Differences(baseline, out).empty()) {
@@ -320,7 +375,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   Graph all_nodes;
   std::optional<Perf> all_perf;
   const auto all_spec = spec_for("all", {}, "all_on");
-  const Outputs all_on = session.Evaluate(all_spec, model, sets, all_nodes, &all_perf, options.warmup, options.repeats);
+  const Outputs all_on = session.Evaluate(all_spec, model, all_feeds, all_nodes, &all_perf, options.warmup, options.repeats);
   r.steps.push_back(make_step("all_on", "", all_spec, all_on, all_nodes, all_perf));
   const auto all_diff = Differences(baseline, all_on);
 
@@ -331,11 +386,11 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   for (const auto& name : names) {
     const auto spec = spec_for("all", AllBut(names, {name}), "one_on_" + name);
     Graph nodes;
-    Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
     std::optional<Perf> perf;
-    if (nodes.digest != base_nodes.digest) {
+    if (nodes.digest != base_nodes.digest) {  // timed in a session of its own, on the set that is timed
       Graph again;
-      out = session.Evaluate(spec, model, sets, again, &perf, options.warmup, options.repeats);
+      session.Evaluate(spec, model, first_feeds, again, &perf, options.warmup, options.repeats);
     }
     Step s = make_step("one_on", name, spec, out, nodes, perf);
     const auto diff = Differences(baseline, out);
@@ -352,7 +407,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   for (const auto& name : names) {
     const auto spec = spec_for("all", {name}, "leave_one_out_" + name);
     Graph nodes;
-    const Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
     Step s = make_step("leave_one_out", name, spec, out, nodes, std::nullopt);
     // fired: the optimized model differs from all-on's (leaving it out changed the graph).
     s.node_delta = NodeDelta(all_nodes.counts, nodes.counts);
@@ -380,7 +435,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
         ++r.pairs_run;
         const auto spec = spec_for("all", AllBut(names, {fired[i], fired[j]}), "pair_" + fired[i] + "_" + fired[j]);
         Graph nodes;
-        const Outputs out = session.Evaluate(spec, model, sets, nodes, nullptr, 0, 0);
+        const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
         Step s = make_step("pair", fired[i] + "+" + fired[j], spec, out, nodes, std::nullopt);
         // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
         const auto pair_diff = Differences(baseline, out);
@@ -404,7 +459,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     const auto spec = spec_for("all", r.blacklist, "blacklist");
     Graph nodes;
     std::optional<Perf> perf;
-    const Outputs out = session.Evaluate(spec, model, sets, nodes, &perf, options.warmup, options.repeats);
+    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, &perf, options.warmup, options.repeats);
     Step s = make_step("blacklist", "", spec, out, nodes, perf);
     r.blacklist_within_tolerance = s.max_units <= options.threshold;
     s.verdict = r.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
@@ -415,7 +470,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
         if (n != name) without.push_back(n);
       }
       Graph other;
-      session.Evaluate(spec_for("all", without, "blacklist_without_" + name), model, {sets.front()}, other, nullptr, 0, 0);
+      session.Evaluate(spec_for("all", without, "blacklist_without_" + name), model, first_feeds, other, nullptr, 0, 0);
       r.blacklist_name_effective[name] = other.digest != nodes.digest;
     }
   }

@@ -21,17 +21,29 @@ using onnx_io::Tensor;
 using Attr = onnx_io::ModelBuilder::Attribute;
 
 constexpr int32_t kChannels = 4, kOutChannels = 4, kHeight = 6, kWidth = 6, kKernel = 3;
-constexpr int32_t kFcBatch = 4, kFcIn = 16, kFcOut = 8;
+constexpr int32_t kFcBatch = 4, kFcIn = 16, kFcOut = 8, kFc2Out = 4;
 
 QuantParams Int8(float scale, int32_t zero_point) { return QuantParams{QuantType{ScalarType::int8}, scale, zero_point}; }
+QuantParams Int16(float scale, int32_t zero_point) { return QuantParams{QuantType{ScalarType::int16}, scale, zero_point}; }
+
+// int16 output boundary by activation: the activation's range over most of the int16 codes.
+QuantParams OutputQuant16(ActivationKind k, float factor) {
+  switch (k) {
+    case ActivationKind::sigmoid: return Int16(factor * 0.000030517578125f, -32768);  // (0, 1), 2^-15
+    case ActivationKind::relu6: return Int16(factor * 0.000244140625f, -32768);       // [0, 6], 2^-12
+    default: return Int16(factor * 0.03125f, -5);                                     // 2^-5
+  }
+}
 
 // Q or DQ with per-tensor int8 parameters as initializers named after the output.
 void Quantize(ModelBuilder& b, const std::string& op, const std::string& in, const std::string& out,
               const QuantParams& q) {
   b.AddInitializer(Tensor::FromFloats(out + "_scale", {}, {q.scale}));
-  const DType zp_type = q.type.scalar == ScalarType::uint8 ? DType::uint8 : DType::int8;
+  const bool wide = q.type.scalar == ScalarType::int16;
+  const DType zp_type = q.type.scalar == ScalarType::uint8 ? DType::uint8 : wide ? DType::int16 : DType::int8;
   b.AddInitializer(Tensor::FromCodes(out + "_zp", zp_type, {}, {q.zero_point}));
-  b.AddNode(op, {in, out + "_scale", out + "_zp"}, {out});
+  // int16 codes: opset 17's QuantizeLinear takes 8-bit types only; com.microsoft's takes int16.
+  b.AddNode(op, {in, out + "_scale", out + "_zp"}, {out}, {}, wide ? "com.microsoft" : "");
 }
 void Q(ModelBuilder& b, const std::string& in, const std::string& out, const QuantParams& q) {
   Quantize(b, "QuantizeLinear", in, out, q);
@@ -91,13 +103,23 @@ std::vector<float> NchwValues(const ConvCase& c, const std::vector<int32_t>& cod
 
 ExportPlan PlanPatternExports() {
   ExportPlan plan;
-  const std::vector<std::string> patterns = {"conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "fc+act"};
+  const std::vector<std::string> patterns = {"conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool",
+                                             "fc+act", "fc+act+fc"};
   const std::vector<ActivationKind> all = {
       ActivationKind::relu, ActivationKind::relu6, ActivationKind::leaky_relu, ActivationKind::hard_sigmoid,
       ActivationKind::hard_swish, ActivationKind::gelu_erf, ActivationKind::gelu_tanh, ActivationKind::sigmoid,
       ActivationKind::silu};
   for (const auto& p : patterns) {
     for (ActivationKind k : all) {
+      if (p == "fc+act+fc" && (k == ActivationKind::gelu_erf || k == ActivationKind::silu)) {
+        plan.unsupported.push_back(
+            "fc+act+fc." + std::string(to_string(k)) +
+            ": not verifiable at tolerance 0: MLAS's approximation lands an activation code on the other side of a "
+            "tie (as in fc+act, where it is listed), and through the second layer a one-code difference is not "
+            "attributable to one tie element (measured: gelu_erf 4 of 16 outputs differ by 1 at seed 1, silu 1 of 16 "
+            "at seeds 2, 3, 5)");
+        continue;
+      }
       if (Exportable(k)) {
         plan.supported.emplace_back(p, k);
       } else {
@@ -107,29 +129,38 @@ ExportPlan PlanPatternExports() {
       }
     }
   }
-  for (const char* p : {"conv2d+act+avgpool", "fc+fc", "fc+act+fc"}) {
-    plan.unsupported.push_back(std::string(p) + ": pattern not exported yet");
+  plan.supported.emplace_back("fc+fc", ActivationKind::relu);  // no activation: exported once, named "fc+fc"
+  // int16 boundaries (u and y int16, com.microsoft QuantizeLinear/DequantizeLinear): conv2d+act, where the
+  // reference's table is exact; the other patterns' int16 tables are lut_interp (docs/patterns.md).
+  for (ActivationKind k : all) {
+    if (Exportable(k)) plan.supported_int16.emplace_back("conv2d+act", k);
   }
-  plan.unsupported.push_back("int16 boundaries: com.microsoft QuantizeLinear/DequantizeLinear not exported yet");
+  plan.unsupported.push_back("int16 boundaries in the other patterns: not exported (their int16 tables are "
+                             "lut_interp, whose tolerance is not 0)");
   return plan;
 }
 
 PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind kind, const ExportOptions& o) {
   if (!Exportable(kind)) throw InputError("export-onnx: activation " + std::string(to_string(kind)) + " is unsupported");
   PatternExport e;
-  e.name = pattern_name + "." + std::string(to_string(kind));
+  e.pattern = parse_pattern_name(pattern_name, "pattern");
+  const bool act = has_stage(e.pattern, StageKind::activation);
+  e.name = (act ? pattern_name + "." + std::string(to_string(kind)) : pattern_name) + (o.int16 ? ".int16" : "");
   e.stem = e.name;
   std::replace(e.stem.begin(), e.stem.end(), '+', '_');
   std::replace(e.stem.begin(), e.stem.end(), '.', '_');
-  e.pattern = parse_pattern_name(pattern_name, "pattern");
   const bool fc = e.pattern.producer == Producer::fully_connected;
   const float factor = o.power_of_two ? 1.0f : 0.75f;
-  e.exact_activation = kind == ActivationKind::relu || kind == ActivationKind::relu6;
+  e.exact_activation = !act || kind == ActivationKind::relu || kind == ActivationKind::relu6;
 
   // Quantization: x int8 1/16; weights per channel 2^-6 or 2^-7; u int8 1/2 (zero point 3); y by activation.
   const QuantParams xq = Int8(0.0625f, 0);
-  const QuantParams uq = Int8(factor * (fc ? 0.25f : 0.5f), 3);
-  const QuantParams yq = OutputQuant(kind, factor);
+  if (o.int16 && pattern_name != "conv2d+act") {
+    throw InputError("export-onnx: int16 boundaries are exported for conv2d+act only, not " + pattern_name);
+  }
+  // int16: u and y int16 (x and the weights stay int8); u 2^-5 keeps |acc| = 36 taps of 8 * 2 within the codes.
+  const QuantParams uq = o.int16 ? Int16(factor * 0.03125f, 3) : Int8(factor * (fc ? 0.25f : 0.5f), 3);
+  const QuantParams yq = o.int16 ? OutputQuant16(kind, factor) : OutputQuant(kind, factor);
   Convention& c = e.convention;
   c.requant = RequantVariant::exact;
   c.intermediate.q = uq;
@@ -173,6 +204,28 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
       s.out = Int8(factor * 1.0f, 1);
     }
     if (s.kind == StageKind::max_pool) s.window = PoolWindow{2, 2, 0};
+    if (s.kind == StageKind::avg_pool) {
+      // DQ -> AveragePool -> QuantizeLinear: the binary32 mean, then round(mean / so) half to even, + zo. That is the
+      // ort_qlinear rule (nearbyint(mean / so + zo)) wherever zo is even (adding an even integer keeps the parity
+      // of the neighbours of a tie) and mean / so + zo is exact in binary32 (power-of-two scales): so the pool's
+      // output keeps the activation's scale with an even zero point.
+      s.window = PoolWindow{2, 2, 0};
+      s.pool_rule = AvgPoolRule::ort_qlinear;
+      s.out = Int8(yq.scale, yq.zero_point % 2 == 0 ? yq.zero_point : yq.zero_point + 1);
+    }
+    if (s.kind == StageKind::fully_connected) {
+      s.fc_outputs = kFc2Out;
+      s.out = Int8(factor * 0.5f, 1);
+    }
+  }
+  const Stage* fc2 = find_stage(e.pattern, StageKind::fully_connected);
+  if (fc2 != nullptr) {  // the second layer's weights, per output 2^-9 or 2^-10, and int32 bias
+    e.draw.fc_weight_scales.resize(static_cast<size_t>(kFc2Out));
+    for (int32_t j = 0; j < kFc2Out; ++j) e.draw.fc_weight_scales[static_cast<size_t>(j)] = j % 2 == 0 ? 0.001953125f : 0.0009765625f;
+    e.draw.fc_weights.resize(static_cast<size_t>(kFc2Out) * kFcOut);
+    for (auto& v : e.draw.fc_weights) v = static_cast<int8_t>(rng.uniform_int(-127, 127));
+    e.draw.fc_bias.resize(static_cast<size_t>(kFc2Out));
+    for (auto& v : e.draw.fc_bias) v = static_cast<int32_t>(rng.uniform_int(-3000, 3000));
   }
   if (add != nullptr) {
     e.draw.residual.resize(conv.output_elements());
@@ -233,18 +286,45 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
     DQ(b, "s_q", "s_dq", add->out);
     act_in = "s_dq";
   }
-  AddActivation(b, kind, act_in, "act");
+  // The tail: [act -> Q(y)] [-> DQ -> MaxPool -> Q(y) | -> DQ -> AveragePool -> Q(p) | -> DQ -> Gemm(W2) -> Q(z)].
+  const Stage* avg = find_stage(e.pattern, StageKind::avg_pool);
   const bool pool = has_stage(e.pattern, StageKind::max_pool);
-  Q(b, "act", pool ? "y_q" : "y", yq);
+  const bool tail = pool || avg != nullptr || fc2 != nullptr;
+  std::string last = act_in;  // a float tensor
+  if (act) {
+    AddActivation(b, kind, act_in, "act");
+    Q(b, "act", tail ? "y_q" : "y", yq);
+    last = "y_dq";
+    if (tail) DQ(b, "y_q", "y_dq", yq);
+  }
   const PatternGeometry g = pattern_output_geometry(e.pattern, conv);
   if (pool) {
-    DQ(b, "y_q", "y_dq", yq);
-    b.AddNode("MaxPool", {"y_dq"}, {"pooled"}, {Attr::Ints("kernel_shape", {2, 2}), Attr::Ints("strides", {2, 2})});
+    b.AddNode("MaxPool", {last}, {"pooled"}, {Attr::Ints("kernel_shape", {2, 2}), Attr::Ints("strides", {2, 2})});
     Q(b, "pooled", "y", yq);
+  }
+  if (avg != nullptr) {
+    b.AddNode("AveragePool", {last}, {"pooled"}, {Attr::Ints("kernel_shape", {2, 2}), Attr::Ints("strides", {2, 2})});
+    Q(b, "pooled", "y", avg->out);
+  }
+  if (fc2 != nullptr) {
+    const QuantParams in_q = act ? yq : uq;  // what the second layer reads
+    b.AddInitializer(Tensor::FromCodes("w2_q", DType::int8, {kFc2Out, kFcOut},
+                                       std::vector<int32_t>(e.draw.fc_weights.begin(), e.draw.fc_weights.end())));
+    b.AddInitializer(Tensor::FromFloats("w2_scale", {kFc2Out}, e.draw.fc_weight_scales));
+    b.AddInitializer(Tensor::FromCodes("w2_zp", DType::int8, {kFc2Out}, std::vector<int32_t>(kFc2Out, 0)));
+    b.AddNode("DequantizeLinear", {"w2_q", "w2_scale", "w2_zp"}, {"w2_dq"}, {Attr::Int("axis", 0)});
+    std::vector<float> b2_scale(static_cast<size_t>(kFc2Out));
+    for (size_t j = 0; j < b2_scale.size(); ++j) b2_scale[j] = in_q.scale * e.draw.fc_weight_scales[j];  // exact: powers of two
+    b.AddInitializer(Tensor::FromCodes("b2_q", DType::int32, {kFc2Out}, e.draw.fc_bias));
+    b.AddInitializer(Tensor::FromFloats("b2_scale", {kFc2Out}, b2_scale));
+    b.AddInitializer(Tensor::FromCodes("b2_zp", DType::int32, {kFc2Out}, std::vector<int32_t>(kFc2Out, 0)));
+    b.AddNode("DequantizeLinear", {"b2_q", "b2_scale", "b2_zp"}, {"b2_dq"}, {Attr::Int("axis", 0)});
+    b.AddNode("Gemm", {act ? last : std::string("u_dq"), "w2_dq", "b2_dq"}, {"acc2"}, {Attr::Int("transB", 1)});
+    Q(b, "acc2", "y", fc2->out);
   }
   const std::vector<int64_t> ydims = fc ? std::vector<int64_t>{g.batch, g.channels}
                                         : std::vector<int64_t>{g.batch, g.channels, g.height, g.width};
-  b.AddOutput("y", DType::int8, ydims);
+  b.AddOutput("y", o.int16 ? DType::int16 : DType::int8, ydims);
   e.output = "y";
   e.model_bytes = b.Serialize();
   return e;
@@ -280,7 +360,10 @@ BaselineCheck VerifyBaseline(fused::ort::Runtime& runtime, const std::string& mo
           // Near a tie: within the f32 error bound of ORT's activation (16 binary32 ulps of the rounded value
           // t = f(v)/sy, MLAS's approximations included) where the element's activation input is known, else the
           // reference's quant_boundary region (a max pool's window).
-          bool near_tie = (ref[nhwc].regions & region_bit(Region::quant_boundary)) != 0;
+          // An average pool's or a second layer's output carries the regions of all its inputs (4 taps, 8 features):
+          // no allowance there, tolerance 0.
+          const bool mixed = has_stage(e.pattern, StageKind::avg_pool) || has_stage(e.pattern, StageKind::fully_connected);
+          bool near_tie = !mixed && (ref[nhwc].regions & region_bit(Region::quant_boundary)) != 0;
           std::string where;
           if (keyed_by_activation_input(e.pattern)) {
             const reference::ActivationPoint& point = table.at(ref[nhwc].key_code);

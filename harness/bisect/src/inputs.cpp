@@ -21,8 +21,9 @@ struct Range {
 Range RangeOf(const std::optional<onnx_io::TensorQuant>& q) {
   Range r;
   if (!q) return r;
-  r.qmin = q->type == onnx_io::DType::uint8 ? 0 : -128;
-  r.qmax = q->type == onnx_io::DType::uint8 ? 255 : 127;
+  const bool wide = q->type == onnx_io::DType::int16;
+  r.qmin = q->type == onnx_io::DType::uint8 ? 0 : wide ? -32768 : -128;
+  r.qmax = q->type == onnx_io::DType::uint8 ? 255 : wide ? 32767 : 127;
   r.step = q->scale;
   r.zero_point = q->zero_point;
   r.lo = q->scale * (r.qmin - q->zero_point);

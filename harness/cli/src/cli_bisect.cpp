@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -79,7 +80,10 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
     options.optimizers = &custom;
   }
   onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
-  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartNodeRuntime();
+  const auto start = std::chrono::steady_clock::now();
+  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
+  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double start_inside = runtime->ort_seconds();
   ScratchDir scratch(a.work_dir);
   options.input_paths = a.inputs;
   options.generate = a.generate;
@@ -90,7 +94,10 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   options.warmup = a.warmup;
   options.repeats = a.repeats;
   options.work_dir = scratch.path();
-  const bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
+  options.keep_optimized_models = !a.work_dir.empty();
+  bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
+  r.runtime_start_seconds = start_seconds;
+  r.runtime_start_inside_ort_seconds = start_inside;
   context.out << bisect::ToText(r);
   const Provenance provenance = driver::CurrentProvenance(JoinCommandLine(context.args));
   const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed};
@@ -130,11 +137,11 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
   o.seed = a.seed;
   o.power_of_two = a.scales == "pow2";
   std::unique_ptr<fused::ort::Runtime> runtime;
-  if (a.verify) runtime = fused::ort::StartNodeRuntime();
+  if (a.verify) runtime = fused::ort::StartRuntime();
   const bisect::ExportPlan plan = bisect::PlanPatternExports();
   bool all_pass = true;
-  for (const auto& [pattern, kind] : plan.supported) {
-    const bisect::PatternExport e = bisect::BuildPatternExport(pattern, kind, o);
+  auto export_pattern = [&](const std::string& pattern, ActivationKind kind, const bisect::ExportOptions& options) {
+    const bisect::PatternExport e = bisect::BuildPatternExport(pattern, kind, options);
     const std::filesystem::path dir = std::filesystem::path(a.out_dir) / e.stem;
     std::filesystem::create_directories(dir);
     const std::string model = (dir / "model.onnx").string();
@@ -149,7 +156,11 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
       for (const std::string& l : check.listed) line += "\n    " + l;
     }
     context.out << line << "\n";
-  }
+  };
+  for (const auto& [pattern, kind] : plan.supported) export_pattern(pattern, kind, o);
+  bisect::ExportOptions wide = o;
+  wide.int16 = true;
+  for (const auto& [pattern, kind] : plan.supported_int16) export_pattern(pattern, kind, wide);
   for (bool qdq : {true, false}) {
     const bisect::ModelExport m = bisect::BuildResNet(qdq, o);
     const std::filesystem::path dir = std::filesystem::path(a.out_dir) / m.stem;

@@ -17,19 +17,20 @@ namespace {
 std::string ReadBytes(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path + ": no such file");
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw InputError(path + ": cannot be read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw InputError(path + ": cannot be read");
+  return bytes;
 }
 
-bool IsSupported(int32_t t) { return t == 1 || t == 2 || t == 3 || t == 6 || t == 7; }
+bool IsSupported(int32_t t) { return t == 1 || t == 2 || t == 3 || t == 5 || t == 6 || t == 7; }
 
 DType FromProto(int32_t t, const std::string& what) {
   if (!IsSupported(t)) {
     throw InputError(what + ": element type " + std::to_string(t) +
-                     " is not supported (float32, uint8, int8, int32, int64)");
+                     " is not supported (float32, uint8, int8, int16, int32, int64)");
   }
   return static_cast<DType>(t);
 }
@@ -66,12 +67,15 @@ Tensor FromProtoTensor(const onnx::TensorProto& p, const std::string& what) {
       if (static_cast<size_t>(p.int64_data_size()) != n) fail(static_cast<size_t>(p.int64_data_size()));
       std::memcpy(t.bytes.data(), p.int64_data().data(), n * 8);
       break;
-    default: {  // int8, uint8, int32 live in int32_data
+    default: {  // int8, uint8, int16, int32 live in int32_data
       if (static_cast<size_t>(p.int32_data_size()) != n) fail(static_cast<size_t>(p.int32_data_size()));
       for (size_t i = 0; i < n; ++i) {
         const int32_t v = p.int32_data(static_cast<int>(i));
         if (t.type == DType::int32) {
           std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+        } else if (t.type == DType::int16) {
+          const int16_t w = static_cast<int16_t>(v);
+          std::memcpy(t.bytes.data() + 2 * i, &w, 2);
         } else if (t.type == DType::int8) {
           t.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(v));
         } else {
@@ -135,6 +139,7 @@ std::string to_string(DType t) {
     case DType::float32: return "float32";
     case DType::uint8: return "uint8";
     case DType::int8: return "int8";
+    case DType::int16: return "int16";
     case DType::int32: return "int32";
     case DType::int64: return "int64";
   }
@@ -142,16 +147,17 @@ std::string to_string(DType t) {
 }
 
 DType parse_dtype(const std::string& text, const std::string& field) {
-  for (DType t : {DType::float32, DType::uint8, DType::int8, DType::int32, DType::int64}) {
+  for (DType t : {DType::float32, DType::uint8, DType::int8, DType::int16, DType::int32, DType::int64}) {
     if (text == to_string(t)) return t;
   }
-  throw InputError(field + ": '" + text + "' is not a supported type (float32, uint8, int8, int32, int64)");
+  throw InputError(field + ": '" + text + "' is not a supported type (float32, uint8, int8, int16, int32, int64)");
 }
 
 size_t element_size(DType t) {
   switch (t) {
     case DType::float32: case DType::int32: return 4;
     case DType::int64: return 8;
+    case DType::int16: return 2;
     default: return 1;
   }
 }
@@ -167,6 +173,7 @@ double Tensor::value(size_t i) const {
     case DType::float32: { float v; std::memcpy(&v, bytes.data() + 4 * i, 4); return v; }
     case DType::int32: { int32_t v; std::memcpy(&v, bytes.data() + 4 * i, 4); return v; }
     case DType::int64: { int64_t v; std::memcpy(&v, bytes.data() + 8 * i, 8); return static_cast<double>(v); }
+    case DType::int16: { int16_t v; std::memcpy(&v, bytes.data() + 2 * i, 2); return v; }
     case DType::int8: return static_cast<int8_t>(bytes[i]);
     case DType::uint8: return bytes[i];
   }
@@ -186,6 +193,9 @@ Tensor Tensor::FromCodes(std::string name, DType type, std::vector<int64_t> dims
   for (size_t i = 0; i < codes.size(); ++i) {
     if (type == DType::int32) {
       std::memcpy(t.bytes.data() + 4 * i, &codes[i], 4);
+    } else if (type == DType::int16) {
+      const int16_t w = static_cast<int16_t>(codes[i]);
+      std::memcpy(t.bytes.data() + 2 * i, &w, 2);
     } else if (type == DType::int8) {
       t.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(codes[i]));
     } else {
@@ -202,8 +212,11 @@ Tensor Tensor::FromInt64(std::string name, std::vector<int64_t> dims, const std:
   return t;
 }
 
-ModelInfo ReadModel(const std::string& path) {
-  const std::string bytes = ReadBytes(path);
+std::string ReadModelBytes(const std::string& path) { return ReadBytes(path); }
+
+ModelInfo ReadModel(const std::string& path) { return ParseModel(ReadBytes(path), path); }
+
+ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
   if (m.graph().node_size() == 0) throw InputError(path + ": the graph has no nodes");
@@ -282,6 +295,7 @@ std::string NpyDescr(DType t) {
     case DType::float32: return "<f4";
     case DType::uint8: return "|u1";
     case DType::int8: return "|i1";
+    case DType::int16: return "<i2";
     case DType::int32: return "<i4";
     case DType::int64: return "<i8";
   }
@@ -313,13 +327,13 @@ Tensor ReadNpy(const std::string& path, const std::string& name) {
   Tensor t;
   t.name = name;
   bool found = false;
-  for (DType d : {DType::float32, DType::uint8, DType::int8, DType::int32, DType::int64}) {
+  for (DType d : {DType::float32, DType::uint8, DType::int8, DType::int16, DType::int32, DType::int64}) {
     if (descr == NpyDescr(d) || (element_size(d) == 1 && descr.substr(1) == NpyDescr(d).substr(1))) {
       t.type = d;
       found = true;
     }
   }
-  if (!found) throw InputError(path + ": .npy dtype '" + descr + "' is not supported (<f4, i1, u1, <i4, <i8)");
+  if (!found) throw InputError(path + ": .npy dtype '" + descr + "' is not supported (<f4, i1, u1, <i2, <i4, <i8)");
   if (field("fortran_order").find("False") == std::string::npos) {
     throw InputError(path + ": .npy in Fortran order (expected C order)");
   }

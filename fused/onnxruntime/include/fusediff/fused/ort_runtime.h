@@ -1,8 +1,9 @@
 #pragma once
 // ONNX Runtime as a path under test for whole models: sessions at a graph optimization level with named graph
-// transformers disabled, their saved optimized models, outputs and timings. One interface (Runtime); the
-// implementation drives onnxruntime-node (pinned in fused/onnxruntime/runner/package-lock.json) through a Node
-// runner that it starts as a child process and speaks line-delimited JSON with.
+// transformers disabled, their saved optimized models, outputs and timings. One interface (Runtime), two
+// implementations of the same library, onnxruntime-node's libonnxruntime.so.1 (pinned in
+// fused/onnxruntime/runner/package-lock.json): in process through ONNX Runtime's C API (the default: no runner to
+// start, no pipe, no copies), or through a Node runner started as a child process (line-delimited JSON).
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,12 +37,6 @@ class Runtime {
   // Throws InputError when ORT refuses the model (message: ORT's).
   virtual SessionHandle Create(const SessionSpec& spec) = 0;
   virtual std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) = 0;
-  // Every set of feeds, in one request: the outputs per set.
-  virtual std::vector<std::vector<onnx_io::Tensor>> RunAll(const SessionHandle& s,
-                                                           const std::vector<std::vector<onnx_io::Tensor>>& sets) = 0;
-  // Milliseconds of `repeats` runs after `warmup` unmeasured ones.
-  virtual std::vector<double> Time(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds, int warmup,
-                                   int repeats) = 0;
   virtual void Release(const SessionHandle& s) = 0;
   // Create, run every set, time the first set (`repeats` > 0: `throwaway` unmeasured runs, then `warmup`, then
   // `repeats` timed), release: one request per session.
@@ -51,14 +46,26 @@ class Runtime {
   };
   virtual Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets,
                               int throwaway, int warmup, int repeats) = 0;
-  // Seconds spent inside ONNX Runtime's own calls so far (session creation, runs, release), as the runner timed them.
+  // Seconds spent inside ONNX Runtime's own calls so far (environment and session creation, runs, release), timed
+  // around those calls alone.
   virtual double ort_seconds() const = 0;
 };
 
 // Where the runner lives: $FUSEDIFF_ORT_RUNNER_DIR, else the source tree's fused/onnxruntime/runner.
 std::string RunnerDirectory();
+// The library both implementations run: RunnerDirectory()'s onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1.
+std::string LibraryPath();
+// Sets ORT_DISABLE_TELEMETRY=1 unless the environment already has it: both Start functions call it first.
+void DisableTelemetry();
 // Starts `node runner.js`. Throws InputError (exit 2) naming the missing path and `bash scripts/setup.sh` when
 // onnxruntime-node is not installed there or node is missing.
 std::unique_ptr<Runtime> StartNodeRuntime();
+// Loads LibraryPath() into this process and drives it through the C API. Throws InputError (exit 2) naming the
+// missing library and `bash scripts/setup.sh`, or when fusediff was built without the C API's header.
+std::unique_ptr<Runtime> StartInProcessRuntime();
+// Whether this build has the in-process implementation (the C API's header was found at configure time).
+bool HaveInProcessRuntime();
+// The one fusediff uses: in process where built with it, unless $FUSEDIFF_ORT_RUNTIME=node; else the Node runner.
+std::unique_ptr<Runtime> StartRuntime();
 
 }  // namespace fusediff::fused::ort

@@ -109,6 +109,9 @@ struct BisectOptions {
   int warmup = 3;
   int repeats = 15;
   std::string work_dir;                  // where the optimized models are saved
+  // true: one file per session (<n>_<step>.onnx), kept for the user; false: every session overwrites one file
+  // (read back before the next session), so a scratch folder costs one file.
+  bool keep_optimized_models = true;
   const OptimizerList* optimizers = nullptr;  // default: PinnedOptimizers()
 };
 
@@ -126,9 +129,13 @@ struct BisectResult {
   std::string blacklist_config;        // optimization.disable_specified_optimizers=A;B
   std::map<std::string, bool> blacklist_name_effective;  // each name changes the saved optimized model
   bool blacklist_within_tolerance = true;
-  double ort_seconds = 0;              // wall time in calls to the runtime, as fusediff sees them (pipe and JSON included)
-  double inside_ort_seconds = 0;       // of which inside ONNX Runtime's own calls, as the runner times them
-  double total_seconds = 0;
+  double ort_seconds = 0;              // wall time in calls to the runtime, as fusediff sees them
+  double inside_ort_seconds = 0;       // of which inside ONNX Runtime's own calls, timed around those calls alone
+  double total_seconds = 0;            // the bisect's wall time
+  // Set by the caller that started the runtime: its start (loading ONNX Runtime, creating its environment), of
+  // which inside ONNX Runtime's own code. The report's overhead counts it.
+  double runtime_start_seconds = 0;
+  double runtime_start_inside_ort_seconds = 0;
 };
 
 // Throws InputError for a malformed model or inputs, and for an optimizer list the model shows to be stale (the

@@ -21,6 +21,8 @@ struct ExportOptions {
   // true: every scale a power of two, so that ONNX Runtime's f32 graph is exact and must equal the reference;
   // false: the intermediate and output scales times 3/4, so that a fused kernel's rounded multiplier meets exact ties.
   bool power_of_two = true;
+  // u and y int16 (com.microsoft QuantizeLinear/DequantizeLinear; conv2d+act only); the name gains ".int16".
+  bool int16 = false;
 };
 
 struct PatternExport {
@@ -39,6 +41,7 @@ struct PatternExport {
 // The (pattern, activation) pairs export-onnx writes, and those it lists as unsupported with the reason.
 struct ExportPlan {
   std::vector<std::pair<std::string, ActivationKind>> supported;
+  std::vector<std::pair<std::string, ActivationKind>> supported_int16;  // exported with ExportOptions::int16
   std::vector<std::string> unsupported;  // "conv2d+act.tanh: no opset-17 or com.microsoft operator mapping"
 };
 ExportPlan PlanPatternExports();

@@ -13,7 +13,7 @@
 namespace fusediff::onnx_io {
 
 // The element types fusediff reads and writes (ONNX TensorProto.DataType values).
-enum class DType : int32_t { float32 = 1, uint8 = 2, int8 = 3, int32 = 6, int64 = 7 };
+enum class DType : int32_t { float32 = 1, uint8 = 2, int8 = 3, int16 = 5, int32 = 6, int64 = 7 };
 std::string to_string(DType t);         // "float32", "uint8", ... (ONNX Runtime's JS names)
 DType parse_dtype(const std::string& text, const std::string& field);
 size_t element_size(DType t);
@@ -64,6 +64,10 @@ struct ModelInfo {
 
 // Throws InputError for a file that is missing, not an ONNX model, or uses a type fusediff does not support.
 ModelInfo ReadModel(const std::string& path);
+// The same from a model file's bytes (`path` names it in errors), and the bytes of a model file: a caller that reads
+// many saved models parses each distinct content once.
+ModelInfo ParseModel(const std::string& bytes, const std::string& path);
+std::string ReadModelBytes(const std::string& path);
 
 Tensor ReadTensorPb(const std::string& path);
 std::string SerializeTensorPb(const Tensor& t);  // the bytes of a .pb file (callers write them atomically)

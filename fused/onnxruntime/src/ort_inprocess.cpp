@@ -1,0 +1,291 @@
+// ONNX Runtime in process: the same libonnxruntime.so.1 the Node runner loads (onnxruntime-node's), opened with
+// dlopen and driven through the C API (OrtGetApiBase). The header is the C API's as ONNX Runtime ships it, from a
+// registry package (fused/onnxruntime/capi, installed by scripts/setup.sh); the library answers the header's API
+// version as long as it is not newer than the library's own. Sessions get exactly what the runner gives them
+// (onnxruntime-node's defaults plus runner.js's options): one intra-op and one inter-op thread, sequential
+// execution, the CPU provider, log severity 3, the graph optimization level, the optimized model's path and the
+// session config entries as given.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include "fusediff/fused/ort_runtime.h"
+#include "fusediff/model/errors.h"
+
+#ifdef FUSEDIFF_HAVE_ORT_C_API
+#include <onnxruntime_c_api.h>
+#endif
+
+namespace fusediff::fused::ort {
+
+#ifndef FUSEDIFF_HAVE_ORT_C_API
+
+bool HaveInProcessRuntime() { return false; }
+
+std::unique_ptr<Runtime> StartInProcessRuntime() {
+  throw InputError("fusediff was built without ONNX Runtime's C API header (fused/onnxruntime/capi): run "
+                   "`bash scripts/setup.sh` and configure again, or set FUSEDIFF_ORT_RUNTIME=node");
+}
+
+#else
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class InProcessRuntime final : public Runtime {
+ public:
+  explicit InProcessRuntime(const std::string& library) {
+    // Loading is ONNX Runtime's own work (relocating the library, its static constructors): timed inside.
+    const auto load = Clock::now();
+    lib_ = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ort_s_ += std::chrono::duration<double>(Clock::now() - load).count();
+    if (lib_ == nullptr) throw InputError("cannot load ONNX Runtime '" + library + "': " + ::dlerror());
+    using GetApiBase = const OrtApiBase* (*)();
+    const auto get_base = reinterpret_cast<GetApiBase>(::dlsym(lib_, "OrtGetApiBase"));
+    if (get_base == nullptr) throw InputError(library + ": no OrtGetApiBase (not ONNX Runtime?)");
+    const OrtApiBase* base = get_base();
+    api_ = base->GetApi(ORT_API_VERSION);
+    if (api_ == nullptr) {
+      throw InputError(library + " (ONNX Runtime " + base->GetVersionString() + ") does not offer C API version " +
+                       std::to_string(ORT_API_VERSION) + ": it is older than the header fusediff was built with");
+    }
+    version_ = std::string("onnxruntime ") + base->GetVersionString() + " (in process: " +
+               std::filesystem::path(library).filename().string() + " of onnxruntime-node)";
+    // The environment is ONNX Runtime's own set-up (logging, the CPU provider's registries): its time counts inside.
+    const auto start = Clock::now();
+    Check(api_->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "fusediff", &env_), false);
+    Check(api_->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &cpu_), false);
+    Check(api_->GetAllocatorWithDefaultOptions(&allocator_), false);
+    ort_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  ~InProcessRuntime() override {
+    for (auto& [id, s] : sessions_) api_->ReleaseSession(s);
+    if (cpu_ != nullptr) api_->ReleaseMemoryInfo(cpu_);
+    if (env_ != nullptr) api_->ReleaseEnv(env_);
+    // The library stays loaded: ONNX Runtime's own static state is torn down at exit, not at dlclose.
+  }
+
+  std::string version() const override { return version_; }
+
+  SessionHandle Create(const SessionSpec& spec) override {
+    OrtSessionOptions* options = nullptr;
+    Check(api_->CreateSessionOptions(&options), false);
+    OrtSession* session = nullptr;
+    try {
+      Check(api_->SetSessionGraphOptimizationLevel(options, Level(spec.level)), true);
+      Check(api_->SetIntraOpNumThreads(options, 1), false);
+      Check(api_->SetInterOpNumThreads(options, 1), false);
+      Check(api_->SetSessionExecutionMode(options, ORT_SEQUENTIAL), false);
+      Check(api_->SetSessionLogSeverityLevel(options, 3), false);
+      if (!spec.optimized_model.empty()) Check(api_->SetOptimizedModelFilePath(options, spec.optimized_model.c_str()), false);
+      if (!spec.disabled.empty()) {
+        Check(api_->AddSessionConfigEntry(options, kDisableOptimizersKey, DisableOptimizersValue(spec.disabled).c_str()),
+              true);
+      }
+      const auto start = Clock::now();
+      OrtStatus* status = api_->CreateSession(env_, spec.model.c_str(), options, &session);
+      ort_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+      Check(status, true);
+    } catch (...) {
+      api_->ReleaseSessionOptions(options);
+      throw;
+    }
+    api_->ReleaseSessionOptions(options);
+    SessionHandle h;
+    h.id = next_id_++;
+    sessions_[h.id] = session;
+    h.inputs = Names(session, true);
+    h.outputs = Names(session, false);
+    handles_[h.id] = h;
+    return h;
+  }
+
+  std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) override {
+    OrtSession* session = SessionOf(s.id);
+    const SessionHandle& h = handles_.at(s.id);
+    std::vector<const char*> input_names, output_names;
+    std::vector<OrtValue*> inputs;
+    std::vector<OrtValue*> outputs(h.outputs.size(), nullptr);
+    for (const auto& n : h.outputs) output_names.push_back(n.c_str());
+    std::vector<onnx_io::Tensor> out;
+    try {
+      for (const onnx_io::Tensor& t : feeds) {
+        input_names.push_back(t.name.c_str());
+        OrtValue* v = nullptr;
+        // ONNX Runtime reads the bytes in place (no copy); the run does not write its inputs.
+        Check(api_->CreateTensorWithDataAsOrtValue(cpu_, const_cast<uint8_t*>(t.bytes.data()), t.bytes.size(),
+                                                   t.dims.data(), t.dims.size(),
+                                                   static_cast<ONNXTensorElementDataType>(t.type), &v),
+              true);
+        inputs.push_back(v);
+      }
+      const auto start = Clock::now();
+      OrtStatus* status = api_->Run(session, nullptr, input_names.data(), inputs.data(), inputs.size(),
+                                    output_names.data(), output_names.size(), outputs.data());
+      ort_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+      Check(status, true);
+      for (size_t o = 0; o < outputs.size(); ++o) out.push_back(TensorOf(h.outputs[o], outputs[o]));
+    } catch (...) {
+      Release(inputs);
+      Release(outputs);
+      throw;
+    }
+    Release(inputs);
+    Release(outputs);
+    return out;
+  }
+
+  void Release(const SessionHandle& s) override {
+    OrtSession* session = SessionOf(s.id);
+    const auto start = Clock::now();
+    api_->ReleaseSession(session);
+    ort_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+    sessions_.erase(s.id);
+    handles_.erase(s.id);
+  }
+
+  Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
+                      int warmup, int repeats) override {
+    const SessionHandle h = Create(spec);
+    Evaluation e;
+    try {
+      for (const auto& feeds : sets) e.results.push_back(Run(h, feeds));
+      if (repeats > 0 && !sets.empty()) {
+        for (int i = 0; i < throwaway + warmup; ++i) Run(h, sets.front());
+        for (int i = 0; i < repeats; ++i) e.ms.push_back(TimedRun(h, sets.front()));
+      }
+    } catch (...) {
+      Release(h);
+      throw;
+    }
+    Release(h);
+    return e;
+  }
+
+  double ort_seconds() const override { return ort_s_; }
+
+ private:
+  // One run's latency in milliseconds: ONNX Runtime's Run alone (the feeds are wrapped before, the outputs read after).
+  double TimedRun(const SessionHandle& h, const std::vector<onnx_io::Tensor>& feeds) {
+    const double before = ort_s_;
+    Run(h, feeds);
+    return (ort_s_ - before) * 1000.0;
+  }
+
+  static GraphOptimizationLevel Level(const std::string& level) {
+    if (level == "disabled") return ORT_DISABLE_ALL;
+    if (level == "basic") return ORT_ENABLE_BASIC;
+    if (level == "extended") return ORT_ENABLE_EXTENDED;
+    if (level == "layout") return ORT_ENABLE_LAYOUT;
+    if (level == "all") return ORT_ENABLE_ALL;
+    throw InputError("graph optimization level '" + level + "': expected disabled, basic, extended, layout or all");
+  }
+
+  // Throws ONNX Runtime's message: an InputError where ORT refused the model or the feeds.
+  void Check(OrtStatus* status, bool input_error) {
+    if (status == nullptr) return;
+    const std::string message = std::string("ONNX Runtime: ") + api_->GetErrorMessage(status);
+    api_->ReleaseStatus(status);
+    if (input_error) throw InputError(message);
+    throw std::runtime_error(message);
+  }
+
+  OrtSession* SessionOf(int id) const {
+    const auto it = sessions_.find(id);
+    if (it == sessions_.end()) throw std::runtime_error("no ONNX Runtime session " + std::to_string(id));
+    return it->second;
+  }
+
+  std::vector<std::string> Names(OrtSession* session, bool inputs) {
+    size_t count = 0;
+    Check(inputs ? api_->SessionGetInputCount(session, &count) : api_->SessionGetOutputCount(session, &count), false);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < count; ++i) {
+      char* name = nullptr;
+      Check(inputs ? api_->SessionGetInputName(session, i, allocator_, &name)
+                   : api_->SessionGetOutputName(session, i, allocator_, &name),
+            false);
+      names.emplace_back(name);
+      Check(api_->AllocatorFree(allocator_, name), false);
+    }
+    return names;
+  }
+
+  onnx_io::Tensor TensorOf(const std::string& name, OrtValue* value) {
+    OrtTensorTypeAndShapeInfo* info = nullptr;
+    Check(api_->GetTensorTypeAndShape(value, &info), false);
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    size_t rank = 0, count = 0;
+    onnx_io::Tensor t;
+    t.name = name;
+    OrtStatus* status = api_->GetTensorElementType(info, &type);
+    if (status == nullptr) status = api_->GetDimensionsCount(info, &rank);
+    if (status == nullptr) {
+      t.dims.resize(rank);
+      status = api_->GetDimensions(info, t.dims.data(), rank);
+    }
+    if (status == nullptr) status = api_->GetTensorShapeElementCount(info, &count);
+    api_->ReleaseTensorTypeAndShapeInfo(info);
+    Check(status, false);
+    switch (type) {
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: t.type = onnx_io::DType::float32; break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: t.type = onnx_io::DType::uint8; break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: t.type = onnx_io::DType::int8; break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: t.type = onnx_io::DType::int16; break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: t.type = onnx_io::DType::int32; break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: t.type = onnx_io::DType::int64; break;
+      default:
+        throw InputError("ONNX Runtime output " + name + ": element type " + std::to_string(static_cast<int>(type)) +
+                         " is not one fusediff reads (float32, uint8, int8, int16, int32, int64)");
+    }
+    void* data = nullptr;
+    Check(api_->GetTensorMutableData(value, &data), false);
+    const size_t bytes = count * onnx_io::element_size(t.type);
+    t.bytes.resize(bytes);
+    if (bytes > 0) std::memcpy(t.bytes.data(), data, bytes);
+    return t;
+  }
+
+  void Release(std::vector<OrtValue*>& values) {
+    for (OrtValue*& v : values) {
+      if (v != nullptr) api_->ReleaseValue(v);
+      v = nullptr;
+    }
+  }
+
+  void* lib_ = nullptr;
+  const OrtApi* api_ = nullptr;
+  OrtEnv* env_ = nullptr;
+  OrtMemoryInfo* cpu_ = nullptr;
+  OrtAllocator* allocator_ = nullptr;
+  std::map<int, OrtSession*> sessions_;
+  std::map<int, SessionHandle> handles_;
+  int next_id_ = 1;
+  double ort_s_ = 0;
+  std::string version_;
+};
+
+}  // namespace
+
+bool HaveInProcessRuntime() { return true; }
+
+std::unique_ptr<Runtime> StartInProcessRuntime() {
+  const std::string library = LibraryPath();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(library, ec)) {
+    throw InputError("ONNX Runtime is not installed: " + library + " is missing; run `bash scripts/setup.sh` (npm ci "
+                     "--ignore-scripts in " + RunnerDirectory() + ")");
+  }
+  DisableTelemetry();
+  return std::make_unique<InProcessRuntime>(library);
+}
+
+#endif
+
+}  // namespace fusediff::fused::ort
