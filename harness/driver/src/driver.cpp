@@ -18,6 +18,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/float_conv.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
@@ -491,10 +492,22 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
   const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
-    float v32 = reference::RoundToFormat(
-        reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
-                                        draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
-        reference_conv.intermediate.stored);
+    float v32 = 0;
+    if (reference_conv.float_conv.enabled) {
+      // A float convolution: v from its float operands (reference/float_conv.h), not from acc.
+      const reference::FloatConvElement fc = reference::FloatConvValues(
+          draw.conv, draw.input, reference_conv.float_conv, reference_conv.float_conv.operands)[element];
+      v32 = reference::RoundToFormat(fc.v, reference_conv.intermediate.stored);
+      char line[160];
+      std::snprintf(line, sizeof line, "float conv %s: %d products, sum |x w| + |b| = %.9g",
+                    format_float_conv(reference_conv.float_conv).c_str(), fc.terms, fc.abs_sum);
+      trace.pattern_stages.push_back(line);
+    } else {
+      v32 = reference::RoundToFormat(
+          reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
+                                          draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
+          reference_conv.intermediate.stored);
+    }
     trace.f32_intermediate = true;
     // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
     char exact[192];
@@ -510,6 +523,20 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
                                      std::string(to_string(add->f32_add_rule)) + ")");
     }
     trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
+    if (const std::optional<FloatBoundary>& out = reference_conv.output.float_value) {
+      // A float output: y is its ordered code; the values themselves, and the activation's binary32 result.
+      const float e = reference::Binary32Activation(reference_conv.activation, v32);
+      char line[200];
+      std::snprintf(line, sizeof line, "y (%s): reference %.9g, fused %.9g (binary32 activation %.9g)",
+                    std::string(to_string(out->format)).c_str(),
+                    static_cast<double>(f32_from_order_code(sample.y_ref, out->format)),
+                    static_cast<double>(f32_from_order_code(sample.y_fused, out->format)), static_cast<double>(e));
+      trace.pattern_stages.push_back(line);
+      trace.v = v32;
+      trace.t = e;
+      trace.u = 0;
+      return trace;
+    }
     reference::ActivationEvaluator evaluator(reference_conv);
     const reference::ActivationPoint point = evaluator(v32);
     trace.v = point.v;
