@@ -119,6 +119,8 @@ struct Partial {
   std::string unsupported_reason;
   // Per ledger entry whose conditions a draw met (by index into the ledger): its tally.
   std::map<size_t, KnownDefectTally> known;
+  // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
+  BatchNormErrorBins bn;
 
   // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none).
   void Record(std::optional<size_t> code_index, const WorstCase& sample) {
@@ -191,6 +193,10 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
   }
   result.known_defects.clear();
   for (auto& [index, tally] : known) merge_known_defects(result.known_defects, {std::move(tally)});
+  if (has_stage(result.spec.pattern, StageKind::batchnorm)) {
+    result.batchnorm_bins.emplace();
+    for (const Partial& p : partials) result.batchnorm_bins->merge(p.bn);
+  }
   for (const Partial& p : partials) {
     result.unsupported_samples += p.unsupported_samples;
     if (p.unsupported_samples > 0 && (result.unsupported_sample_reason.empty() ||
@@ -237,6 +243,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   std::vector<Partial> partials(threads, Partial(key ? key->code_count() : 0, options.worst_count));
 
   const KnownDefectLedger* ledger = comparison->library().empty() ? nullptr : options.known_defects;
+  const Stage* bn_stage = find_stage(spec.pattern, StageKind::batchnorm);
+  const int32_t bn_zero_point = bn_stage ? keyed_boundary(spec.pattern, reference_convention(spec)).zero_point : 0;
   const uint64_t stream = case_stream_id(spec);
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
   const auto next = [&] { return draws.next(); };
@@ -277,6 +285,13 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
       }
     }
+    // BatchNorm's bins: each channel's gain, and u's zero point (the keyed boundary is u).
+    std::vector<int32_t> gain_bins;
+    if (bn_stage) {
+      for (size_t k = 0; k < draw.bn.gamma.size(); ++k) {
+        gain_bins.push_back(gain_bin(draw.bn.gamma[k], draw.bn.var[k], bn_stage->bn_eps));
+      }
+    }
     for (uint64_t j = 0; j < batch.take; ++j) {
       const detail::ComparedSample& c = samples[j];
       const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
@@ -292,6 +307,10 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
       }
       partial.Record(code, sample);
+      if (bn_stage) {
+        partial.bn.by_u.add(u_magnitude_bin(c.code, bn_zero_point), sample.error);
+        partial.bn.by_gain.add(gain_bins[j % gain_bins.size()], sample.error);
+      }
     }
     return batch.take;
   };
