@@ -14,6 +14,7 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/generators/targets.h"
+#include "fusediff/model/errors.h"
 #include "fusediff/reference/float_conv.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/graph.h"
@@ -85,6 +86,27 @@ TEST(FloatConvReference, OrderCodesCountUlps) {
 
 // Draws per general-draw test: about as many as `fusediff run --samples 100000` runs per case (docs/onednn.md).
 constexpr uint32_t kGeneralDraws = 200;
+
+TEST(FloatConvReference, CasesReplayAndBadOptionsAreInputErrors) {
+  for (const FloatConv& fc : {FloatConv{true, FloatFormat::bf16, true, false}, FloatConv{true, FloatFormat::f32, false, true}}) {
+    EXPECT_EQ(parse_float_conv(format_float_conv(fc), "test"), fc);
+    for (const CaseSpec& spec : Cases(fc)) {
+      ReplayKey key;
+      key.seed = 1;
+      key.sample = 7;
+      key.spec = spec;
+      const ReplayKey back = parse_replay(format_replay(key));
+      EXPECT_EQ(back.spec.convention, spec.convention) << spec.name;
+      EXPECT_EQ(back.spec.backend, spec.backend) << spec.name;
+      EXPECT_EQ(canonical_key(back.spec), canonical_key(spec)) << spec.name;
+    }
+  }
+  EXPECT_THROW(parse_float_conv("f16", "--float-conv"), InputError);
+  EXPECT_THROW(parse_float_conv("bf16:fast", "--float-conv"), InputError);
+  Convention c;
+  c.float_conv = FloatConv{true, FloatFormat::bf16, false, true};  // fpmath on bf16 operands, integer intermediate
+  EXPECT_THROW(validate(c), InputError);
+}
 
 // y values of a draw: the path's and a reference's (declared convention, operands as given).
 struct Measured {
