@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "float_formats_detail.h"
+#include "fusediff/model/convention.h"
 
 namespace fusediff::reference {
 
@@ -143,6 +144,15 @@ float RoundToFormat(float x, const FloatBoundary& rules) {
     case FloatFormat::bf16: return Bf16BitsToF32(F32ToBf16Bits(x, rules));
   }
   return x;
+}
+
+int32_t FloatOutputCode(float x, const FloatBoundary& rules) {
+  switch (rules.format) {
+    case FloatFormat::f32: return float_order_code(std::bit_cast<uint32_t>(RoundToFormat(x, rules)), FloatFormat::f32);
+    case FloatFormat::f16: return float_order_code(F32ToF16Bits(x, rules), FloatFormat::f16);
+    case FloatFormat::bf16: return float_order_code(F32ToBf16Bits(x, rules), FloatFormat::bf16);
+  }
+  return 0;
 }
 
 }  // namespace fusediff::reference

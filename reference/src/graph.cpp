@@ -9,6 +9,7 @@
 
 #include "fusediff/model/errors.h"
 #include "fusediff/reference/batchnorm.h"
+#include "fusediff/reference/float_conv.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/stages.h"
 
@@ -115,6 +116,11 @@ GraphReference::GraphReference(const Pattern& p, const Convention& c, const Acti
   g.knee_scale = knee_scale;
   g.knees = knee_points(c.activation);
   if (c.intermediate.kind == IntermediateKind::f32) {
+    if (c.output.float_value && c.post_ops != PostOpArithmetic::binary32) {
+      throw InputError("GraphReference: a float output is defined with binary32 post-ops (the activation's binary32 "
+                       "result stored in the output format)");
+    }
+    if (c.float_conv.enabled && !is_conv_act(p)) throw InputError("GraphReference: a float convolution is conv2d+act only");
     g.evaluator.emplace(c);
     return;
   }
@@ -162,11 +168,26 @@ std::vector<GraphElement> GraphReference::operator()(const PatternDraw& draw) co
       throw std::invalid_argument("pattern draw: residual has " + std::to_string(draw.residual.size()) +
                                   " codes, the sum has " + std::to_string(t.e.size()) + " elements (no broadcast)");
     }
+    // A float convolution (FloatConv) computes v from its float operands instead of from acc.
+    std::vector<FloatConvElement> float_conv;
+    if (c.float_conv.enabled) float_conv = FloatConvValues(conv, draw.input, c.float_conv, c.float_conv.operands);
     for (size_t i = 0; i < t.e.size(); ++i) {
       // Stored by the graph in its declared float format, if narrower (reference/float_formats.h).
-      float v = RoundToFormat(F32IntermediateValue(t.e[i].acc, conv.input_quant().scale, conv.weight_scales()[i % channels]),
+      float v = RoundToFormat(c.float_conv.enabled ? float_conv[i].v
+                                                   : F32IntermediateValue(t.e[i].acc, conv.input_quant().scale,
+                                                                          conv.weight_scales()[i % channels]),
                               c.intermediate.stored);
       if (add) v = F32PostOpAdd(add->f32_add_rule, v, draw.residual[i], add->residual);
+      if (c.output.float_value) {
+        // A float output: the activation in binary32, stored in the output format, as its ordered code.
+        const float e = Binary32Activation(c.activation, v);
+        t.e[i].y = FloatOutputCode(e, *c.output.float_value);
+        ActivationPoint point;
+        point.v = v;
+        point.f = e;
+        t.e[i].regions = ActivationPointRegions(g.knees, g.knee_scale, point);
+        continue;
+      }
       const ActivationPoint point = (*g.evaluator)(v);
       t.e[i].y = point.y;
       t.e[i].regions = ActivationPointRegions(g.knees, g.knee_scale, point);

@@ -98,6 +98,26 @@ auto Parse(const Field& f, F parse) {
   }
 }
 
+// ErrorBinsToJson's array: bins ascending, each once, count >= 1, max_abs <= sum_abs <= count * max_abs.
+ErrorBins ReadErrorBins(const Field& f) {
+  ErrorBins bins;
+  for (size_t i = 0; i < f.array_size(); ++i) {
+    const Field item = f.at(i);
+    const int32_t key = item["bin"].i32();
+    if (!bins.bins.empty() && bins.bins.rbegin()->first >= key) item["bin"].fail("bins in ascending order, each once");
+    ErrorBin b;
+    b.count = item["count"].u64();
+    b.sum_abs = item["sum_abs"].u64();
+    b.max_abs = item["max_abs"].i64();
+    if (b.count == 0 || b.max_abs < 0 || static_cast<uint64_t>(b.max_abs) > b.sum_abs ||
+        (b.max_abs > 0 && b.sum_abs / static_cast<uint64_t>(b.max_abs) > b.count)) {
+      item.fail("count >= 1 and max_abs <= sum_abs <= count * max_abs");
+    }
+    bins.bins[key] = b;
+  }
+  return bins;
+}
+
 ErrorStats ReadStats(const Field& f) {
   ErrorStats stats;
   const Field histogram = f["histogram"];
@@ -305,6 +325,12 @@ CaseResult ReadCase(const Field& f) {
     coverage["intermediate_codes"].fail(fmt::format("the per_code bitmap's {} covered codes", c.per_code.covered_count()));
   }
   ReadWorst(f["worst"], c.stats.worst, c.worst);
+  if (f.has("batchnorm_error_bins")) {  // format 4
+    const Field bins = f["batchnorm_error_bins"];
+    c.batchnorm_bins.emplace();
+    c.batchnorm_bins->by_u = ReadErrorBins(bins["by_u_magnitude"]);
+    c.batchnorm_bins->by_gain = ReadErrorBins(bins["by_gain_log2"]);
+  }
   if (f.has("known_defects")) {
     const Field known = f["known_defects"];
     for (size_t i = 0; i < known.array_size(); ++i) {
@@ -386,9 +412,9 @@ RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
   const std::string format = top["format"].str();
-  if (format != kResultsFormat && format != kResultsFormatV2 && format != kResultsFormatV1) {
-    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV2 + "\", \"" +
-                       kResultsFormatV1 + "\")");
+  if (format != kResultsFormat && format != kResultsFormatV3 && format != kResultsFormatV2 && format != kResultsFormatV1) {
+    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV3 + "\", \"" + kResultsFormatV2 +
+                       "\", \"" + kResultsFormatV1 + "\")");
   }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();

@@ -172,6 +172,20 @@ ordered_json WorstToJson(const std::vector<WorstCaseReport>& list) {
   return worst;
 }
 
+// ErrorBins as [{bin, count, sum_abs, max_abs}], ascending by bin.
+ordered_json ErrorBinsToJson(const ErrorBins& bins) {
+  ordered_json out = ordered_json::array();
+  for (const auto& [key, b] : bins.bins) {
+    ordered_json item;
+    item["bin"] = key;
+    item["count"] = b.count;
+    item["sum_abs"] = b.sum_abs;
+    item["max_abs"] = b.max_abs;
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   ordered_json j;
   j["name"] = c.spec.name;
@@ -235,6 +249,13 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
       known.push_back(std::move(item));
     }
     j["known_defects"] = std::move(known);
+  }
+  if (c.batchnorm_bins) {
+    // bit_width(|u - zu|) and floor(log2 |gamma| / sqrt(var + eps)) bins (model/error_bins.h).
+    ordered_json bins;
+    bins["by_u_magnitude"] = ErrorBinsToJson(c.batchnorm_bins->by_u);
+    bins["by_gain_log2"] = ErrorBinsToJson(c.batchnorm_bins->by_gain);
+    j["batchnorm_error_bins"] = std::move(bins);
   }
   ordered_json tolerance;
   tolerance["max_abs_lsb"] = c.tolerance.max_abs_lsb;

@@ -220,6 +220,43 @@ std::string CodeAxisLabels(const QuantType& type, int64_t e_lo, int64_t e_hi, YO
          Text(kLeft - 4, y_of(0) + 4, "0", "end");
 }
 
+// |e| against a binned magnitude (model/error_bins.h): per bin a bar of the max |e| and a dot at the mean |e|, both
+// on a linear LSB axis; `bin_label` names a bin's range under its bar.
+template <typename BinLabel>
+std::string ErrorBinsSvg(const std::string& title, const ErrorBins& bins, const std::string& x_label, BinLabel bin_label) {
+  std::string svg = SvgOpen(title);
+  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
+  int64_t peak = 1;
+  for (const auto& [key, b] : bins.bins) peak = std::max(peak, b.max_abs);
+  const double slot = plot_w / static_cast<double>(std::max<size_t>(bins.bins.size(), 1));
+  auto y_of = [&](double e) { return kTop + plot_h - plot_h * e / static_cast<double>(peak); };
+  size_t i = 0;
+  for (const auto& [key, b] : bins.bins) {
+    const double x = kLeft + slot * static_cast<double>(i++);
+    const double mean = static_cast<double>(b.sum_abs) / static_cast<double>(b.count);
+    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#c44\"><title>{}: max |e| {}, "
+                       "mean |e| {:.3f}, {} samples</title></rect>",
+                       x + slot * 0.1, y_of(static_cast<double>(b.max_abs)), slot * 0.8,
+                       plot_h - (y_of(static_cast<double>(b.max_abs)) - kTop), HtmlEscape(bin_label(key)), b.max_abs, mean, b.count);
+    svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3\" fill=\"#36c\"/>", x + slot * 0.5, y_of(mean));
+    svg += Text(x + slot * 0.5, kPlotHeight - kBottom + 14, bin_label(key));
+  }
+  svg += Axes(x_label, "|e| (LSB): bar max, dot mean");
+  svg += Text(kLeft - 4, y_of(static_cast<double>(peak)) + 4, std::to_string(peak), "end") + Text(kLeft - 4, y_of(0) + 4, "0", "end");
+  return svg + "</svg>";
+}
+
+// BatchNorm's two plots: error against |u - zu| and against the channel gain (docs/batchnorm.md).
+std::string BatchNormBinsSvg(const BatchNormErrorBins& bins) {
+  const auto u_label = [](int32_t b) {
+    return b == 0 ? std::string("0") : b == 1 ? std::string("1") : fmt::format("{}-{}", 1 << (b - 1), (1 << b) - 1);
+  };
+  const auto gain_label = [](int32_t b) { return fmt::format("2^{}", b); };
+  return ErrorBinsSvg("error against |u|", bins.by_u, "|u - zu| (intermediate codes, bins by powers of two)", u_label) + "\n" +
+         ErrorBinsSvg("error against channel gain", bins.by_gain,
+                      "channel gain gamma / sqrt(var + eps), bin [2^b, 2^(b+1))", gain_label);
+}
+
 // Error against intermediate code: a min..max band per covered code, knees and saturation edges marked.
 std::string CodeErrorSvg(const CaseResult& c) {
   std::string svg = SvgOpen("error against intermediate code");
@@ -503,6 +540,7 @@ std::string ToHtml(const RunResult& run) {
     }
     out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
     out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
+    if (c.batchnorm_bins && !c.batchnorm_bins->by_u.bins.empty()) out += BatchNormBinsSvg(*c.batchnorm_bins) + "\n";
     if (!c.worst.empty()) {
       out += "<h3>Worst cases</h3>\n<table><tr><th>e</th><th>sample</th><th>acc</th><th>u</th><th>y_ref</th>"
              "<th>y_fused</th><th style=\"text-align:left\">replay</th></tr>";

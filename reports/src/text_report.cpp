@@ -154,7 +154,9 @@ std::string RenderReplay(const ReplayTrace& t) {
                          t.acc_reference == t.acc_fused ? "" : "  (DIFFERENT)");
     }
     if (t.f32_intermediate) {
-      out += fmt::format("v (f32)     fl32(fl32(acc) * fl32(sx*sw[k])) = {}\n", t.requant_exact);
+      out += fmt::format("v (f32)     {} = {}\n",
+                         t.key.spec.convention.float_conv.enabled ? "fl32(fl32(sum of x*w, exact) + b)" : "fl32(fl32(acc) * fl32(sx*sw[k]))",
+                         t.requant_exact);
     } else {
       out += fmt::format("requant     value rounded last = {}\n", t.requant_exact);
       if (t.black_box) out += fmt::format("u           reference {}\n", t.u);

@@ -381,6 +381,8 @@ class OneDnnPath final : public FusedPath {
 }  // namespace
 
 std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason) {
+  // bf16 convolutions and f32 ones under fpmath_mode bf16: onednn_float_conv.cpp.
+  if (spec.convention.float_conv.enabled) return detail::CreateFloatConvPath(spec, unsupported_reason);
   // The post-op chains of the other patterns, and their unfused graphs: onednn_patterns.cpp.
   if (!is_conv_act(spec.pattern)) return detail::CreatePatternPath(spec, unsupported_reason);
   if (spec.fusion != Fusion::keep_all) {

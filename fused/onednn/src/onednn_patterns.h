@@ -30,4 +30,11 @@ std::string DescribeDnnlError(const dnnl::error& e, const std::string& what);
 // *unsupported_reason for any other pattern, fusion or mutant, or a convention oneDNN cannot express.
 std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* unsupported_reason);
 
+// oneDNN's float convolutions (onednn_float_conv.cpp): spec.convention.float_conv enabled, conv2d+act, a float
+// output. Null with *unsupported_reason where oneDNN or this CPU cannot run them (NativeBf16).
+std::unique_ptr<FusedPath> CreateFloatConvPath(const CaseSpec& spec, std::string* unsupported_reason);
+// Whether oneDNN dispatches to an ISA with a native bf16 dot product (avx512_core_bf16 or avx512_core_amx, honouring
+// ONEDNN_MAX_CPU_ISA); false with the reason otherwise.
+bool NativeBf16(std::string* why);
+
 }  // namespace fusediff::fused::onednn::detail

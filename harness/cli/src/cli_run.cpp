@@ -55,7 +55,7 @@ class InterruptScope {
 struct RunArgs {
   std::string activation, alpha, intermediate, output, requant, intermediate_rounding, output_rounding,
       zero_point_order, fused, mutant = "none", json, csv, junit, shard, shard_count, mix, threads, pattern,
-      known_defects, isa, fold_precision, fold_formula, weight_quant, bn_regime, boundary_float;
+      known_defects, isa, fold_precision, fold_formula, weight_quant, bn_regime, boundary_float, float_conv;
   bool exhaustive = false;
   bool no_known_defects = false;
   bool verbose = false;
@@ -116,6 +116,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
       throw InputError("--boundary-float: f32 is what oneDNN keeps; expected f16 or bf16 (with optional rules)");
     }
   }
+  if (!a.float_conv.empty()) suite.float_conv = parse_float_conv(a.float_conv, "--float-conv");
   if ((suite.fold_precision || suite.fold_formula || suite.weight_quant || suite.bn_regime) &&
       a.pattern != "conv2d+batchnorm+act") {
     throw InputError("--fold-precision, --fold-formula, --weight-quant and --bn-regime need --pattern conv2d+batchnorm+act");
@@ -249,6 +250,9 @@ Command AddRunCommand(CLI::App& app) {
   run->add_option("--boundary-float", a->boundary_float,
                   "oneDNN cases: the graph stores the f32 intermediate as f16 | bf16[:rne|rtz][:inf|saturate]"
                   "[:keep_subnormals|flush_subnormals][:nan_payload|nan_canonical|nan_canonical_positive]");
+  run->add_option("--float-conv", a->float_conv,
+                  "oneDNN cases: its float convolution bf16 | f32:fpmath_bf16, with :pow2 for exact-sum draws "
+                  "(power-of-two scales), into bf16 and f32 destinations, fused and unfused (docs/onednn.md)");
   run->add_option("--bn-regime", a->bn_regime,
                   "conv2d+batchnorm+act: only this BatchNorm regime: benign | tiny_variance | large_gamma | large_mean");
   run->add_option("--mix", a->mix,

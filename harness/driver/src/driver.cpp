@@ -18,6 +18,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/float_conv.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
@@ -118,6 +119,8 @@ struct Partial {
   std::string unsupported_reason;
   // Per ledger entry whose conditions a draw met (by index into the ledger): its tally.
   std::map<size_t, KnownDefectTally> known;
+  // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
+  BatchNormErrorBins bn;
 
   // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none).
   void Record(std::optional<size_t> code_index, const WorstCase& sample) {
@@ -190,6 +193,10 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
   }
   result.known_defects.clear();
   for (auto& [index, tally] : known) merge_known_defects(result.known_defects, {std::move(tally)});
+  if (has_stage(result.spec.pattern, StageKind::batchnorm)) {
+    result.batchnorm_bins.emplace();
+    for (const Partial& p : partials) result.batchnorm_bins->merge(p.bn);
+  }
   for (const Partial& p : partials) {
     result.unsupported_samples += p.unsupported_samples;
     if (p.unsupported_samples > 0 && (result.unsupported_sample_reason.empty() ||
@@ -236,6 +243,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   std::vector<Partial> partials(threads, Partial(key ? key->code_count() : 0, options.worst_count));
 
   const KnownDefectLedger* ledger = comparison->library().empty() ? nullptr : options.known_defects;
+  const Stage* bn_stage = find_stage(spec.pattern, StageKind::batchnorm);
+  const int32_t bn_zero_point = bn_stage ? keyed_boundary(spec.pattern, reference_convention(spec)).zero_point : 0;
   const uint64_t stream = case_stream_id(spec);
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
   const auto next = [&] { return draws.next(); };
@@ -276,6 +285,13 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
       }
     }
+    // BatchNorm's bins: each channel's gain, and u's zero point (the keyed boundary is u).
+    std::vector<int32_t> gain_bins;
+    if (bn_stage) {
+      for (size_t k = 0; k < draw.bn.gamma.size(); ++k) {
+        gain_bins.push_back(gain_bin(draw.bn.gamma[k], draw.bn.var[k], bn_stage->bn_eps));
+      }
+    }
     for (uint64_t j = 0; j < batch.take; ++j) {
       const detail::ComparedSample& c = samples[j];
       const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
@@ -291,6 +307,10 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
       }
       partial.Record(code, sample);
+      if (bn_stage) {
+        partial.bn.by_u.add(u_magnitude_bin(c.code, bn_zero_point), sample.error);
+        partial.bn.by_gain.add(gain_bins[j % gain_bins.size()], sample.error);
+      }
     }
     return batch.take;
   };
@@ -491,10 +511,22 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
   const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
-    float v32 = reference::RoundToFormat(
-        reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
-                                        draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
-        reference_conv.intermediate.stored);
+    float v32 = 0;
+    if (reference_conv.float_conv.enabled) {
+      // A float convolution: v from its float operands (reference/float_conv.h), not from acc.
+      const reference::FloatConvElement fc = reference::FloatConvValues(
+          draw.conv, draw.input, reference_conv.float_conv, reference_conv.float_conv.operands)[element];
+      v32 = reference::RoundToFormat(fc.v, reference_conv.intermediate.stored);
+      char line[160];
+      std::snprintf(line, sizeof line, "float conv %s: %d products, sum |x w| + |b| = %.9g",
+                    format_float_conv(reference_conv.float_conv).c_str(), fc.terms, fc.abs_sum);
+      trace.pattern_stages.push_back(line);
+    } else {
+      v32 = reference::RoundToFormat(
+          reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
+                                          draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
+          reference_conv.intermediate.stored);
+    }
     trace.f32_intermediate = true;
     // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
     char exact[192];
@@ -510,6 +542,20 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
                                      std::string(to_string(add->f32_add_rule)) + ")");
     }
     trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
+    if (const std::optional<FloatBoundary>& out = reference_conv.output.float_value) {
+      // A float output: y is its ordered code; the values themselves, and the activation's binary32 result.
+      const float e = reference::Binary32Activation(reference_conv.activation, v32);
+      char line[200];
+      std::snprintf(line, sizeof line, "y (%s): reference %.9g, fused %.9g (binary32 activation %.9g)",
+                    std::string(to_string(out->format)).c_str(),
+                    static_cast<double>(f32_from_order_code(sample.y_ref, out->format)),
+                    static_cast<double>(f32_from_order_code(sample.y_fused, out->format)), static_cast<double>(e));
+      trace.pattern_stages.push_back(line);
+      trace.v = v32;
+      trace.t = e;
+      trace.u = 0;
+      return trace;
+    }
     reference::ActivationEvaluator evaluator(reference_conv);
     const reference::ActivationPoint point = evaluator(v32);
     trace.v = point.v;

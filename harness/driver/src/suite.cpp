@@ -171,6 +171,10 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
     }
     if (onednn_only || (!fused_given && !options.intermediate && OneDnnBuiltIn())) {
       for (CaseSpec& spec : OneDnnComparisons(options, kind)) suite.push_back(std::move(spec));
+      // The default suite's float convolutions (relu); --float-conv's are OneDnnComparisons' own.
+      if (!options.float_conv) {
+        for (CaseSpec& spec : OneDnnFloatConvComparisons(options, kind)) suite.push_back(std::move(spec));
+      }
     }
   }
   // Every other pattern, where the options leave the built-in 8-bit conventions in place.
@@ -364,6 +368,7 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
     Comparison comparison;
     const char* label;
   };
+  if (options.float_conv) return OneDnnFloatConvComparisons(options, kind);  // --float-conv: those cases only
   const OneDnnComparison comparisons[] = {{Backend::onednn, Comparison::same_convention, "onednn"},
                                      {Backend::onednn, Comparison::cross_convention, "onednn.cross"},
                                      {Backend::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
@@ -404,6 +409,49 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
     spec.samples = options.samples;
     spec.name = std::string(to_string(kind)) + "." + std::string(to_string(stored.format)) + "_intermediate.onednn.cross.conv";
     specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, ActivationKind kind) {
+  const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
+  // (float conv, destination format): the default suite's three exact-sum paths (relu: exact in binary32, so the
+  // tolerance is 0), or --float-conv's convolution with both destinations.
+  std::vector<std::pair<FloatConv, FloatFormat>> paths;
+  if (options.float_conv) {
+    paths = {{*options.float_conv, FloatFormat::bf16}, {*options.float_conv, FloatFormat::f32}};
+    if (options.float_conv->fpmath_bf16) paths.erase(paths.begin());  // an f32 convolution writes f32
+  } else if (kind == ActivationKind::relu && !options.backend && !options.boundary_float) {
+    const FloatConv bf16{true, FloatFormat::bf16, true, false};
+    const FloatConv fpmath{true, FloatFormat::f32, true, true};
+    paths = {{bf16, FloatFormat::bf16}, {bf16, FloatFormat::f32}, {fpmath, FloatFormat::f32}};
+  }
+  std::vector<CaseSpec> specs;
+  for (const auto& [float_conv, dst] : paths) {
+    // The graph: the float conv, u stored in the destination's type (what its unfused oneDNN graph writes), the
+    // activation, y stored as the destination. The fused kernel keeps u in binary32 (declared_convention).
+    CaseSpec spec;
+    spec.mix = options.mix;
+    spec.source = SampleSource::conv;
+    spec.convention = c;
+    spec.convention.intermediate.kind = IntermediateKind::f32;
+    spec.convention.requant = RequantVariant::f32_half_even;
+    spec.convention.intermediate.rounding = RoundingMode::half_to_even;
+    spec.convention.float_conv = float_conv;
+    spec.convention.intermediate.stored = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
+    spec.convention.output.float_value = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
+    validate(spec.convention);
+    spec.mutant = options.mutant;
+    spec.samples = options.samples;
+    std::string label = "float_conv_" + format_float_conv(float_conv) + ".y_" + std::string(to_string(dst));
+    std::replace(label.begin(), label.end(), ':', '_');
+    for (Backend backend : {Backend::onednn, Backend::onednn_unfused}) {
+      if (options.backend == Backend::onednn_unfused && backend != Backend::onednn_unfused) continue;
+      CaseSpec s = spec;
+      s.backend = backend;
+      s.name = std::string(to_string(kind)) + "." + label + "." + std::string(fused_path_name(s)) + ".conv";
+      specs.push_back(std::move(s));
+    }
   }
   return specs;
 }

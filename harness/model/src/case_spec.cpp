@@ -185,6 +185,9 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   out += ";zp_order=" + std::string(to_string(c.output.zero_point_order));
   // Absent for exact post-ops (every case's own convention): only a declared oneDNN convention carries binary32.
   if (c.post_ops != PostOpArithmetic::exact) out += ";post_ops=" + std::string(to_string(c.post_ops));
+  // Absent for the integer convolution and a quantized output: earlier keys hold.
+  if (c.float_conv.enabled) out += ";conv=" + format_float_conv(c.float_conv);
+  if (c.output.float_value) out += ";y_float=" + format_float_boundary(*c.output.float_value);
   out += ";fused=" + std::string(for_samples && is_onednn(s) ? FusedPathName(Backend::onednn, s.table_kind)
                                                               : fused_path_name(s));
   if (s.source == SampleSource::conv) out += ";mix=" + format_region_mix(s.mix);
@@ -428,6 +431,11 @@ ReplayKey parse_replay(std::string_view text) {
   c.output.q = parse_quant_params(take("y"), "replay.y", QuantParams{});
   c.output.rounding = parse_rounding_mode(take("y_round"), "replay.y_round");
   c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
+  if (fields.count("conv")) {
+    c.float_conv = parse_float_conv(take("conv"), "replay.conv");
+    c.intermediate.kind = IntermediateKind::f32;
+  }
+  if (fields.count("y_float")) c.output.float_value = parse_float_boundary(take("y_float"), "replay.y_float");
   parse_fused_path(take("fused"), "replay.fused", s);
   if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
   if (fields.count("comparison")) s.comparison = parse_comparison(take("comparison"), "replay.comparison");

@@ -1,6 +1,7 @@
 #include "fusediff/model/convention.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,19 @@ void validate(const Convention& c) {
                      std::string(to_string(c.output.rounding)) + " with the zero point " +
                      std::string(to_string(c.output.zero_point_order)) + ")");
   }
+  if (c.float_conv.enabled) {
+    if (c.intermediate.kind != IntermediateKind::f32) throw InputError("float_conv: a float convolution has an f32 intermediate");
+    if (c.float_conv.operands == FloatFormat::f16) throw InputError("float_conv.operands: f32 or bf16, not f16");
+    if (c.float_conv.fpmath_bf16 && c.float_conv.operands != FloatFormat::f32) {
+      throw InputError("float_conv: fpmath_bf16 applies to f32 operands");
+    }
+  } else if (c.float_conv != FloatConv{}) {
+    throw InputError("float_conv: operands, pow2 or fpmath set on an integer convolution");
+  }
+  if (c.output.float_value) {
+    if (!c.float_conv.enabled) throw InputError("output.float_value: a float output needs a float convolution");
+    if (c.output.float_value->format == FloatFormat::f16) throw InputError("output.float_value: f32 or bf16, not f16");
+  }
   if (!takes_alpha(c.activation.kind) && c.activation.alpha != 0.0f) {
     throw InputError("activation.alpha: " + std::string(to_string(c.activation.kind)) + " takes no alpha");
   }
@@ -129,7 +143,58 @@ std::string describe(const Convention& c) {
   s += " -> y=" + format_quant_params(c.output.q) + " " + std::string(to_string(c.output.rounding)) + " zp " +
        std::string(to_string(c.output.zero_point_order));
   if (c.post_ops != PostOpArithmetic::exact) s += " post_ops " + std::string(to_string(c.post_ops));
+  if (c.float_conv.enabled) s = "float conv " + format_float_conv(c.float_conv) + ": " + s;
+  if (c.output.float_value) s += " stored as " + format_float_boundary(*c.output.float_value) + " (y in its ulps)";
   return s;
+}
+
+float float_conv_scale(const FloatConv& f, float s) {
+  if (!(s > 0.0f) || !std::isfinite(s)) throw InputError("float_conv: a scale must be finite and > 0");
+  if (!f.pow2_scales) return s;
+  // 2^round(log2 s): s = m 2^e with m in [0.5, 1) (frexp, exact); log2 s rounds up to e when m >= 2^-1/2.
+  int e = 0;
+  const double m = std::frexp(static_cast<double>(s), &e);
+  return static_cast<float>(std::ldexp(1.0, m * m >= 0.5 ? e : e - 1));
+}
+
+int32_t float_order_code(uint32_t bits, FloatFormat format) {
+  const uint32_t sign = format == FloatFormat::f32 ? 0x80000000u : 0x8000u;
+  const uint32_t magnitude = bits & (sign - 1u);
+  return (bits & sign) != 0 ? -static_cast<int32_t>(magnitude) : static_cast<int32_t>(magnitude);
+}
+
+float f32_from_order_code(int32_t code, FloatFormat format) {
+  const uint32_t magnitude = code < 0 ? static_cast<uint32_t>(-static_cast<int64_t>(code)) : static_cast<uint32_t>(code);
+  uint32_t bits = format == FloatFormat::f32 ? magnitude : magnitude << 16;
+  if (code < 0) bits |= 0x80000000u;
+  float out;
+  static_assert(sizeof out == sizeof bits);
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+std::string format_float_conv(const FloatConv& f) {
+  std::string s(to_string(f.operands));
+  if (f.pow2_scales) s += ":pow2";
+  if (f.fpmath_bf16) s += ":fpmath_bf16";
+  return s;
+}
+
+FloatConv parse_float_conv(std::string_view text, std::string_view field) {
+  FloatConv f;
+  f.enabled = true;
+  size_t colon = text.find(':');
+  f.operands = parse_float_format(text.substr(0, colon), field);
+  while (colon != std::string_view::npos) {
+    const size_t begin = colon + 1;
+    colon = text.find(':', begin);
+    const std::string_view part = text.substr(begin, colon == std::string_view::npos ? std::string_view::npos : colon - begin);
+    if (part == "pow2") f.pow2_scales = true;
+    else if (part == "fpmath_bf16") f.fpmath_bf16 = true;
+    else throw InputError(std::string(field) + ": unknown float conv option '" + std::string(part) + "' (expected pow2 or fpmath_bf16)");
+  }
+  if (f.operands == FloatFormat::f16) throw InputError(std::string(field) + ": operands f32 or bf16, not f16");
+  return f;
 }
 
 }  // namespace fusediff

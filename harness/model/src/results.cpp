@@ -143,6 +143,10 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   }
   into.unsupported_samples += part.unsupported_samples;
   merge_known_defects(into.known_defects, part.known_defects);
+  if (part.batchnorm_bins) {
+    if (!into.batchnorm_bins) into.batchnorm_bins.emplace();
+    into.batchnorm_bins->merge(*part.batchnorm_bins);
+  }
   std::vector<std::string> names = split_implementations(into.implementation);
   for (const std::string& name : split_implementations(part.implementation)) names.push_back(name);
   into.implementation = join_implementations(std::move(names));

@@ -21,4 +21,7 @@ float Bf16BitsToF32(uint16_t bits);  // exact: the bits become binary32's upper 
 // rules say so), f16 / bf16 convert there and back.
 float RoundToFormat(float x, const FloatBoundary& rules);
 
+// x stored in rules.format, as its ordered code (model/convention.h float_order_code): a float output's y.
+int32_t FloatOutputCode(float x, const FloatBoundary& rules);
+
 }  // namespace fusediff::reference

@@ -37,6 +37,9 @@ struct SuiteOptions {
   // oneDNN's float-intermediate measurement: the graph stores v in this format (f16 / bf16) where oneDNN keeps
   // binary32 (unset: in the default suite one case per format, gelu_erf only).
   std::optional<FloatBoundary> boundary_float;
+  // oneDNN's float convolutions (docs/onednn.md, "bf16 convolutions"): only this one, with a bf16 and an f32
+  // destination, fused and unfused, per activation (unset: in the default suite the three exact-sum paths, relu).
+  std::optional<FloatConv> float_conv;
 };
 
 // Every activation x {int8 intermediate with lut, int16 intermediate with lut_interp} x {conv, sweep}, reshaped
@@ -69,7 +72,12 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
 // graph's quantize-then-activate convention (cross_convention, no verdict), the unfused oneDNN graph against the
 // graph's convention (verdict). `--fused onednn` runs all three, `--fused onednn_unfused` the last only. The
 // default suite includes them when fusediff is built with oneDNN (OneDnnBuiltIn).
+// With SuiteOptions::float_conv set: that float convolution's cases only (OneDnnFloatConvComparisons).
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind);
+// oneDNN's float convolutions (docs/onednn.md, "bf16 convolutions") on the oneDNN convention of `kind`: those of
+// SuiteOptions::float_conv with a bf16 and an f32 destination (f32 only under fpmath_bf16), or in the default suite
+// (relu, no backend or boundary option) the three exact-sum paths; each fused and unfused.
+std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, ActivationKind kind);
 bool OneDnnBuiltIn();
 
 // oneDNN's post-op chains for one pattern and activation, on the same draws of the graph (oneDNN's conventions as

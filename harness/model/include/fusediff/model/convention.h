@@ -69,7 +69,32 @@ struct OutputSpec {
   QuantParams q;
   RoundingMode rounding = RoundingMode::half_away_from_zero;
   ZeroPointOrder zero_point_order = ZeroPointOrder::after_rounding;
+  // A float output (oneDNN's bf16 / f32 destinations; FloatConv below): y is the activation's binary32 result e
+  // stored in this format by its rules, as its ordered code (float_order_code: neighbouring values differ by 1, so
+  // errors count ulps of the output format). q, rounding and the zero point are then unused.
+  std::optional<FloatBoundary> float_value{};
   friend bool operator==(const OutputSpec&, const OutputSpec&) = default;
+};
+
+// A producer that computes in floating point (oneDNN's bf16 convolutions and f32 ones under fpmath_mode bf16;
+// docs/onednn.md, "bf16 convolutions") instead of on integer codes. The draw's codes give the graph's binary32
+// tensors x = fl32(sx' (x_code - zx)), w = fl32(sw'[k] w_code), b = fl32(fl32(b_int) fl32(sx' sw'[k])), where
+// s' = s, or with pow2_scales the power of two nearest s in log scale (2^round(log2 s), ties up): the exact-sum
+// draws, whose every product and partial sum is exact in binary32 while |acc| < 2^24. The operands x, w are stored in
+// `operands` (f32 as is, bf16 by oneDNN's conversion rules); then
+//   v = fl32(fl32(S) + b),  S = the sum of x w over the taps, exact (oneDNN's summation order is not documented:
+//       the exact-sum draws make it irrelevant, docs/onednn.md bounds it for the others),
+// stored in the intermediate's `stored` format, the activation in binary32 (PostOpArithmetic::binary32), and the
+// output. Requires an f32 intermediate and conv2d+act.
+//   fpmath_bf16: the path's attribute (oneDNN's fpmath_mode::bf16 on an f32 convolution): it *allows* the library
+//       to convert f32 operands to bf16. The reference computes with `operands`; which one the library matches is
+//       measured (docs/onednn.md).
+struct FloatConv {
+  bool enabled = false;
+  FloatFormat operands = FloatFormat::f32;
+  bool pow2_scales = false;
+  bool fpmath_bf16 = false;
+  friend bool operator==(const FloatConv&, const FloatConv&) = default;
 };
 
 struct Convention {
@@ -78,8 +103,20 @@ struct Convention {
   OutputSpec output;
   Activation activation;
   PostOpArithmetic post_ops = PostOpArithmetic::exact;
+  FloatConv float_conv{};
   friend bool operator==(const Convention&, const Convention&) = default;
 };
+
+// FloatConv's scale rule: s itself, or 2^round(log2 s) (ties up) with pow2_scales. s finite and > 0.
+float float_conv_scale(const FloatConv& f, float s);
+// The ordered code of a float's bits in `format` (f32: 32 bits, bf16 / f16: the low 16): +-magnitude bits, so that
+// +0 and -0 are 0 and neighbouring finite values differ by 1. f32_from_order_code inverts it (f32 and bf16;
+// -0 comes back as +0).
+int32_t float_order_code(uint32_t bits, FloatFormat format);
+float f32_from_order_code(int32_t code, FloatFormat format);
+// "bf16" / "bf16:pow2" / "f32:pow2:fpmath_bf16" (FloatConv, enabled); parse throws InputError naming `field`.
+std::string format_float_conv(const FloatConv& f);
+FloatConv parse_float_conv(std::string_view text, std::string_view field);
 
 std::string_view to_string(RequantVariant v);
 std::string_view to_string(ZeroPointOrder o);
@@ -94,7 +131,7 @@ std::optional<RoundingMode> fixed_rounding(RequantVariant v);
 
 // Throws InputError when the convention is inconsistent: bad scales or zero points, a requant variant whose
 // fixed rounding contradicts intermediate.rounding, alpha on an activation that takes none, binary32 post-ops with
-// another output rounding than half_to_even before rounding.
+// another output rounding than half_to_even before rounding, a float conv or output outside their rules.
 void validate(const Convention& c);
 
 // "TYPE:SCALE:ZP" or "TYPE" (scale and zero point keep `defaults`); TYPE may end in "_narrow".

@@ -9,6 +9,7 @@
 
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/code_errors.h"
+#include "fusediff/model/error_bins.h"
 #include "fusediff/model/error_stats.h"
 #include "fusediff/model/gate_comparison.h"
 #include "fusediff/model/tolerance.h"
@@ -59,6 +60,8 @@ struct CaseResult {
   uint64_t first_unsupported_sample = 0;    // the lowest sample index among them
   std::string unsupported_sample_reason;    // the library's reason for that sample's draw
   std::vector<KnownDefectTally> known_defects;  // the ledger entries whose conditions some draw met, by id
+  // conv2d+batchnorm+act: the judged samples' |e| against |u| and the channel gain (model/error_bins.h); else unset.
+  std::optional<BatchNormErrorBins> batchnorm_bins;
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
   uint32_t shard_count = 1;
