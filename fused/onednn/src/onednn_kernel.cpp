@@ -281,11 +281,9 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   try {
     memory src_mem(src_md, m.engine, src.data(*src_type));
     memory wei_user_mem(wei_user, m.engine, weights.data());
-    memory wei_mem = wei_user_mem;
-    if (weights_md != wei_user) {
-      wei_mem = memory(weights_md, m.engine);
-      dnnl::reorder(wei_user_mem, wei_mem).execute(m.stream, wei_user_mem, wei_mem);
-    }
+    detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
+    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, weights_md, wei_user_mem,
+                                           m.engine, m.stream, &owned);
     memory bias_mem(bias_md, m.engine, bias.data());
     memory dst_mem(dst_md, m.engine, dst.data(dst_type));
     const memory::desc zp_md({1}, DataType::s32, Tag::x);

@@ -291,11 +291,9 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   try {
     memory src_mem(src_md, engine_, src.data());
     memory wei_user_mem(wei_user, engine_, weights.data());
-    memory wei_mem = wei_user_mem;
-    if (weights_md != wei_user) {
-      wei_mem = memory(weights_md, engine_);
-      dnnl::reorder(wei_user_mem, wei_mem).execute(stream_, wei_user_mem, wei_mem);
-    }
+    detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
+    memory wei_mem = detail::WeightsMemory(conv, !fc && conv.op() == ConvOp::conv_transpose2d, weights_md, wei_user_mem,
+                                           engine_, stream_, &owned);
     memory bias_mem(bias_md, engine_, bias.data());
     memory dst_mem(dst_md, engine_, dst.data());
     Args args{{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_BIAS, bias_mem}, {DNNL_ARG_DST, dst_mem}};

@@ -3,9 +3,11 @@
 // share. Internal to fused/onednn.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fusediff/fused/fused_path.h"
 #include "fusediff/model/case_spec.h"
@@ -24,6 +26,31 @@ std::optional<EltwiseAlgorithm> MapEltwise(const Activation& a, std::string* why
 std::optional<dnnl::memory::data_type> EightBitDataType(const QuantType& t);
 // "oneDNN rejected WHAT: MESSAGE (status N[, unimplemented])".
 std::string DescribeDnnlError(const dnnl::error& e, const std::string& what);
+
+// A deconvolution's weights in a buffer fusediff owns (onednn_weights.cpp), so that what oneDNN 2.6's int8 jit
+// deconvolution reads past the real kernel rows on stride-hole rows (docs/onednn.md, "Stride-hole rows read past
+// the weights") is known instead of heap contents: the real weights reordered into `weights_md`, then a tail. Where
+// weights_md is a plain blocked layout fusediff knows (OIhw4i16o4i, OIhw2i8o4i, OIhw4o4i, ...) with one ic and one
+// oc block, the buffer is the kernel extended to stride_height rows in that layout: rows kernel_height ..
+// stride_height - 1 hold stride_hole_tail_weight(o, c, h, kx) at exactly the offsets the kernel reads, 0 at
+// padded-channel places (`tail_rows_placed`), and the first weights_md.get_size() bytes are the real blocked
+// weights. Otherwise (another layout, compensation data, more blocks) the tail's byte t is
+// stride_hole_tail_weight(0, 0, 0, t): never 0, so a read there still shows, but the model cannot place it.
+struct DeconvolutionWeights {
+  std::vector<uint8_t> storage;  // the buffer, 64-byte aligned within
+  dnnl::memory memory;           // weights_md over it, holding the draw's weights
+  size_t size = 0;               // weights_md.get_size()
+  size_t tail = 0;               // bytes after `size` that fusediff wrote
+  bool tail_rows_placed = false;
+};
+DeconvolutionWeights OwnDeconvolutionWeights(const ConvCase& conv, const dnnl::memory::desc& weights_md,
+                                             const dnnl::engine& engine, dnnl::stream& stream);
+// The weights memory of a primitive that asked for `weights_md`, from the draw's OHWI weights in `user`: for a
+// deconvolution always OwnDeconvolutionWeights (kept alive in *owned until the primitive has run); otherwise `user`
+// itself when oneDNN takes its layout, else oneDNN's reorder of it into a buffer oneDNN allocates.
+dnnl::memory WeightsMemory(const ConvCase& conv, bool deconvolution, const dnnl::memory::desc& weights_md,
+                           const dnnl::memory& user, const dnnl::engine& engine, dnnl::stream& stream,
+                           DeconvolutionWeights* owned);
 
 // The oneDNN paths of conv2d+add+act (sum or binary_add post-op + eltwise, and the unfused graph), fc+act (inner
 // product + eltwise, and unfused) and conv2d+act+maxpool (unfused only: 2.6 has no pooling post-op). Null with

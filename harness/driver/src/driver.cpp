@@ -280,7 +280,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         ++tally->draws;
         tally->samples += batch.take;
         PatternDraw changed = draw;
-        changed.input = apply_defect_model(d, draw.conv, draw.input);
+        apply_defect_model(d, &changed.conv, &changed.input);
         model_y = comparison->DeclaredOutputs(changed);
         if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
       }

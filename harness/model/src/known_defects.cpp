@@ -8,13 +8,16 @@ namespace fusediff {
 std::string_view to_string(DefectRule r) {
   switch (r) {
     case DefectRule::jit_deconv_single_block_output_padding: return "jit_deconv_single_block_output_padding";
+    case DefectRule::jit_deconv_stride_hole: return "jit_deconv_stride_hole";
   }
   return "?";
 }
 bool parse_defect_rule(std::string_view text, DefectRule* out) {
-  if (text == to_string(DefectRule::jit_deconv_single_block_output_padding)) {
-    *out = DefectRule::jit_deconv_single_block_output_padding;
-    return true;
+  for (DefectRule r : {DefectRule::jit_deconv_single_block_output_padding, DefectRule::jit_deconv_stride_hole}) {
+    if (text == to_string(r)) {
+      *out = r;
+      return true;
+    }
   }
   return false;
 }
@@ -22,15 +25,31 @@ bool parse_defect_rule(std::string_view text, DefectRule* out) {
 std::string_view to_string(DefectModel m) {
   switch (m) {
     case DefectModel::drop_last_input_column: return "drop_last_input_column";
+    case DefectModel::stride_hole_tail_rows: return "stride_hole_tail_rows";
   }
   return "?";
 }
 bool parse_defect_model(std::string_view text, DefectModel* out) {
-  if (text == to_string(DefectModel::drop_last_input_column)) {
-    *out = DefectModel::drop_last_input_column;
-    return true;
+  for (DefectModel m : {DefectModel::drop_last_input_column, DefectModel::stride_hole_tail_rows}) {
+    if (text == to_string(m)) {
+      *out = m;
+      return true;
+    }
   }
   return false;
+}
+
+int8_t stride_hole_tail_weight(int32_t o, int32_t c, int32_t h, int32_t kx) {
+  // A counter-based hash of the position (unsigned arithmetic wraps), then an even magnitude in [2, 62] and a sign.
+  uint32_t x = static_cast<uint32_t>(o) * 0x9E3779B1u ^ static_cast<uint32_t>(c) * 0x85EBCA77u ^
+               static_cast<uint32_t>(h) * 0xC2B2AE3Du ^ static_cast<uint32_t>(kx) * 0x27D4EB2Fu;
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  x *= 0x297A2D39u;
+  x ^= x >> 15;
+  const int32_t magnitude = 2 * (1 + static_cast<int32_t>(x % 31u));
+  return static_cast<int8_t>((x >> 16) & 1u ? -magnitude : magnitude);
 }
 
 bool glob_match(std::string_view pattern, std::string_view text) {
@@ -118,7 +137,16 @@ int32_t jit_deconv_block_width(int32_t registers, const ConvCase& conv) {
   return 0;
 }
 
-bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv) {
+bool is_stride_hole_row(const ConvCase& conv, int32_t oy) {
+  const int32_t s = conv.stride_height();
+  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+    const int32_t at = oy + conv.padding_top() - ky * conv.dilation_height();
+    if (at >= 0 && at % s == 0 && at / s < conv.input_height()) return false;
+  }
+  return true;
+}
+
+bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCallAttributes& call) {
   switch (d.rule) {
     case DefectRule::jit_deconv_single_block_output_padding: {
       if (conv.op() != ConvOp::conv_transpose2d) return false;
@@ -129,6 +157,21 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv) {
       if (ext % s + negative_pad < s) return false;
       return jit_deconv_block_width(d.registers, conv) == conv.output_width();
     }
+    case DefectRule::jit_deconv_stride_hole: {
+      if (conv.op() != ConvOp::conv_transpose2d || call.source_zero_point_attribute) return false;
+      if (call.source_type.value_or(conv.input_quant().type.scalar) != ScalarType::uint8) return false;
+      const int32_t kh = conv.kernel_height();
+      const int32_t t_pad = conv.padding_top();
+      const int32_t b_pad = conv.padding_bottom() - conv.output_padding_height();  // oneDNN's (PyTorch's mapping)
+      // Where the kernel omits its kh guard: stride_h > kh, no H dilation, both paddings in [0, kh - 1].
+      if (conv.stride_height() <= kh || conv.dilation_height() != 1) return false;
+      if (t_pad < 0 || b_pad < 0 || kh - 1 < std::max(t_pad, b_pad)) return false;
+      if (conv.input_channels() > d.block || conv.output_channels() > d.block) return false;
+      for (int32_t oy = 0; oy < conv.output_height(); ++oy) {
+        if (is_stride_hole_row(conv, oy)) return true;
+      }
+      return false;
+    }
   }
   return false;
 }
@@ -138,21 +181,35 @@ bool explained_by_defect(int32_t y_ref, int32_t y_fused, int32_t y_model, int64_
   return y_model != y_ref && y_fused != y_ref && off_model <= tolerance && -off_model <= tolerance;
 }
 
-std::vector<int32_t> apply_defect_model(const KnownDefect& d, const ConvCase& conv, const std::vector<int32_t>& input) {
-  std::vector<int32_t> changed = input;
+void apply_defect_model(const KnownDefect& d, ConvCase* conv, std::vector<int32_t>* input) {
   switch (d.model) {
     case DefectModel::drop_last_input_column: {
-      const int32_t x = conv.input_width() - 1;
-      const int32_t zero_point = conv.input_quant().zero_point;
-      for (int32_t n = 0; n < conv.batch(); ++n) {
-        for (int32_t y = 0; y < conv.input_height(); ++y) {
-          for (int32_t c = 0; c < conv.input_channels(); ++c) changed[conv.input_index(n, y, x, c)] = zero_point;
+      const int32_t x = conv->input_width() - 1;
+      const int32_t zero_point = conv->input_quant().zero_point;
+      for (int32_t n = 0; n < conv->batch(); ++n) {
+        for (int32_t y = 0; y < conv->input_height(); ++y) {
+          for (int32_t c = 0; c < conv->input_channels(); ++c) (*input)[conv->input_index(n, y, x, c)] = zero_point;
         }
       }
       break;
     }
+    case DefectModel::stride_hole_tail_rows: {
+      const int32_t kh = conv->kernel_height(), rows = conv->stride_height();
+      if (rows <= kh) break;  // no row without a kernel row: nothing to model
+      const int32_t k_count = conv->output_channels(), kw = conv->kernel_width(), c_count = conv->input_channels();
+      std::vector<int8_t> weights(static_cast<size_t>(k_count) * rows * kw * c_count);  // OHWI, rows kernel rows
+      for (int32_t k = 0; k < k_count; ++k)
+        for (int32_t ky = 0; ky < rows; ++ky)
+          for (int32_t kx = 0; kx < kw; ++kx)
+            for (int32_t c = 0; c < c_count; ++c) {
+              weights[((static_cast<size_t>(k) * rows + ky) * kw + kx) * c_count + c] =
+                  ky < kh ? conv->weights()[conv->weight_index(k, ky, kx, c)] : stride_hole_tail_weight(k, c, ky, kx);
+            }
+      conv->kernel_size(rows, kw).weights(std::move(weights));
+      conv->padding(conv->padding_top(), conv->padding_left(), conv->padding_bottom() + rows - kh, conv->padding_right());
+      break;
+    }
   }
-  return changed;
 }
 
 }  // namespace fusediff

@@ -62,17 +62,30 @@ KnownDefectLedger ParseKnownDefects(std::string_view json_text, const std::strin
     }
     const Fields draw = f.Child("draw");
     const json& rule = f.Required(item, "draw");
-    draw.CheckObject(rule, "a draw predicate", {"rule", "registers"});
+    draw.CheckObject(rule, "a draw predicate", {"rule", "registers", "block"});
     const std::string rule_name = draw.String(rule, "rule");
     if (!parse_defect_rule(rule_name, &d.rule)) {
-      draw.Fail("rule", "'" + rule_name + "' (expected " + std::string(to_string(DefectRule::jit_deconv_single_block_output_padding)) + ")");
+      draw.Fail("rule", "'" + rule_name + "' (expected " +
+                            std::string(to_string(DefectRule::jit_deconv_single_block_output_padding)) + " or " +
+                            std::string(to_string(DefectRule::jit_deconv_stride_hole)) + ")");
     }
-    const int64_t registers = draw.Integer(draw.Required(rule, "registers"), "registers");
-    if (registers < 2 || registers > 64) draw.Fail("registers", std::to_string(registers) + " (expected a register budget in [2, 64])");
-    d.registers = static_cast<int32_t>(registers);
+    // Each rule's one parameter: the register budget, or the ic/oc block; the other is an error.
+    const bool by_registers = d.rule == DefectRule::jit_deconv_single_block_output_padding;
+    const char* parameter = by_registers ? "registers" : "block";
+    const char* other = by_registers ? "block" : "registers";
+    if (rule.contains(other)) draw.Fail(other, "unknown field for rule " + rule_name + " (expected " + parameter + ")");
+    const int64_t value = draw.Integer(draw.Required(rule, parameter), parameter);
+    if (by_registers && (value < 2 || value > 64)) {
+      draw.Fail("registers", std::to_string(value) + " (expected a register budget in [2, 64])");
+    }
+    if (!by_registers && value != 4 && value != 8 && value != 16) {
+      draw.Fail("block", std::to_string(value) + " (expected an ic/oc block of 4, 8 or 16)");
+    }
+    (by_registers ? d.registers : d.block) = static_cast<int32_t>(value);
     const std::string model = f.String(item, "model");
     if (!parse_defect_model(model, &d.model)) {
-      f.Fail("model", "'" + model + "' (expected " + std::string(to_string(DefectModel::drop_last_input_column)) + ")");
+      f.Fail("model", "'" + model + "' (expected " + std::string(to_string(DefectModel::drop_last_input_column)) +
+                          " or " + std::string(to_string(DefectModel::stride_hole_tail_rows)) + ")");
     }
     d.explanation = NonEmpty(f, item, "explanation");
     d.replay = NonEmpty(f, item, "replay");
