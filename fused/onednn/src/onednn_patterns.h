@@ -3,9 +3,11 @@
 // share. Internal to fused/onednn.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fusediff/fused/fused_path.h"
 #include "fusediff/model/case_spec.h"
@@ -24,6 +26,33 @@ std::optional<EltwiseAlgorithm> MapEltwise(const Activation& a, std::string* why
 std::optional<dnnl::memory::data_type> EightBitDataType(const QuantType& t);
 // "oneDNN rejected WHAT: MESSAGE (status N[, unimplemented])".
 std::string DescribeDnnlError(const dnnl::error& e, const std::string& what);
+
+// Poison pattern r over a buffer the library is to overwrite (destination, scratchpad, intermediates): byte i is
+// 0xA5 + 0x4B r + 0x1F i mod 256, different for every repetition r < 256 at every byte (0x4B is odd), so output
+// that reads memory it never wrote differs between repetitions (--repeat).
+void Poison(void* data, size_t bytes, uint32_t r);
+// A user-managed scratchpad (attr scratchpad_mode::user) for a primitive, poisoned with pattern r.
+struct Scratchpad {
+  std::vector<uint8_t> bytes;
+  dnnl::memory memory;
+  Scratchpad(const dnnl::memory::desc& desc, const dnnl::engine& engine, uint32_t r);
+};
+
+// The library's (reordered) weights, 64-byte aligned, followed by kWeightTail bytes of weight_tail_byte(r)
+// (model/known_defects.h: r, so the first repetition reads zeros there). oneDNN 2.6.3's jit deconvolution
+// (avx512_core*, u8 source without a source zero-point attribute, stride_h > kernel_height) reads one kernel row
+// past its weights for the output rows no kernel row reaches (DefectRule::jit_deconv_stride_hole_rows); in our
+// buffer it reads known bytes, not the heap's.
+class WeightBuffer {
+ public:
+  static constexpr size_t kWeightTail = 1 << 16;
+  WeightBuffer(size_t bytes, uint32_t r);
+  void* data() const { return data_; }
+
+ private:
+  std::vector<uint8_t> storage_;
+  uint8_t* data_ = nullptr;
+};
 
 // The oneDNN paths of conv2d+add+act (sum or binary_add post-op + eltwise, and the unfused graph), fc+act (inner
 // product + eltwise, and unfused) and conv2d+act+maxpool (unfused only: 2.6 has no pooling post-op). Null with
