@@ -150,7 +150,8 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   for (const CaseResult& c : run.cases) {
     nondeterministic += c.stats.nondeterministic;
     if (c.spec.comparison != Comparison::same_convention) continue;
-    for (const auto& [name, stats] : c.stats.by_implementation) by_implementation[name].merge(stats);
+    // By the producer's primitive (the string up to its first ';'); --verbose and the JSON keep the whole strings.
+    for (const auto& [name, stats] : c.stats.by_implementation) by_implementation[name.substr(0, name.find(';'))].merge(stats);
     for (const auto& [name, stats] : c.stats.by_formulation) by_formulation[name].merge(stats);
     if (!c.stats.paired.dimension.empty() && (paired.dimension.empty() || paired.dimension == c.stats.paired.dimension)) {
       paired.merge(c.stats.paired);
@@ -171,7 +172,7 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
     return fmt::format("{:>9}  {:>8.3f}  {:>5}", st.count(), 100.0 * st.exact_fraction(), st.max_abs());
   };
   if (!by_implementation.empty()) {
-    out += fmt::format("\n{:>9}  {:>8}  {:>5}  implementation (same-convention library cases)\n", "samples", "exact %", "max");
+    out += fmt::format("\n{:>9}  {:>8}  {:>5}  producer implementation (same-convention library cases)\n", "samples", "exact %", "max");
     for (const auto& [name, st] : by_implementation) out += stats_line(st) + "  " + name + "\n";
   }
   if (!by_formulation.empty()) {
