@@ -87,10 +87,10 @@ TEST(KnownDefectsFile, MalformedLedgersNameTheFieldAndWhatWasExpected) {
       {Replace(good, "\"max\": \"2.6.3\"", "\"max\": \"two\""), "defects[0].versions.max: 'two' (expected a dotted version"},
       {Replace(good, "\"min\": \"2.6.0\"", "\"min\": \"2.7\""), "defects[0].versions.min: '2.7' (expected a version <= max"},
       {Replace(good, "[\"conv: jit_deconvolution:avx512_core_vnni*\"]", "[]"), "defects[0].implementations: expected a non-empty array"},
-      {Replace(good, "jit_deconv_single_block_output_padding", "bogus"), "defects[0].draw.rule: 'bogus' (expected jit_deconv_single_block_output_padding or jit_deconv_stride_hole_rows)"},
+      {Replace(good, "jit_deconv_single_block_output_padding", "bogus"), "defects[0].draw.rule: 'bogus' (expected jit_deconv_single_block_output_padding)"},
       {Replace(good, "\"registers\": 30", "\"registers\": 0"), "defects[0].draw.registers: 0 (expected a register budget"},
       {Replace(good, "\"registers\": 30", "\"registers\": \"30\""), "defects[0].draw.registers: expected an integer"},
-      {Replace(good, "drop_last_input_column", "drop_everything"), "defects[0].model: 'drop_everything' (expected drop_last_input_column or read_past_weights_in_hole_rows)"},
+      {Replace(good, "drop_last_input_column", "drop_everything"), "defects[0].model: 'drop_everything' (expected drop_last_input_column)"},
       {Replace(good, "\"replay\": \"fusediff-replay/1;", "\"replay\": \"fusediff-replay/7;"), "defects[0].replay: expected a replay string"},
       {Replace(good, "\"test\": \"onednn_tests: OneDnnKernel.JitDeconvolutionWithOutputPaddingDropsTaps\"", "\"test\": \"\""), "defects[0].test: expected a non-empty string"},
       {Replace(good, "\"id\": \"x\",", "\"id\": \"x\", \"id\": \"y\","), "ledger.json"},  // a repeated key (strict parse)

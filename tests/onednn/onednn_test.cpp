@@ -206,68 +206,6 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   EXPECT_EQ(model, (std::vector<int64_t>{1, 1, 1}));
 }
 
-// oneDNN 2.6.3's jit deconvolution, u8 source without a source zero-point attribute, stride 2 over a 1-row kernel:
-// output row 1 is reached by no kernel row (bias alone), yet the kernel runs one kernel row there, of the bytes past
-// its weights. fusediff's weights buffer puts weight_tail_byte(r) = r there on repetition r: row 1 reads the bias
-// plus r times the source row's 4-channel groups (5 channels: 0-3, then 1-4 again as the tail group: 1 + 2 2 +
-// 2 4 + 2 8 + 16 = 45 per unit). With the zero-point attribute present (value 0) the guard is emitted: the bias.
-TEST(OneDnnKernel, JitDeconvolutionReadsPastItsWeightsInStrideHoleRows) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
-  ConvCase conv;
-  conv.op(ConvOp::conv_transpose2d);
-  conv.batch(1).input_size(2, 1).input_channels(5).output_channels(1).kernel_size(1, 1).stride(2, 1);
-  conv.input_quant(QuantParams{kUint8, 1.0f, 0}).weight_scales({1.0f}).weights({3, 0, 0, 0, 0}).bias({1});
-  const std::vector<int32_t> x = {1, 2, 4, 8, 16, 10, 0, 0, 0, 0};
-  ASSERT_EQ(reference::Conv2DAccumulators(conv, x), (std::vector<int64_t>{4, 1, 31}));
-  const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 1.0f, 0});
-  std::string why;
-  auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
-  ASSERT_TRUE(kernel) << why;
-  Formulation absent;
-  absent.zero_points_absent = true;
-  absent.source = Formulation::Source::u8;
-  for (uint32_t r = 0; r < 3; ++r) {
-    std::vector<int32_t> y(3), y_present(3);
-    kernel->set_repetition(r);
-    ASSERT_TRUE(kernel->Run(conv, x, y, &why, absent)) << why;
-    EXPECT_EQ(y, (std::vector<int32_t>{4, 1 + 45 * int32_t{weight_tail_byte(r)}, 31}))
-        << "repetition " << r << " via " << kernel->last_implementation();
-    ASSERT_TRUE(kernel->Run(conv, x, y_present, &why, Formulation{})) << why;
-    EXPECT_EQ(y_present, (std::vector<int32_t>{4, 1, 31})) << "repetition " << r;
-  }
-  kernel->set_repetition(0);
-
-  // The ledger's entry: its conditions hold for this draw under zp:absent/src:u8 only, and its model (the
-  // reference with kernel row 1 of weight_tail_byte(r) times each channel's count in the groups) gives what oneDNN
-  // gave on every repetition.
-  const KnownDefectLedger ledger =
-      tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
-  const KnownDefect* entry = nullptr;
-  for (const KnownDefect& d : ledger.entries) {
-    if (d.rule == DefectRule::jit_deconv_stride_hole_rows) entry = &d;
-  }
-  ASSERT_NE(entry, nullptr);
-  EXPECT_EQ(entry->test, "onednn_tests: OneDnnKernel.JitDeconvolutionReadsPastItsWeightsInStrideHoleRows");
-  EXPECT_TRUE(defect_applies(*entry, "oneDNN", fused::onednn::LibraryVersion(), kernel->last_implementation()))
-      << kernel->last_implementation();
-  EXPECT_TRUE(draw_meets_rule(*entry, conv, absent));
-  EXPECT_FALSE(draw_meets_rule(*entry, conv, Formulation{}));
-  Formulation s8 = absent;
-  s8.source = Formulation::Source::s8;
-  EXPECT_FALSE(draw_meets_rule(*entry, conv, s8));
-  ASSERT_TRUE(model_per_repetition(*entry));
-  for (uint32_t r = 0; r < 3; ++r) {
-    EXPECT_EQ(reference::Conv2DAccumulators(model_conv(*entry, conv, r), x),
-              (std::vector<int64_t>{4, 1 + 45 * int64_t{weight_tail_byte(r)}, 31}))
-        << "repetition " << r;
-  }
-  // The entry's replay (4 channels: 1 + 2 + 4 + 8 per unit): the whole harness shows both repetitions.
-  const ReplayTrace trace = driver::Replay(parse_replay(entry->replay));
-  EXPECT_EQ(trace.y_reference, 1);
-  EXPECT_EQ(trace.y_fused, 1);
-  EXPECT_EQ(trace.y_repetitions, (std::vector<int32_t>{1, 16}));
-}
-
 // The defect under a source zero point and an s8 source: the dropped column's zero-point compensation goes with it
 // (the model subtracts nothing for those taps), for every output of a 3-channel, 2-row draw.
 TEST(OneDnnKernel, JitDeconvolutionDefectFollowsTheModelWithZeroPoints) {

@@ -3,7 +3,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -11,7 +10,6 @@
 #include <utility>
 
 #include "fusediff/model/errors.h"
-#include "fusediff/model/known_defects.h"
 #include "onednn_patterns.h"
 
 namespace fusediff::fused::onednn {
@@ -313,10 +311,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   }
 
   Codes src;
-  // 64 zero bytes before and after the source: a kernel that reads outside it (the hole-row defect, on one thread)
-  // reads ours, not the heap's.
-  constexpr size_t kSourceMargin = 64;
-  src.resize(src_type, static_cast<size_t>(n) * in_h * in_w * c + 2 * kSourceMargin);
+  src.resize(src_type, static_cast<size_t>(n) * in_h * in_w * c);
   for (int32_t b = 0; b < n; ++b) {
     for (int32_t iy = 0; iy < in_h; ++iy) {
       for (int32_t ix = 0; ix < in_w; ++ix) {
@@ -324,8 +319,8 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
           const bool inside = iy < conv.input_height() && ix < conv.input_width();
           const int32_t code = inside ? input[conv.input_index(b, iy, ix, ch)] + shift : src_zero_point_value;
           const size_t i = ((static_cast<size_t>(b) * in_h + iy) * in_w + ix) * c + ch;
-          if (src_type == DataType::u8) src.u8[kSourceMargin + i] = static_cast<uint8_t>(code);
-          else src.s8[kSourceMargin + i] = static_cast<int8_t>(code);
+          if (src_type == DataType::u8) src.u8[i] = static_cast<uint8_t>(code);
+          else src.s8[i] = static_cast<int8_t>(code);
         }
       }
     }
@@ -339,14 +334,13 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   dst.resize(dst_type, conv.output_elements());
   dst.poison(dst_type, m.repetition);
   try {
-    memory src_mem(src_md, m.engine, static_cast<uint8_t*>(src.data(src_type)) + kSourceMargin);
+    memory src_mem(src_md, m.engine, src.data(src_type));
     memory wei_user_mem(wei_user, m.engine, weights.data());
-    // The library's weights in a buffer of ours, followed by known bytes (model/known_defects.h weight_tail_byte):
-    // 2.6.3's jit deconvolution reads past the end of its weights on some geometries, and then reads those, not
-    // whatever the heap held, so its answer is a function of the draw and the repetition.
-    const detail::WeightBuffer weight_buffer(weights_md.get_size(), m.repetition);
-    memory wei_mem(weights_md, m.engine, weight_buffer.data());
-    dnnl::reorder(wei_user_mem, wei_mem).execute(m.stream, wei_user_mem, wei_mem);
+    memory wei_mem = wei_user_mem;
+    if (weights_md != wei_user) {
+      wei_mem = memory(weights_md, m.engine);
+      dnnl::reorder(wei_user_mem, wei_mem).execute(m.stream, wei_user_mem, wei_mem);
+    }
     memory bias_mem(bias_md, m.engine, formulation.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
     memory dst_mem(dst_md, m.engine, dst.data(dst_type));
     const memory::desc zp_md({1}, DataType::s32, Tag::x);
@@ -531,11 +525,6 @@ std::string DescribeDnnlError(const dnnl::error& e, const std::string& what) { r
 void Poison(void* data, size_t bytes, uint32_t r) {
   auto* p = static_cast<uint8_t*>(data);
   for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(0xA5u + 0x4Bu * r + 0x1Fu * static_cast<uint32_t>(i));
-}
-WeightBuffer::WeightBuffer(size_t bytes, uint32_t r) : storage_(bytes + kWeightTail + 64, 0) {
-  const auto address = reinterpret_cast<std::uintptr_t>(storage_.data());
-  data_ = storage_.data() + ((64 - address % 64) % 64);
-  std::fill(data_ + bytes, data_ + bytes + kWeightTail, static_cast<uint8_t>(weight_tail_byte(r)));
 }
 Scratchpad::Scratchpad(const dnnl::memory::desc& desc, const dnnl::engine& engine, uint32_t r)
     : bytes(std::max<size_t>(desc.get_size(), 1)) {

@@ -336,9 +336,11 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   try {
     memory src_mem(src_md, engine_, src.data());
     memory wei_user_mem(wei_user, engine_, weights.data());
-    const WeightBuffer weight_buffer(weights_md.get_size(), repetition_);  // known bytes past the weights (onednn_kernel.cpp)
-    memory wei_mem(weights_md, engine_, weight_buffer.data());
-    dnnl::reorder(wei_user_mem, wei_mem).execute(stream_, wei_user_mem, wei_mem);
+    memory wei_mem = wei_user_mem;
+    if (weights_md != wei_user) {
+      wei_mem = memory(weights_md, engine_);
+      dnnl::reorder(wei_user_mem, wei_mem).execute(stream_, wei_user_mem, wei_mem);
+    }
     memory bias_mem(bias_md, engine_, form.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
     memory dst_mem(dst_md, engine_, dst.data());
     const Scratchpad scratchpad(scratchpad_md, engine_, repetition_);

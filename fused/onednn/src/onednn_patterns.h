@@ -3,7 +3,6 @@
 // share. Internal to fused/onednn.
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,22 +35,6 @@ struct Scratchpad {
   std::vector<uint8_t> bytes;
   dnnl::memory memory;
   Scratchpad(const dnnl::memory::desc& desc, const dnnl::engine& engine, uint32_t r);
-};
-
-// The library's (reordered) weights, 64-byte aligned, followed by kWeightTail bytes of weight_tail_byte(r)
-// (model/known_defects.h: r, so the first repetition reads zeros there). oneDNN 2.6.3's jit deconvolution
-// (avx512_core*, u8 source without a source zero-point attribute, stride_h > kernel_height) reads one kernel row
-// past its weights for the output rows no kernel row reaches (DefectRule::jit_deconv_stride_hole_rows); in our
-// buffer it reads known bytes, not the heap's.
-class WeightBuffer {
- public:
-  static constexpr size_t kWeightTail = 1 << 16;
-  WeightBuffer(size_t bytes, uint32_t r);
-  void* data() const { return data_; }
-
- private:
-  std::vector<uint8_t> storage_;
-  uint8_t* data_ = nullptr;
 };
 
 // The oneDNN paths of conv2d+add+act (sum or binary_add post-op + eltwise, and the unfused graph), fc+act (inner

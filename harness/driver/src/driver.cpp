@@ -295,7 +295,6 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     // The first ledger entry whose conditions this draw meets, and its model's outputs for the draw.
     KnownDefectTally* tally = nullptr;
     std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
-    std::vector<std::vector<int32_t>> repetition_y;  // a per-repetition model's outputs, one list per repetition
     if (ledger) {
       for (size_t e = 0; e < ledger->entries.size() && !tally; ++e) {
         const KnownDefect& d = ledger->entries[e];
@@ -303,8 +302,6 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
             !draw_meets_rule(d, draw.conv, draw.formulation)) {
           continue;
         }
-        // A model of what a defect reads per repetition explains nothing without repetitions (--repeat 1).
-        if (model_per_repetition(d) && repeat < 2) continue;
         auto [it, fresh] = partial.known.try_emplace(e);
         tally = &it->second;
         if (fresh) {
@@ -313,20 +310,10 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
         ++tally->draws;
         tally->samples += batch.take;
-        if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
-        if (model_per_repetition(d)) {
-          // Each repetition's model (the memory the defect reads is the harness's, per repetition); model_y is
-          // the first that differs from the declared answer, for the count of samples the defect changes.
-          for (uint32_t r = 0; r < repeat; ++r) {
-            PatternDraw changed = draw;
-            changed.conv = model_conv(d, draw.conv, r);
-            repetition_y.push_back(comparison->DeclaredOutputs(changed));
-          }
-          continue;
-        }
         PatternDraw changed = draw;
         changed.input = apply_defect_model(d, draw.conv, draw.input);
         model_y = comparison->DeclaredOutputs(changed);
+        if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
       }
     }
     for (uint64_t j = 0; j < batch.take; ++j) {
@@ -338,23 +325,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       // the graph's): the defect's samples leave the measurement, fusion's own effect stays. A sample whose
       // repetitions differ is never explained by a value model: it stays, as nondeterministic.
       const int32_t base = declared_y.empty() ? c.y_ref : declared_y[j];
-      if (tally && !repetition_y.empty()) {
-        // Explained only when the repetitions differ and every one is its own repetition's model.
-        bool changes = false;
-        for (const std::vector<int32_t>& y : repetition_y) changes = changes || y[j] != base;
-        if (changes) {
-          ++tally->predicted_samples;
-          bool explained = sample.repetitions.size() == repetition_y.size();
-          for (size_t r = 0; explained && r < repetition_y.size(); ++r) {
-            const int64_t off = int64_t{sample.repetitions[r]} - repetition_y[r][j];
-            explained = off <= result.tolerance.max_abs_lsb && -off <= result.tolerance.max_abs_lsb;
-          }
-          if (explained) {
-            tally->stats.add(sample);
-            continue;
-          }
-        }
-      } else if (tally && model_y[j] != base) {
+      if (tally && model_y[j] != base) {
         ++tally->predicted_samples;
         if (sample.repetitions.empty() && explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
           tally->stats.add(sample);

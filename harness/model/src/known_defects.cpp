@@ -8,16 +8,13 @@ namespace fusediff {
 std::string_view to_string(DefectRule r) {
   switch (r) {
     case DefectRule::jit_deconv_single_block_output_padding: return "jit_deconv_single_block_output_padding";
-    case DefectRule::jit_deconv_stride_hole_rows: return "jit_deconv_stride_hole_rows";
   }
   return "?";
 }
 bool parse_defect_rule(std::string_view text, DefectRule* out) {
-  for (DefectRule r : {DefectRule::jit_deconv_single_block_output_padding, DefectRule::jit_deconv_stride_hole_rows}) {
-    if (text == to_string(r)) {
-      *out = r;
-      return true;
-    }
+  if (text == to_string(DefectRule::jit_deconv_single_block_output_padding)) {
+    *out = DefectRule::jit_deconv_single_block_output_padding;
+    return true;
   }
   return false;
 }
@@ -25,16 +22,13 @@ bool parse_defect_rule(std::string_view text, DefectRule* out) {
 std::string_view to_string(DefectModel m) {
   switch (m) {
     case DefectModel::drop_last_input_column: return "drop_last_input_column";
-    case DefectModel::read_past_weights_in_hole_rows: return "read_past_weights_in_hole_rows";
   }
   return "?";
 }
 bool parse_defect_model(std::string_view text, DefectModel* out) {
-  for (DefectModel m : {DefectModel::drop_last_input_column, DefectModel::read_past_weights_in_hole_rows}) {
-    if (text == to_string(m)) {
-      *out = m;
-      return true;
-    }
+  if (text == to_string(DefectModel::drop_last_input_column)) {
+    *out = DefectModel::drop_last_input_column;
+    return true;
   }
   return false;
 }
@@ -135,22 +129,6 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const Formulati
       if (ext % s + negative_pad < s) return false;
       return jit_deconv_block_width(d.registers, conv) == conv.output_width();
     }
-    case DefectRule::jit_deconv_stride_hole_rows: {
-      if (conv.op() != ConvOp::conv_transpose2d) return false;
-      // The source type oneDNN sees, and its zero point there (Formulation::source moves a code by 128).
-      const bool drawn_u8 = conv.input_quant().type.scalar == ScalarType::uint8;
-      const bool passed_u8 = formulation.source == Formulation::Source::drawn ? drawn_u8
-                                                                               : formulation.source == Formulation::Source::u8;
-      const int32_t shift = passed_u8 == drawn_u8 ? 0 : passed_u8 ? 128 : -128;
-      if (!passed_u8 || !formulation.zero_points_absent || conv.input_quant().zero_point + shift != 0) return false;
-      const int32_t kh = conv.kernel_height(), s = conv.stride_height();
-      if (s <= kh || conv.dilation_height() != 1) return false;
-      // oneDNN's bottom padding: the output padding taken from it, and the extended input's rows added back.
-      const int32_t opad = conv.output_padding_height(), pad_b = conv.padding_bottom();
-      const int32_t extend = formulation.extended_input && opad > pad_b ? (opad - pad_b + s - 1) / s : 0;
-      const int32_t b_pad = pad_b - opad + extend * s, t_pad = conv.padding_top();
-      return b_pad >= 0 && std::max(t_pad, b_pad) <= kh - 1;
-    }
   }
   return false;
 }
@@ -173,48 +151,7 @@ std::vector<int32_t> apply_defect_model(const KnownDefect& d, const ConvCase& co
       }
       break;
     }
-    case DefectModel::read_past_weights_in_hole_rows: break;  // model_conv changes the weights, not the input
   }
-  return changed;
-}
-
-int8_t weight_tail_byte(uint32_t repetition) { return static_cast<int8_t>(repetition & 0x3f); }
-
-bool model_per_repetition(const KnownDefect& d) { return d.model == DefectModel::read_past_weights_in_hole_rows; }
-
-ConvCase model_conv(const KnownDefect& d, const ConvCase& conv, uint32_t repetition) {
-  if (d.model != DefectModel::read_past_weights_in_hole_rows) return conv;
-  const int32_t kh = conv.kernel_height(), rows = std::max(kh, conv.stride_height());
-  const int32_t kw = conv.kernel_width(), c = conv.input_channels();
-  const int32_t tail = weight_tail_byte(repetition);
-  // The kernel reads the source in groups of 4 channels: whole groups, then (c > 4, c mod 4 != 0) the last 4
-  // channels again as the tail group, or (c < 4) the c channels alone. Against a row of equal weights, channel i
-  // counts as often as the groups hold it (1 or 2; measured: docs/onednn.md).
-  std::vector<int32_t> times(static_cast<size_t>(c), 0);
-  for (int32_t g = 0; g * 4 < c; ++g) {
-    const int32_t first = g * 4 + 4 <= c ? g * 4 : std::max(0, c - 4);
-    for (int32_t i = first; i < std::min(c, first + 4); ++i) ++times[static_cast<size_t>(i)];
-  }
-  // OHWI with kernel rows kh..rows-1 of the tail byte (times the channel's count); the bottom padding grows by as
-  // many rows, so the output keeps its height ((in - 1) s - pads + (kernel - 1) + output_padding + 1, dilation 1).
-  std::vector<int8_t> weights(static_cast<size_t>(conv.output_channels()) * rows * kw * c, 0);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    weights[i] = static_cast<int8_t>(tail * times[i % static_cast<size_t>(c)]);  // |tail| <= 63: fits
-  }
-  for (int32_t k = 0; k < conv.output_channels(); ++k) {
-    for (int32_t y = 0; y < kh; ++y) {
-      for (int32_t x = 0; x < kw; ++x) {
-        for (int32_t i = 0; i < c; ++i) {
-          weights[((static_cast<size_t>(k) * rows + y) * kw + x) * c + i] =
-              conv.weights()[((static_cast<size_t>(k) * kh + y) * kw + x) * c + i];
-        }
-      }
-    }
-  }
-  ConvCase changed = conv;
-  changed.kernel_size(rows, kw).padding(conv.padding_top(), conv.padding_left(), conv.padding_bottom() + rows - kh,
-                                        conv.padding_right());
-  changed.weights(std::move(weights));
   return changed;
 }
 

@@ -65,19 +65,14 @@ KnownDefectLedger ParseKnownDefects(std::string_view json_text, const std::strin
     draw.CheckObject(rule, "a draw predicate", {"rule", "registers"});
     const std::string rule_name = draw.String(rule, "rule");
     if (!parse_defect_rule(rule_name, &d.rule)) {
-      draw.Fail("rule", "'" + rule_name + "' (expected " + std::string(to_string(DefectRule::jit_deconv_single_block_output_padding)) +
-                            " or " + std::string(to_string(DefectRule::jit_deconv_stride_hole_rows)) + ")");
+      draw.Fail("rule", "'" + rule_name + "' (expected " + std::string(to_string(DefectRule::jit_deconv_single_block_output_padding)) + ")");
     }
-    // The register budget is the single-block rule's (the hole-row rule needs none).
-    if (d.rule == DefectRule::jit_deconv_single_block_output_padding || rule.contains("registers")) {
-      const int64_t registers = draw.Integer(draw.Required(rule, "registers"), "registers");
-      if (registers < 2 || registers > 64) draw.Fail("registers", std::to_string(registers) + " (expected a register budget in [2, 64])");
-      d.registers = static_cast<int32_t>(registers);
-    }
+    const int64_t registers = draw.Integer(draw.Required(rule, "registers"), "registers");
+    if (registers < 2 || registers > 64) draw.Fail("registers", std::to_string(registers) + " (expected a register budget in [2, 64])");
+    d.registers = static_cast<int32_t>(registers);
     const std::string model = f.String(item, "model");
     if (!parse_defect_model(model, &d.model)) {
-      f.Fail("model", "'" + model + "' (expected " + std::string(to_string(DefectModel::drop_last_input_column)) + " or " +
-                          std::string(to_string(DefectModel::read_past_weights_in_hole_rows)) + ")");
+      f.Fail("model", "'" + model + "' (expected " + std::string(to_string(DefectModel::drop_last_input_column)) + ")");
     }
     d.explanation = NonEmpty(f, item, "explanation");
     d.replay = NonEmpty(f, item, "replay");

@@ -26,14 +26,6 @@ enum class DefectRule {
   // ((kernel_width - 1) * dilation_width) mod stride_width + (-r_pad) >= stride_width, computed in one register block
   // (the kernel's unrolled width ur_w equals the output width; `registers` is the kernel's register budget).
   jit_deconv_single_block_output_padding,
-  // oneDNN 2.6.3 jit_deconvolution (avx512_core*): a ConvTranspose2D passed a u8 source without a source zero-point
-  // attribute (Formulation zp:absent), stride_height > kernel_height, dilation_height 1, and oneDNN's bottom padding
-  // b_pad (padding_bottom - output_padding_height, plus the extension's rows) with 0 <= max(padding_top, b_pad) <=
-  // kernel_height - 1. Output rows that no kernel row reaches (kh_len = 0) still run one kernel row: the source
-  // row ih_max = (oy + padding_top - kh_lo) / stride times the bytes one kernel row past the weights, kh_lo =
-  // (oy + padding_top) mod stride (execute_forward_2d's p.filt = wht_w + kh_lo * wht_kh_stride, and kh_loop's
-  // do-while without its kh == 0 guard; fixed upstream in 9b877a2aa7, v3.1).
-  jit_deconv_stride_hole_rows,
 };
 std::string_view to_string(DefectRule r);
 bool parse_defect_rule(std::string_view text, DefectRule* out);
@@ -43,13 +35,6 @@ enum class DefectModel {
   // The taps of the last input column (ix = input_width - 1) contribute nothing, zero-point compensation included:
   // the reference on the draw with those inputs set to the input zero point.
   drop_last_input_column,
-  // Per repetition r of the draw (--repeat): the bytes past the weights are the harness's weight_tail_byte(r)
-  // (fused/onednn WeightBuffer), so each output row no kernel row reaches gets the source row ih_max times a kernel
-  // row of weight_tail_byte(r): the reference on the draw with kernel rows kernel_height..stride_height-1 of that
-  // weight (and the bottom padding grown by as many rows, so the output keeps its size). Repetition 0 reads zeros:
-  // the reference's own answer; the others differ from it, so the sample is nondeterministic, explained only when
-  // every repetition's output is its model's.
-  read_past_weights_in_hole_rows,
 };
 std::string_view to_string(DefectModel m);
 bool parse_defect_model(std::string_view text, DefectModel* out);
@@ -84,7 +69,8 @@ bool version_in_range(std::string_view version, std::string_view min, std::strin
 bool defect_applies(const KnownDefect& d, std::string_view library, std::string_view version,
                     std::string_view implementation);
 // The entry's rule on the draw's geometry as the library sees it under the draw's formulation (model/formulation.h):
-// an output padding passed as an input extended by zero-point columns leaves oneDNN a right padding >= 0.
+// an output padding passed as an input extended by zero-point columns leaves oneDNN a right padding >= 0. (The
+// formulation also says whether oneDNN saw a source zero-point attribute and which source type.)
 bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const Formulation& formulation = {});
 // oneDNN 2.6 jit deconvolution's unrolled output width ur_w for this geometry (0: the kernel finds none and refuses
 // the shape), from its blocking rule (jit_avx512_core_x8s8s32x_deconvolution.cpp, init_conf).
@@ -95,13 +81,5 @@ int32_t jit_deconv_block_width(int32_t registers, const ConvCase& conv);
 bool explained_by_defect(int32_t y_ref, int32_t y_fused, int32_t y_model, int64_t tolerance);
 // The draw's input as the entry's model changes it (the reference then runs on it unchanged).
 std::vector<int32_t> apply_defect_model(const KnownDefect& d, const ConvCase& conv, const std::vector<int32_t>& input);
-// The byte the harness's oneDNN paths put after the library's weights on repetition r of a draw: r mod 64 (so the
-// first repetition reads zeros; --repeat allows 64), as an s8 weight.
-int8_t weight_tail_byte(uint32_t repetition);
-// Whether the entry's model depends on the repetition (the defect reads memory the harness fills per repetition):
-// then model_conv gives each repetition's model and every repetition must match it.
-bool model_per_repetition(const KnownDefect& d);
-// The draw's conv as a per-repetition model changes it on repetition r (the input stays).
-ConvCase model_conv(const KnownDefect& d, const ConvCase& conv, uint32_t repetition);
 
 }  // namespace fusediff
