@@ -11,6 +11,29 @@
 namespace fusediff {
 namespace {
 
+// What the library sees of the source: the passed type, the shift by 128 between types, and the zero-point
+// attribute (absent only under zp:absent where the passed zero point is 0).
+TEST(Formulation, SourceAsPassedIsWhatTheLibrarySees) {
+  Formulation f;
+  SourceAsPassed p = source_as_passed(f, /*drawn_u8=*/true, 0);
+  EXPECT_TRUE(p.u8);
+  EXPECT_EQ(p.shift, 0);
+  EXPECT_TRUE(p.zero_point_attribute);  // zp:present: also when 0
+  f.zero_points_absent = true;
+  EXPECT_FALSE(source_as_passed(f, true, 0).zero_point_attribute);
+  EXPECT_TRUE(source_as_passed(f, true, 3).zero_point_attribute);  // a non-zero zero point keeps it
+  f.source = Formulation::Source::u8;
+  p = source_as_passed(f, /*drawn_u8=*/false, -128);  // s8 passed as u8: +128, zero point -128 -> 0
+  EXPECT_TRUE(p.u8);
+  EXPECT_EQ(p.shift, 128);
+  EXPECT_FALSE(p.zero_point_attribute);
+  f.source = Formulation::Source::s8;
+  p = source_as_passed(f, /*drawn_u8=*/true, 128);  // u8 passed as s8: -128, zero point 128 -> 0
+  EXPECT_FALSE(p.u8);
+  EXPECT_EQ(p.shift, -128);
+  EXPECT_FALSE(p.zero_point_attribute);
+}
+
 TEST(Formulation, EveryChoiceRoundTripsThroughItsText) {
   EXPECT_EQ(format_formulation(Formulation{}), "zp:present/scales:per_channel/opad:negative_pad/src:drawn/wei:full/bias:s32");
   for (int bits = 0; bits < 96; ++bits) {

@@ -213,10 +213,10 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   const std::optional<DataType> drawn_type = EightBitType(QuantType{conv.input_quant().type.scalar, false});
   if (!drawn_type) return reject("oneDNN's int8 convolution takes u8 or s8 sources, not " + to_string(conv.input_quant().type));
   // The source type passed (Formulation::source): a code of the other type moves by 128, its zero point too.
-  const DataType src_type = formulation.source == Formulation::Source::drawn ? *drawn_type
-                            : formulation.source == Formulation::Source::u8  ? DataType::u8
-                                                                             : DataType::s8;
-  const int32_t shift = src_type == *drawn_type ? 0 : src_type == DataType::s8 ? -128 : 128;
+  const SourceAsPassed passed =
+      source_as_passed(formulation, *drawn_type == DataType::u8, conv.input_quant().zero_point);
+  const DataType src_type = passed.u8 ? DataType::u8 : DataType::s8;
+  const int32_t shift = passed.shift;
   const int32_t src_zero_point_value = conv.input_quant().zero_point + shift;
 
   // Output padding as an input extended by zero-point columns/rows (Formulation::extended_input): e more input
@@ -258,7 +258,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
                                                                [&](float v) { return v == scales.front(); });
   const int32_t dst_zero_point_value = unfused ? m.graph.intermediate.q.zero_point : m.graph.output.q.zero_point;
   // Zero-point attributes absent only where the value is 0; otherwise present (the fallback).
-  const bool src_zp_attr = !(formulation.zero_points_absent && src_zero_point_value == 0);
+  const bool src_zp_attr = passed.zero_point_attribute;
   const bool dst_zp_attr = !(formulation.zero_points_absent && dst_zero_point_value == 0);
   const float inverse_sy = 1.0f / m.graph.output.q.scale;  // fl32(1/sy)
   dnnl::primitive_attr attr;

@@ -168,10 +168,9 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   const Formulation& form = draw.formulation;
   last_formulation_.clear();
   // The source type passed (Formulation::source): a code of the other type moves by 128, its zero point too.
-  const std::optional<DataType> src_type = form.source == Formulation::Source::drawn ? *drawn_type
-                                           : form.source == Formulation::Source::u8  ? DataType::u8
-                                                                                     : DataType::s8;
-  const int32_t shift = *src_type == *drawn_type ? 0 : *src_type == DataType::s8 ? -128 : 128;
+  const SourceAsPassed passed = source_as_passed(form, *drawn_type == DataType::u8, conv.input_quant().zero_point);
+  const std::optional<DataType> src_type = passed.u8 ? DataType::u8 : DataType::s8;
+  const int32_t shift = passed.shift;
   const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();
   const int32_t zx = conv.input_quant().zero_point + shift;
   const int64_t max_source = *src_type == DataType::u8 ? 255 : 128;
@@ -236,7 +235,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   const bool common = form.common_scales && std::all_of(scales.begin(), scales.end(),
                                                         [&](float v) { return v == scales.front(); });
   // Zero-point attributes absent only where the value is 0; otherwise present (the fallback).
-  const bool src_zp_attr = !fc && !(form.zero_points_absent && zx == 0);
+  const bool src_zp_attr = !fc && passed.zero_point_attribute;
   const bool dst_zp_attr = !fc && !(form.zero_points_absent && dst_q.zero_point == 0);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // our own poisoned buffer (set_repetition)

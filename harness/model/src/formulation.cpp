@@ -77,4 +77,12 @@ Formulation parse_formulation(std::string_view text, std::string_view field) {
   return f;
 }
 
+SourceAsPassed source_as_passed(const Formulation& f, bool drawn_u8, int32_t drawn_zero_point) {
+  SourceAsPassed out;
+  out.u8 = f.source == Formulation::Source::drawn ? drawn_u8 : f.source == Formulation::Source::u8;
+  out.shift = out.u8 == drawn_u8 ? 0 : out.u8 ? 128 : -128;
+  out.zero_point_attribute = !(f.zero_points_absent && drawn_zero_point + out.shift == 0);
+  return out;
+}
+
 }  // namespace fusediff

@@ -4,6 +4,7 @@
 // a property (a zero point of 0, one weight scale, 7-bit weights) is generated with that property
 // (generators/conv_generator.h), so the reference computes every formulation's arithmetic from the draw alone.
 // The default value is fusediff's original (and only, before formulations) way: what old replay strings mean.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,5 +41,16 @@ std::string format_formulation(const Formulation& f, bool with_output_padding = 
 Formulation parse_formulation(std::string_view text, std::string_view field);
 // The DIMENSION:VALUE items of a formatted formulation, for attribution per choice.
 std::vector<std::string> formulation_items(std::string_view formatted);
+
+// What a library sees of a draw's source under the formulation (the ledger's rules read it; the oneDNN paths pass
+// exactly this): whether the source is passed as u8 (else s8), the shift of every code and of the zero point
+// (0 or +-128), and whether the source zero-point attribute is present (absent only under zp:absent with a passed
+// zero point of 0, which a zp:absent draw always has). `drawn_u8`: the draw's own source type is uint8.
+struct SourceAsPassed {
+  bool u8 = false;
+  int32_t shift = 0;
+  bool zero_point_attribute = true;
+};
+SourceAsPassed source_as_passed(const Formulation& f, bool drawn_u8, int32_t drawn_zero_point);
 
 }  // namespace fusediff
