@@ -94,21 +94,44 @@ ConvCase GenerateConvShape(uint64_t seed, uint64_t case_stream, uint32_t draw, c
   return conv;
 }
 
+Formulation DrawFormulation(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvShapeLimits& limits) {
+  if (limits.formulation) return *limits.formulation;
+  Formulation f;
+  if (!limits.draw_formulations) return f;
+  CounterRng rng(seed, case_stream, draw, StreamPurpose::formulation);
+  f.zero_points_absent = rng.chance(1, 2);
+  f.common_scales = rng.chance(1, 2);
+  f.extended_input = rng.chance(1, 2);
+  f.source = rng.chance(1, 2) ? Formulation::Source::u8 : Formulation::Source::s8;
+  f.seven_bit_weights = rng.chance(1, 2);
+  f.f32_bias = rng.chance(1, 2);
+  return f;
+}
+
 ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, const Convention& convention,
                           const ConvShapeLimits& limits) {
   ConvCase conv = GenerateConvShape(seed, case_stream, draw, limits);
   CounterRng rng(seed, case_stream, draw, StreamPurpose::parameters);
+  const Formulation formulation = DrawFormulation(seed, case_stream, draw, limits);
 
   QuantParams input;
   input.type = QuantType{rng.chance(1, 2) ? ScalarType::uint8 : ScalarType::int8, false};
   input.zero_point = RandomZeroPoint(rng, input.type);
+  if (formulation.zero_points_absent) {
+    // The code that is 0 in the type the library sees (model/formulation.h Source).
+    const bool passed_u8 = formulation.source == Formulation::Source::drawn ? input.type.scalar == ScalarType::uint8
+                                                                             : formulation.source == Formulation::Source::u8;
+    const bool drawn_u8 = input.type.scalar == ScalarType::uint8;
+    input.zero_point = passed_u8 == drawn_u8 ? 0 : drawn_u8 ? 128 : -128;
+  }
   input.scale = LogUniform(rng, 0x1p-10, 0x1p-1);
   conv.input_quant(input);
 
   const int32_t k_count = conv.output_channels();
   std::vector<int8_t> weights(conv.weight_elements());
-  const int32_t weight_min = limits.full_range_weights ? -128 : -127;
-  for (int8_t& w : weights) w = static_cast<int8_t>(rng.uniform_int(weight_min, 127));
+  const int32_t weight_min = formulation.seven_bit_weights ? -64 : limits.full_range_weights ? -128 : -127;
+  const int32_t weight_max = formulation.seven_bit_weights ? 63 : 127;
+  for (int8_t& w : weights) w = static_cast<int8_t>(rng.uniform_int(weight_min, weight_max));
   conv.weights(std::move(weights));
   if (limits.full_range_weights) conv.weight_range(WeightRange::full);
 
@@ -117,7 +140,7 @@ ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, co
   const double mid = 0.5 * (input.type.qmin() + input.type.qmax());
   const double half_range = 0.5 * (input.type.qmax() - input.type.qmin());
   const double rms_x = std::sqrt(half_range * half_range / 3.0 + (mid - input.zero_point) * (mid - input.zero_point));
-  const double acc_scale = std::sqrt(fan_in) * rms_x * (127.0 / std::sqrt(3.0));
+  const double acc_scale = std::sqrt(fan_in) * rms_x * (double(weight_max) / std::sqrt(3.0));
 
   // Per-channel multipliers M = sx*sw/su put one accumulator standard deviation at about a sixth of the
   // intermediate range (jittered up to 2x either way), as a calibrated model would: samples cover the range and
@@ -133,7 +156,7 @@ ConvCase GenerateConvCase(uint64_t seed, uint64_t case_stream, uint32_t draw, co
     const int64_t bias_span = static_cast<int64_t>(0.5 * acc_scale) + 1;  // a calibrated bias is small
     bias[k] = static_cast<int32_t>(rng.uniform_int(-bias_span, bias_span));
   }
-  if (limits.per_tensor_weight_scale) std::fill(weight_scales.begin(), weight_scales.end(), weight_scales.front());
+  if (limits.per_tensor_weight_scale || formulation.common_scales) std::fill(weight_scales.begin(), weight_scales.end(), weight_scales.front());
   conv.weight_scales(std::move(weight_scales)).bias(std::move(bias));
   return conv;
 }

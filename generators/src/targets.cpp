@@ -585,7 +585,8 @@ void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convent
 PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Pattern& pattern,
                                 const Convention& convention, const RegionMix& mix, const ConvShapeLimits& limits) {
   TargetedDraw targeted = GenerateTargetedDraw(seed, case_stream, draw, convention, mix, limits);
-  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), {}, {}, {}, {}, {}};
+  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), {}, {}, {}, {}, {},
+                DrawFormulation(seed, case_stream, draw, limits)};
   CounterRng rng(seed, case_stream, draw, StreamPurpose::pattern);
   const ConvCase& conv = d.conv;
   if (const Stage* add = find_stage(pattern, StageKind::add)) {

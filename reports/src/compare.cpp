@@ -108,8 +108,9 @@ void CompareCase(CaseComparison& out, uint64_t baseline_seed, uint64_t current_s
     flag(fmt::format("|bias| {:.5f} -> {:.5f} LSB (allowed growth {})", std::abs(bs.mean()), std::abs(cs.mean()),
                      rules.abs_bias_growth_lsb));
   }
-  if ((b.verdict == Verdict::pass || b.verdict == Verdict::known_defect) && c.verdict == Verdict::fail) {
-    flag("verdict " + std::string(to_string(b.verdict)) + " -> fail: " + c.reason);
+  if ((b.verdict == Verdict::pass || b.verdict == Verdict::known_defect) &&
+      (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic)) {
+    flag("verdict " + std::string(to_string(b.verdict)) + " -> " + std::string(to_string(c.verdict)) + ": " + c.reason);
   }
   // The ledger's view: a known defect that appears or disappears is a change to look at (a new library bug the
   // ledger explains, a fixed library, a changed entry), whichever way it goes.

@@ -251,6 +251,16 @@ void ReadWorst(const Field& worst, WorstCases& kept, std::vector<WorstCaseReport
       }
       if (!known) region_list.at(k).fail("knee, saturation, quant_boundary or bulk");
     }
+    if (w.has("implementation")) report.sample.implementation = w["implementation"].str();
+    if (w.has("formulation")) {
+      report.sample.formulation = w["formulation"].str();
+      Parse(w["formulation"], parse_formulation);
+    }
+    if (w.has("repetitions")) {
+      const Field reps = w["repetitions"];
+      for (size_t k = 0; k < reps.array_size(); ++k) report.sample.repetitions.push_back(reps.at(k).i32());
+      if (report.sample.repetitions.size() < 2) reps.fail("at least two outputs");
+    }
     kept.offer(report.sample);
     out.push_back(std::move(report));
   }
@@ -263,7 +273,8 @@ Verdict ParseVerdict(const Field& f) {
   if (v == "unsupported") return Verdict::unsupported;
   if (v == "cross_convention") return Verdict::cross_convention;
   if (v == "known_defect") return Verdict::known_defect;
-  f.fail("pass, fail, unsupported, cross_convention or known_defect");
+  if (v == "nondeterministic") return Verdict::nondeterministic;
+  f.fail("pass, fail, unsupported, cross_convention, known_defect or nondeterministic");
 }
 
 CaseResult ReadCase(const Field& f) {
@@ -324,6 +335,7 @@ CaseResult ReadCase(const Field& f) {
   if (c.intermediate_codes_covered != c.per_code.covered_count()) {
     coverage["intermediate_codes"].fail(fmt::format("the per_code bitmap's {} covered codes", c.per_code.covered_count()));
   }
+  c.stats.nondeterministic_worst = WorstCases(capacity);
   ReadWorst(f["worst"], c.stats.worst, c.worst);
   if (f.has("batchnorm_error_bins")) {  // format 4
     const Field bins = f["batchnorm_error_bins"];
@@ -359,6 +371,39 @@ CaseResult ReadCase(const Field& f) {
       }
       c.known_defects.push_back(std::move(t));
     }
+  }
+  if (f.has("repeat")) {
+    const uint64_t repeat = f["repeat"].u64();
+    if (repeat < 2 || repeat > 64) f["repeat"].fail("2 to 64 (absent: 1)");
+    c.repeat = static_cast<uint32_t>(repeat);
+    c.stats.nondeterministic = f["nondeterministic_samples"].u64();
+    ReadWorst(f["nondeterministic"], c.stats.nondeterministic_worst, c.nondeterministic);
+    if (c.nondeterministic.size() > c.stats.nondeterministic) f["nondeterministic"].fail("at most nondeterministic_samples entries");
+  }
+  for (const char* key : {"by_implementation", "by_formulation"}) {
+    if (!f.has(key)) continue;
+    const Field by = f[key];
+    if (!by.raw().is_object()) by.fail("an object mapping a name to statistics");
+    auto& into = std::string_view(key) == "by_implementation" ? c.stats.by_implementation : c.stats.by_formulation;
+    for (auto it = by.raw().begin(); it != by.raw().end(); ++it) into[it.key()] = ReadStats(by.child(it.value(), it.key()));
+  }
+  if (f.has("paired_formulations")) {
+    const Field p = f["paired_formulations"];
+    PairedFormulations& paired = c.stats.paired;
+    paired.dimension = p["dimension"].str();
+    if (paired.dimension.empty()) p["dimension"].fail("a dimension name");
+    paired.draws = p["draws"].u64();
+    paired.both_samples = p["both_samples"].u64();
+    paired.differing_samples = p["differing_samples"].u64();
+    paired.max_abs_difference = p["max_abs_difference"].i64();
+    if (paired.differing_samples > paired.both_samples) p["differing_samples"].fail("at most both_samples");
+    const Field values = p["values"];
+    for (size_t i = 0; i < values.array_size(); ++i) {
+      paired.values.push_back(values.at(i)["value"].str());
+      paired.rejected.push_back(values.at(i)["rejected_samples"].u64());
+      paired.errors.push_back(ReadStats(values.at(i)["error_lsb"]));
+    }
+    if (paired.values.size() < 2) values.fail("at least two values");
   }
   const Field tolerance = f["tolerance"];
   c.tolerance.max_abs_lsb = tolerance["max_abs_lsb"].i64();
@@ -413,8 +458,8 @@ RunResult FromJson(const json& j, const std::string& source) {
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
   const std::string format = top["format"].str();
   if (format != kResultsFormat && format != kResultsFormatV3 && format != kResultsFormatV2 && format != kResultsFormatV1) {
-    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV3 + "\", \"" + kResultsFormatV2 +
-                       "\", \"" + kResultsFormatV1 + "\")");
+    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV3 + "\", \"" +
+                       kResultsFormatV2 + "\", \"" + kResultsFormatV1 + "\")");
   }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();

@@ -167,6 +167,9 @@ ordered_json WorstToJson(const std::vector<WorstCaseReport>& list) {
     item["y_fused"] = w.sample.y_fused;
     item["error"] = w.sample.error;
     item["regions"] = RegionsToJson(w.sample.regions);
+    if (!w.sample.implementation.empty()) item["implementation"] = w.sample.implementation;
+    if (!w.sample.formulation.empty()) item["formulation"] = w.sample.formulation;
+    if (!w.sample.repetitions.empty()) item["repetitions"] = w.sample.repetitions;
     worst.push_back(std::move(item));
   }
   return worst;
@@ -256,6 +259,38 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
     bins["by_u_magnitude"] = ErrorBinsToJson(c.batchnorm_bins->by_u);
     bins["by_gain_log2"] = ErrorBinsToJson(c.batchnorm_bins->by_gain);
     j["batchnorm_error_bins"] = std::move(bins);
+  }
+  // A library path's attribution, determinism and paired formulations; absent for the built-in paths, so their
+  // results stay as they were.
+  if (c.repeat > 1) {
+    j["repeat"] = c.repeat;
+    j["nondeterministic_samples"] = c.stats.nondeterministic;
+    j["nondeterministic"] = WorstToJson(c.nondeterministic);
+  }
+  if (!c.stats.by_implementation.empty()) {
+    ordered_json by = ordered_json::object();
+    for (const auto& [name, stats] : c.stats.by_implementation) by[name] = StatsToJson(stats);
+    j["by_implementation"] = std::move(by);
+  }
+  if (!c.stats.by_formulation.empty()) {
+    ordered_json by = ordered_json::object();
+    for (const auto& [name, stats] : c.stats.by_formulation) by[name] = StatsToJson(stats);
+    j["by_formulation"] = std::move(by);
+  }
+  if (!c.stats.paired.dimension.empty()) {
+    const PairedFormulations& p = c.stats.paired;
+    ordered_json paired;
+    paired["dimension"] = p.dimension;
+    paired["draws"] = p.draws;
+    paired["both_samples"] = p.both_samples;
+    paired["differing_samples"] = p.differing_samples;
+    paired["max_abs_difference"] = p.max_abs_difference;
+    ordered_json values = ordered_json::array();
+    for (size_t i = 0; i < p.values.size(); ++i) {
+      values.push_back({{"value", p.values[i]}, {"rejected_samples", p.rejected[i]}, {"error_lsb", StatsToJson(p.errors[i])}});
+    }
+    paired["values"] = std::move(values);
+    j["paired_formulations"] = std::move(paired);
   }
   ordered_json tolerance;
   tolerance["max_abs_lsb"] = c.tolerance.max_abs_lsb;

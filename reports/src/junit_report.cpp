@@ -30,7 +30,7 @@ std::string XmlEscape(std::string_view s) {
 std::string ToJUnit(const RunResult& run) {
   size_t failures = 0, skipped = 0;
   for (const CaseResult& c : run.cases) {
-    failures += c.verdict == Verdict::fail;
+    failures += c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
     skipped += c.verdict == Verdict::unsupported || c.verdict == Verdict::cross_convention;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -133,6 +134,43 @@ std::vector<std::pair<std::string, std::string>> ComparisonRows(const CaseResult
                                                         c.first_unsupported_sample, c.unsupported_sample_reason)});
   }
   return rows;
+}
+
+// A library path's attribution: per implementation and per formulation choice, [kind, name, samples, exact %,
+// max |e|]; then the paired formulations ([value, samples, exact %, max |e|, rejected samples]).
+std::vector<std::array<std::string, 5>> AttributionRows(const CaseResult& c) {
+  std::vector<std::array<std::string, 5>> rows;
+  for (const auto& [name, s] : c.stats.by_implementation) {
+    rows.push_back({"implementation", name, std::to_string(s.count()), Percent(s.exact_fraction()), std::to_string(s.max_abs())});
+  }
+  for (const auto& [name, s] : c.stats.by_formulation) {
+    rows.push_back({"formulation", name, std::to_string(s.count()), Percent(s.exact_fraction()), std::to_string(s.max_abs())});
+  }
+  return rows;
+}
+std::vector<std::array<std::string, 5>> PairedRows(const PairedFormulations& p) {
+  std::vector<std::array<std::string, 5>> rows;
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    const ErrorStats& s = p.errors[i];
+    rows.push_back({p.dimension + ":" + p.values[i], std::to_string(s.count()), Percent(s.exact_fraction()),
+                    std::to_string(s.max_abs()), std::to_string(p.rejected[i])});
+  }
+  return rows;
+}
+std::string PairedSummary(const PairedFormulations& p) {
+  return fmt::format("{} draws; on the {} samples where every value ran, {} outputs differ (max |difference| {})",
+                     p.draws, p.both_samples, p.differing_samples, p.max_abs_difference);
+}
+std::string Attribution(const WorstCase& w) {
+  if (w.implementation.empty() && w.formulation.empty()) return "";
+  std::string out = w.implementation;
+  if (!w.formulation.empty()) out.append(" [").append(w.formulation).append("]");
+  return out;
+}
+std::string Repetitions(const WorstCase& w) {
+  std::string out;
+  for (int32_t y : w.repetitions) out.append(out.empty() ? "" : ", ").append(std::to_string(y));
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult& run) {
@@ -467,7 +505,7 @@ std::string ToHtml(const RunResult& run) {
       "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
       "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
-      ".pass{color:#185}.fail{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect{color:#a60}"
+      ".pass{color:#185}.fail,.nondeterministic{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect{color:#a60}"
       "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
       "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
       "</style></head><body>\n<h1>fusediff sign-off report</h1>\n";
@@ -478,6 +516,7 @@ std::string ToHtml(const RunResult& run) {
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
     known += c.verdict == Verdict::known_defect;
+    failed += c.verdict == Verdict::nondeterministic;
   }
   out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed{}, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
                      run.cases.size(), passed, failed,
@@ -541,17 +580,40 @@ std::string ToHtml(const RunResult& run) {
     out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
     out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
     if (c.batchnorm_bins && !c.batchnorm_bins->by_u.bins.empty()) out += BatchNormBinsSvg(*c.batchnorm_bins) + "\n";
-    if (!c.worst.empty()) {
-      out += "<h3>Worst cases</h3>\n<table><tr><th>e</th><th>sample</th><th>acc</th><th>u</th><th>y_ref</th>"
-             "<th>y_fused</th><th style=\"text-align:left\">replay</th></tr>";
-      for (const WorstCaseReport& w : c.worst) {
-        out += fmt::format("<tr><td>{:+d}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                           "<td style=\"text-align:left\"><code>fusediff replay '{}'</code></td></tr>",
-                           w.sample.error, w.sample.sample, w.sample.acc, w.sample.u, w.sample.y_ref, w.sample.y_fused,
-                           HtmlEscape(w.replay));
+    if (const auto rows = AttributionRows(c); !rows.empty()) {
+      out += "<h3>Per implementation and formulation</h3>\n<table><tr><th>kind</th><th style=\"text-align:left\">name</th>"
+             "<th>samples</th><th>exact %</th><th>max |e|</th></tr>";
+      for (const auto& r : rows) {
+        out += fmt::format("<tr><td>{}</td><td style=\"text-align:left\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                           r[0], HtmlEscape(r[1]), r[2], r[3], r[4]);
       }
       out += "</table>\n";
     }
+    if (!c.stats.paired.dimension.empty()) {
+      out += fmt::format("<h3>Formulations compared on the same draws ({})</h3>\n<p>{}</p>\n<table><tr><th>formulation</th>"
+                         "<th>samples</th><th>exact %</th><th>max |e|</th><th>rejected samples</th></tr>",
+                         HtmlEscape(c.stats.paired.dimension), HtmlEscape(PairedSummary(c.stats.paired)));
+      for (const auto& r : PairedRows(c.stats.paired)) {
+        out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", HtmlEscape(r[0]), r[1], r[2], r[3], r[4]);
+      }
+      out += "</table>\n";
+    }
+    const auto worst_table = [&](const char* title, const std::vector<WorstCaseReport>& list) {
+      if (list.empty()) return;
+      out += fmt::format("<h3>{}</h3>\n<table><tr><th>e</th><th>sample</th><th>acc</th><th>u</th><th>y_ref</th>"
+                         "<th>y_fused</th><th>repetitions</th><th style=\"text-align:left\">implementation [formulation]</th>"
+                         "<th style=\"text-align:left\">replay</th></tr>", title);
+      for (const WorstCaseReport& w : list) {
+        out += fmt::format("<tr><td>{:+d}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                           "<td style=\"text-align:left\"><code>{}</code></td>"
+                           "<td style=\"text-align:left\"><code>fusediff replay '{}'</code></td></tr>",
+                           w.sample.error, w.sample.sample, w.sample.acc, w.sample.u, w.sample.y_ref, w.sample.y_fused,
+                           Repetitions(w.sample), HtmlEscape(Attribution(w.sample)), HtmlEscape(w.replay));
+      }
+      out += "</table>\n";
+    };
+    worst_table("Nondeterministic samples (outputs of every repetition)", c.nondeterministic);
+    worst_table("Worst cases", c.worst);
     out += "</section>\n";
   }
   out += "<p>Reviewed and signed: ______________________ date: __________</p>\n</body></html>\n";
@@ -578,7 +640,8 @@ std::string ToMarkdown(const RunResult& run) {
     const StatsRow r = StatsCells(c.spec.name, c.stats.overall);
     const Evidence e = EvidenceOf(c);
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", MdCell(c.spec.name),
-                       c.verdict == Verdict::fail ? "**fail**" : std::string(to_string(c.verdict)),
+                       c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic ? "**" + std::string(to_string(c.verdict)) + "**"
+                                                                                           : std::string(to_string(c.verdict)),
                        e.kind.substr(0, e.kind.find(':')), r.cells[1], r.cells[2], r.cells[3], r.cells[4], r.cells[5],
                        r.cells[6], r.cells[7], r.cells[8], r.cells[9], c.tolerance.max_abs_lsb);
   }
@@ -612,13 +675,28 @@ std::string ToMarkdown(const RunResult& run) {
                          t.samples, t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
                          t.worst.empty() ? std::string() : fmt::format("; first: {}", MdCode("fusediff replay '" + t.worst.front().replay + "'")));
     }
-    if (!c.worst.empty()) {
-      out += "\n| e | sample | u | y_ref | y_fused | replay |\n|--:|--:|--:|--:|--:|---|\n";
-      for (const WorstCaseReport& w : c.worst) {
-        out += fmt::format("| {:+d} | {} | {} | {} | {} | {} |\n", w.sample.error, w.sample.sample, w.sample.u,
-                           w.sample.y_ref, w.sample.y_fused, MdCode("fusediff replay '" + w.replay + "'"));
-      }
+    if (const auto rows = AttributionRows(c); !rows.empty()) {
+      out += "\n| kind | name | samples | exact % | max abs e |\n|---|---|--:|--:|--:|\n";
+      for (const auto& r : rows) out += fmt::format("| {} | {} | {} | {} | {} |\n", r[0], MdCode(r[1]), r[2], r[3], r[4]);
     }
+    if (!c.stats.paired.dimension.empty()) {
+      out += fmt::format("\nFormulations compared on the same draws: {}.\n\n| formulation | samples | exact % | max abs e | rejected samples |\n"
+                         "|---|--:|--:|--:|--:|\n", MdCell(PairedSummary(c.stats.paired)));
+      for (const auto& r : PairedRows(c.stats.paired)) out += fmt::format("| {} | {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3], r[4]);
+    }
+    const auto worst_table = [&](const char* title, const std::vector<WorstCaseReport>& list) {
+      if (list.empty()) return;
+      out += fmt::format("\n{}:\n\n| e | sample | u | y_ref | y_fused | repetitions | implementation [formulation] | replay |\n"
+                         "|--:|--:|--:|--:|--:|---|---|---|\n", title);
+      for (const WorstCaseReport& w : list) {
+        const std::string attribution = Attribution(w.sample);
+        out += fmt::format("| {:+d} | {} | {} | {} | {} | {} | {} | {} |\n", w.sample.error, w.sample.sample, w.sample.u,
+                           w.sample.y_ref, w.sample.y_fused, Repetitions(w.sample),
+                           attribution.empty() ? std::string() : MdCode(attribution), MdCode("fusediff replay '" + w.replay + "'"));
+      }
+    };
+    worst_table("Nondeterministic samples (outputs of every repetition)", c.nondeterministic);
+    worst_table("Worst cases", c.worst);
   }
   return out;
 }

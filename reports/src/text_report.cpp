@@ -32,7 +32,7 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
     passed += c.verdict == Verdict::pass;
-    failed += c.verdict == Verdict::fail;
+    failed += c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
     known_cases += c.verdict == Verdict::known_defect;
@@ -75,6 +75,21 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
                          c.worst.empty() ? std::string()
                                          : fmt::format("; e={:+d}: fusediff replay '{}'", c.worst.front().sample.error,
                                                        c.worst.front().replay));
+    } else if (c.verdict == Verdict::nondeterministic && !verbose) {
+      // One line: why, and the first differing sample's replay (which shows every repetition).
+      out += fmt::format("\n{}: NONDETERMINISTIC: {}{}\n", c.spec.name, c.reason,
+                         c.nondeterministic.empty() ? std::string()
+                                                    : fmt::format(": fusediff replay '{}'", c.nondeterministic.front().replay));
+    } else if (c.verdict == Verdict::nondeterministic) {
+      out += fmt::format("\n{}: NONDETERMINISTIC: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
+      const size_t shown = std::min<size_t>(c.nondeterministic.size(), 3);
+      for (size_t i = 0; i < shown; ++i) {
+        const WorstCaseReport& w = c.nondeterministic[i];
+        std::string outputs;
+        for (int32_t y : w.sample.repetitions) outputs.append(outputs.empty() ? "" : ", ").append(std::to_string(y));
+        out += fmt::format("  sample {}: y_ref={}, repetitions give {} ({})\n    fusediff replay '{}'\n", w.sample.sample,
+                           w.sample.y_ref, outputs, w.sample.implementation, w.replay);
+      }
     } else if (c.verdict == Verdict::fail) {
       out += fmt::format("\n{}: FAIL: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
       const size_t shown = std::min<size_t>(c.worst.size(), 3);
@@ -126,6 +141,54 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
                          id, e.draws, e.samples, e.predicted, e.cases);
     }
   }
+  // A library path's attribution: over the same-convention cases (the judged ones; a cross-convention case's
+  // error is fusion's own), per implementation and per formulation choice, and the paired output padding. One
+  // line each; --verbose adds every case's own lines. The JSON and the report keep every case's tables.
+  std::map<std::string, ErrorStats> by_implementation, by_formulation;
+  PairedFormulations paired;
+  uint64_t nondeterministic = 0;
+  for (const CaseResult& c : run.cases) {
+    nondeterministic += c.stats.nondeterministic;
+    if (c.spec.comparison != Comparison::same_convention) continue;
+    // By the producer's primitive (the string up to its first ';'); --verbose and the JSON keep the whole strings.
+    for (const auto& [name, stats] : c.stats.by_implementation) by_implementation[name.substr(0, name.find(';'))].merge(stats);
+    for (const auto& [name, stats] : c.stats.by_formulation) by_formulation[name].merge(stats);
+    if (!c.stats.paired.dimension.empty() && (paired.dimension.empty() || paired.dimension == c.stats.paired.dimension)) {
+      paired.merge(c.stats.paired);
+    }
+    if (verbose) {
+      for (const auto& [name, st] : c.stats.by_implementation) {
+        out += fmt::format("\n{}: implementation {}: {} samples, {:.3f}% exact, max |e| {}", c.spec.name, name, st.count(),
+                           100.0 * st.exact_fraction(), st.max_abs());
+      }
+      for (const auto& [name, st] : c.stats.by_formulation) {
+        out += fmt::format("\n{}: formulation {}: {} samples, {:.3f}% exact, max |e| {}", c.spec.name, name, st.count(),
+                           100.0 * st.exact_fraction(), st.max_abs());
+      }
+      if (!c.stats.by_implementation.empty()) out += "\n";
+    }
+  }
+  const auto stats_line = [](const ErrorStats& st) {
+    return fmt::format("{:>9}  {:>8.3f}  {:>5}", st.count(), 100.0 * st.exact_fraction(), st.max_abs());
+  };
+  if (!by_implementation.empty()) {
+    out += fmt::format("\n{:>9}  {:>8}  {:>5}  producer implementation (same-convention library cases)\n", "samples", "exact %", "max");
+    for (const auto& [name, st] : by_implementation) out += stats_line(st) + "  " + name + "\n";
+  }
+  if (!by_formulation.empty()) {
+    out += fmt::format("\n{:>9}  {:>8}  {:>5}  formulation choice (same-convention library cases)\n", "samples", "exact %", "max");
+    for (const auto& [name, st] : by_formulation) out += stats_line(st) + "  " + name + "\n";
+  }
+  if (!paired.dimension.empty()) {
+    out += fmt::format("\n{} on the same {} draws:", paired.dimension, paired.draws);
+    for (size_t i = 0; i < paired.values.size(); ++i) {
+      out += fmt::format(" {} {:.3f}% exact (max |e| {}, {} samples rejected);", paired.values[i],
+                         100.0 * paired.errors[i].exact_fraction(), paired.errors[i].max_abs(), paired.rejected[i]);
+    }
+    out += fmt::format(" outputs differ on {} of {} samples where both ran (max |difference| {})\n",
+                       paired.differing_samples, paired.both_samples, paired.max_abs_difference);
+  }
+  if (nondeterministic > 0) out += fmt::format("\n{} samples differ between repetitions (--repeat)\n", nondeterministic);
   out += fmt::format("\n{} cases: {} passed, {} failed", run.cases.size(), passed, failed);
   if (known_cases > 0) out += fmt::format(", {} known defect (not failing)", known_cases);
   out += fmt::format(", {} unsupported", unsupported);
@@ -141,6 +204,8 @@ std::string RenderReplay(const ReplayTrace& t) {
   out += fmt::format("convention  {}{}\n", t.convention, t.fused_convention.empty() ? "" : "  (reference)");
   if (!t.fused_convention.empty()) out += fmt::format("            {}  (declared by the fused path)\n", t.fused_convention);
   if (!t.implementation.empty()) out += fmt::format("library     {}\n", t.implementation);
+  if (!t.implementation_of_draw.empty()) out += fmt::format("ran         {}\n", t.implementation_of_draw);
+  if (!t.formulation.empty()) out += fmt::format("formulation {}\n", t.formulation);
   out += fmt::format("seed        {}  sample {}\n", t.key.seed, t.key.sample);
   if (t.key.spec.source == SampleSource::conv) {
     out += fmt::format("conv        draw {}: {}\n", t.draw, t.conv_shape);
@@ -173,6 +238,15 @@ std::string RenderReplay(const ReplayTrace& t) {
   }
   out += fmt::format("y           reference {}  fused {}  error {:+d} LSB  [{}]\n", t.y_reference, t.y_fused, t.error,
                      RegionNames(t.regions));
+  if (t.repeat > 1) {
+    if (t.y_repetitions.empty()) {
+      out += fmt::format("repetitions {} runs over different poison, all {}\n", t.repeat, t.y_fused);
+    } else {
+      out += fmt::format("repetitions {} runs over different poison DIFFER:", t.repeat);
+      for (size_t r = 0; r < t.y_repetitions.size(); ++r) out += fmt::format(" run {}: {}", r, t.y_repetitions[r]);
+      out += "  (NONDETERMINISTIC)\n";
+    }
+  }
   return out;
 }
 

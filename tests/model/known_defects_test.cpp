@@ -79,6 +79,11 @@ TEST(KnownDefects, JitDeconvRuleIsTheMeasuredOne) {
   // No negative right padding: output padding not above the right padding.
   EXPECT_FALSE(draw_meets_rule(vnni, Deconv(3, 2, 2, 1, 1)));
   EXPECT_FALSE(draw_meets_rule(vnni, Deconv(3, 2, 2, 0, 0)));
+  // The same draw with its output padding passed as an extended input: oneDNN's right padding is >= 0.
+  Formulation extended;
+  extended.extended_input = true;
+  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(1, 2, 2, 0, 1), extended));
+  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(1, 2, 2, 0, 1), Formulation{}));
   // A Conv2D never.
   ConvCase conv = Deconv(3, 2, 2, 0, 0);
   conv.op(ConvOp::conv2d);

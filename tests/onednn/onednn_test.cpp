@@ -13,6 +13,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/formulation.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/tables/known_defects_file.h"
 #include "onednn_test_util.h"
@@ -269,8 +270,10 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
   const KnownDefectLedger ledger =
       tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
   driver::SuiteOptions options;
-  options.samples = 40000;  // three of relu's draws meet the defect's conditions (batches up to 16: FusedPath::max_batch)
-  const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, ActivationKind::relu);
+  // One of gelu_erf's draws meets the defect's conditions under opad:negative_pad (batches up to 16:
+  // FusedPath::max_batch; half the output-padding draws pass it as an extended input, where it does not apply).
+  options.samples = 40000;
+  const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, ActivationKind::gelu_erf);
   driver::ReferenceCache cache;
   driver::RunOptions with;
   with.known_defects = &ledger;
@@ -301,6 +304,102 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
   EXPECT_GT(explained_total, 0u);
 }
 
+// Every formulation passes the same arithmetic: on draws made for a formulation (zero point 0, one weight scale,
+// 7-bit weights where it needs them), oneDNN's output under it equals its output under the default formulation.
+TEST(OneDnnKernel, EveryFormulationGivesTheDefaultFormulationsOutputs) {
+  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  driver::SuiteOptions options;
+  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::gelu_tanh)[0];
+  std::string why;
+  auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
+  ASSERT_TRUE(kernel) << why;
+  std::vector<Formulation> variants(7);
+  variants[1].zero_points_absent = true;
+  variants[2].common_scales = true;
+  variants[3].source = Formulation::Source::u8;
+  variants[4].source = Formulation::Source::s8;
+  variants[5].seven_bit_weights = true;
+  variants[6].f32_bias = true;
+  uint64_t compared = 0;
+  for (size_t v = 1; v < variants.size(); ++v) {
+    generators::ConvShapeLimits limits;
+    limits.full_range_weights = true;
+    limits.formulation = variants[v];
+    for (uint32_t draw = 0, done = 0; done < 12; ++draw) {
+      const generators::TargetedDraw d = generators::GenerateTargetedDraw(5, case_stream_id(spec), draw, spec.convention, spec.mix, limits);
+      if (d.conv.op() != ConvOp::conv2d) continue;
+      if (variants[v].zero_points_absent) {
+        EXPECT_EQ(d.conv.input_quant().zero_point, 0) << "the drawn type passed as is: its zero point is 0";
+      }
+      if (variants[v].seven_bit_weights) {
+        for (int8_t w : d.conv.weights()) ASSERT_TRUE(w >= -64 && w <= 63) << int(w);
+      }
+      std::vector<int32_t> y_default(d.conv.output_elements()), y(d.conv.output_elements());
+      std::string rejected;
+      if (!kernel->Run(d.conv, d.input, y_default, &rejected)) continue;  // e.g. beyond 2^24
+      ASSERT_TRUE(kernel->Run(d.conv, d.input, y, &why, variants[v])) << format_formulation(variants[v]) << ": " << why;
+      EXPECT_EQ(y, y_default) << format_formulation(variants[v]) << " draw " << draw;
+      compared += y.size();
+      ++done;
+    }
+  }
+  EXPECT_GT(compared, 1000u);
+}
+
+// oneDNN accepts a deconvolution only when pad_r > -stride: output padding of at least the stride plus the far
+// padding as a negative padding is rejected ("dilated deconvolution"). The same draw with its input extended by
+// zero-point columns runs, and gives the reference's accumulators.
+TEST(OneDnnKernel, ExtendedInputComputesWhatNegativePaddingCannotExpress) {
+  ConvCase conv;
+  conv.op(ConvOp::conv_transpose2d).output_padding(0, 1);
+  conv.batch(1).input_size(1, 2).input_channels(1).output_channels(1).kernel_size(1, 2).stride(1, 1).dilation(1, 2);
+  conv.input_quant(QuantParams{kUint8, 1.0f, 0}).weight_scales({1.0f}).weights({3, 5}).bias({1});
+  const std::vector<int32_t> x = {10, 20};
+  const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, x);
+  ASSERT_EQ(acc, (std::vector<int64_t>{31, 61, 51, 101, 1}));  // taps at ox = ix + 2 kx, then the padded column
+  const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 1.0f, 0});
+  std::string why;
+  auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
+  ASSERT_TRUE(kernel) << why;
+  std::vector<int32_t> y(acc.size());
+  EXPECT_FALSE(kernel->Run(conv, x, y, &why));
+  EXPECT_NE(why.find("dilated deconvolution"), std::string::npos) << why;
+  Formulation extended;
+  extended.extended_input = true;
+  ASSERT_TRUE(kernel->Run(conv, x, y, &why, extended)) << why;
+  EXPECT_EQ(y, (std::vector<int32_t>{31, 61, 51, 101, 1})) << kernel->last_implementation();
+}
+
+// Poison in the destination and a user-managed scratchpad changes nothing oneDNN computes: every repetition of a
+// draw gives the same codes (the determinism check has something to find only where a kernel reads memory it did
+// not write).
+TEST(OneDnnKernel, RepetitionsOverDifferentPoisonAgree) {
+  driver::SuiteOptions options;
+  for (const CaseSpec& spec : {driver::OneDnnComparisons(options, ActivationKind::silu)[0],
+                               driver::OneDnnComparisons(options, ActivationKind::silu)[2]}) {
+    std::string why;
+    auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
+    ASSERT_TRUE(kernel) << why;
+    generators::ConvShapeLimits limits;
+    limits.full_range_weights = true;
+    limits.draw_formulations = true;
+    uint64_t compared = 0;
+    for (uint32_t draw = 0; draw < 20; ++draw) {
+      const PatternDraw d = generators::GeneratePatternDraw(2, case_stream_id(spec), draw, spec.pattern, spec.convention, spec.mix, limits);
+      std::vector<int32_t> first(d.conv.output_elements()), again(first.size());
+      kernel->set_repetition(0);
+      if (!kernel->Run(d.conv, d.input, first, &why, d.formulation)) continue;
+      for (uint32_t r = 1; r < 3; ++r) {
+        kernel->set_repetition(r);
+        ASSERT_TRUE(kernel->Run(d.conv, d.input, again, &why, d.formulation)) << why;
+        EXPECT_EQ(again, first) << spec.name << " draw " << draw << " repetition " << r;
+      }
+      compared += first.size();
+    }
+    EXPECT_GT(compared, 250u) << spec.name;
+  }
+}
+
 TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
   if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
   driver::SuiteOptions options;
@@ -327,13 +426,43 @@ TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
   // The fusion moves the answer away from the quantize-then-activate graph on many samples.
   EXPECT_LT(results[1].stats.overall.exact_fraction(), 0.95);
 
-  // Every worst sample replays to the same codes.
+  // Every worst sample names what produced it and replays to the same codes under its formulation.
   for (const CaseResult& r : results) {
     for (const WorstCaseReport& w : r.worst) {
+      EXPECT_NE(w.sample.implementation.find("conv: "), std::string::npos) << w.replay;
+      EXPECT_NE(w.replay.find(";form="), std::string::npos) << w.replay;
       const ReplayTrace trace = driver::Replay(parse_replay(w.replay));
       EXPECT_EQ(trace.y_fused, w.sample.y_fused) << w.replay;
       EXPECT_EQ(trace.y_reference, w.sample.y_ref) << w.replay;
+      EXPECT_EQ(trace.implementation_of_draw, w.sample.implementation) << w.replay;
+      EXPECT_EQ(trace.repeat, 2u);
+      EXPECT_TRUE(trace.y_repetitions.empty());
     }
+  }
+
+  // Determinism is checked on every draw (two repetitions), and oneDNN passes it. Attribution: every compared
+  // sample is counted under one implementation and once per formulation dimension (opad: output padding only).
+  for (const CaseResult& r : results) {
+    EXPECT_EQ(r.repeat, 2u);
+    EXPECT_EQ(r.stats.nondeterministic, 0u) << r.spec.name;
+    uint64_t by_implementation = 0;
+    for (const auto& [name, s] : r.stats.by_implementation) by_implementation += s.count();
+    EXPECT_EQ(by_implementation, r.stats.overall.count());
+    for (const char* dimension : {"zp:", "scales:", "src:", "wei:", "bias:"}) {
+      uint64_t n = 0;
+      for (const auto& [item, s] : r.stats.by_formulation) n += item.rfind(dimension, 0) == 0 ? s.count() : 0;
+      EXPECT_EQ(n, r.stats.overall.count()) << dimension;
+    }
+    EXPECT_GT(r.stats.by_formulation.count("zp:absent"), 0u);
+    EXPECT_GT(r.stats.by_formulation.count("scales:common"), 0u);
+    EXPECT_GT(r.stats.by_formulation.count("wei:7bit"), 0u);
+    // Both output-padding formulations ran on each output-padding draw.
+    const PairedFormulations& p = r.stats.paired;
+    ASSERT_EQ(p.dimension, "opad");
+    EXPECT_GT(p.draws, 0u);
+    EXPECT_EQ(p.values, (std::vector<std::string>{"negative_pad", "extended_input"}));
+    EXPECT_EQ(p.rejected[1], 0u) << "the extended input is never rejected";
+    EXPECT_LE(p.differing_samples, p.both_samples);
   }
 
   const Provenance p = driver::CurrentProvenance("test");
@@ -365,6 +494,10 @@ TEST(OneDnnComparisons, ShardsMergeToTheWholeRun) {
   EXPECT_EQ(merged.implementation, expected.implementation);
   EXPECT_EQ(merged.reference_escalations, expected.reference_escalations);
   EXPECT_EQ(merged.stats.worst.sorted(), expected.stats.worst.sorted());
+  EXPECT_EQ(merged.stats.by_implementation, expected.stats.by_implementation);
+  EXPECT_EQ(merged.stats.by_formulation, expected.stats.by_formulation);
+  EXPECT_EQ(merged.stats.paired, expected.stats.paired);
+  EXPECT_EQ(merged.stats.nondeterministic, expected.stats.nondeterministic);
   EXPECT_EQ(merged.verdict, expected.verdict);
 }
 

@@ -59,6 +59,9 @@ std::optional<DataType> EightBitType(const QuantType& t) {
   return std::nullopt;
 }
 
+using detail::Poison;
+using detail::Scratchpad;
+
 std::string DescribeError(const dnnl::error& e, const std::string& what) {
   return "oneDNN rejected " + what + ": " + e.what() + " (status " + std::to_string(static_cast<int>(e.status)) +
          (e.status == dnnl_unimplemented ? ", unimplemented" : "") + ")";
@@ -74,6 +77,10 @@ struct Codes {
     else s8.assign(n, 0);
   }
   int32_t at(DataType t, size_t i) const { return t == DataType::u8 ? int32_t{u8[i]} : int32_t{s8[i]}; }
+  void poison(DataType t, uint32_t r) {
+    if (t == DataType::u8) Poison(u8.data(), u8.size(), r);
+    else Poison(s8.data(), s8.size(), r);
+  }
 };
 
 }  // namespace
@@ -111,6 +118,7 @@ struct OneDnnKernel::Impl {
   dnnl::stream stream{engine};
   std::vector<std::string> implementations;
   std::string last_implementation;
+  uint32_t repetition = 0;  // the poison pattern of the next Run (set_repetition)
 
   void note(const std::string& implementation) {
     last_implementation = implementation;
@@ -124,6 +132,7 @@ OneDnnKernel::OneDnnKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 OneDnnKernel::~OneDnnKernel() = default;
 
 const std::vector<std::string>& OneDnnKernel::implementations() const { return impl_->implementations; }
+void OneDnnKernel::set_repetition(uint32_t r) { impl_->repetition = r; }
 const std::string& OneDnnKernel::last_implementation() const { return impl_->last_implementation; }
 
 std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Backend backend,
@@ -174,7 +183,7 @@ std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Back
 }
 
 bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
-                       std::string* unsupported_reason) {
+                       std::string* unsupported_reason, const Formulation& formulation) {
   conv.validate();
   if (input.size() != conv.input_elements() || y.size() != conv.output_elements()) {
     throw InputError("OneDnnKernel::Run: input or output has the wrong size");
@@ -188,6 +197,9 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   // The declared conventions round fl32(acc) once. oneDNN's kernels convert acc - bias and bias to binary32
   // separately and add them there: the same value while both stay below 2^24 (each converts exactly, the sum
   // rounds once). Beyond, the library's answer depends on its order of operations, which no convention declares.
+  // (An f32 bias holds the same integers: below 2^24 they are exact floats, and the kernels add either kind of
+  // bias in f32 to fl32(acc - bias) before the output scale, e.g. jit_avx512_core_x8s8s32x_conv_kernel.cpp
+  // store_output in 2.6.3: cvt2ps(bias), vcvtdq2ps(acc), vaddps, vmulps(scale).)
   for (int32_t ch = 0; ch < conv.output_channels(); ++ch) {
     const int64_t bias = std::abs(int64_t{conv.bias()[static_cast<size_t>(ch)]});
     if (bias >= (int64_t{1} << 24) || conv.accumulator_bound(ch) - bias >= (int64_t{1} << 24)) {
@@ -198,35 +210,63 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
       return false;
     }
   }
-  const std::optional<DataType> src_type = EightBitType(QuantType{conv.input_quant().type.scalar, false});
-  if (!src_type) return reject("oneDNN's int8 convolution takes u8 or s8 sources, not " + to_string(conv.input_quant().type));
+  const std::optional<DataType> drawn_type = EightBitType(QuantType{conv.input_quant().type.scalar, false});
+  if (!drawn_type) return reject("oneDNN's int8 convolution takes u8 or s8 sources, not " + to_string(conv.input_quant().type));
+  // The source type passed (Formulation::source): a code of the other type moves by 128, its zero point too.
+  const SourceAsPassed passed =
+      source_as_passed(formulation, *drawn_type == DataType::u8, conv.input_quant().zero_point);
+  const DataType src_type = passed.u8 ? DataType::u8 : DataType::s8;
+  const int32_t shift = passed.shift;
+  const int32_t src_zero_point_value = conv.input_quant().zero_point + shift;
+
+  // Output padding as an input extended by zero-point columns/rows (Formulation::extended_input): e more input
+  // columns at the far end add e*stride output columns there, taken back by a right padding of
+  // pad_r - opad + e*stride >= 0; the added codes are the zero point, real value 0, and contribute nothing.
+  const bool transposed = conv.op() == ConvOp::conv_transpose2d;
+  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
+    if (!transposed || !formulation.extended_input || opad <= pad_end) return 0;
+    return (opad - pad_end + stride - 1) / stride;
+  };
+  const int32_t extend_h = extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height());
+  const int32_t extend_w = extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width());
+  const int32_t in_h = conv.input_height() + extend_h, in_w = conv.input_width() + extend_w;
 
   const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();
-  const memory::dims src_dims = {n, c, conv.input_height(), conv.input_width()};
+  const memory::dims src_dims = {n, c, in_h, in_w};
   const memory::dims wei_dims = {k, c, conv.kernel_height(), conv.kernel_width()};
   const memory::dims dst_dims = {n, k, conv.output_height(), conv.output_width()};
   const DataType dst_type = unfused ? m.intermediate_type : m.output_type;
-  const memory::desc src_md(src_dims, *src_type, Tag::nhwc);
+  const DataType bias_type = formulation.f32_bias ? DataType::f32 : DataType::s32;
+  const memory::desc src_md(src_dims, src_type, Tag::nhwc);
   const memory::desc wei_any(wei_dims, DataType::s8, Tag::any);
   const memory::desc wei_user(wei_dims, DataType::s8, Tag::ohwi);  // the model's OHWI layout
-  const memory::desc bias_md({k}, DataType::s32, Tag::x);
+  const memory::desc bias_md({k}, bias_type, Tag::x);
   const memory::desc dst_md(dst_dims, dst_type, Tag::nhwc);
   const memory::dims strides = {conv.stride_height(), conv.stride_width()};
   const memory::dims dilates = {conv.dilation_height() - 1, conv.dilation_width() - 1};  // oneDNN counts gaps
   const memory::dims pad_l = {conv.padding_top(), conv.padding_left()};
 
-  // Output scales per output channel (mask 1 << 1: dimension 1 of dst is the channel).
+  // Output scales per output channel (mask 1 << 1: dimension 1 of dst is the channel), or one common scale
+  // (mask 0) where the formulation asks and every channel's scale is the same (a draw under it always is).
   const float su = m.graph.intermediate.q.scale;
   std::vector<float> scales(static_cast<size_t>(k));
   for (int32_t ch = 0; ch < k; ++ch) {
     const float product = conv.input_quant().scale * conv.weight_scales()[static_cast<size_t>(ch)];  // fl32(sx*sw)
     scales[static_cast<size_t>(ch)] = unfused ? product / su : product;  // fl32(fl32(sx*sw)/su) or fl32(sx*sw)
   }
+  const bool common = formulation.common_scales && std::all_of(scales.begin(), scales.end(),
+                                                               [&](float v) { return v == scales.front(); });
+  const int32_t dst_zero_point_value = unfused ? m.graph.intermediate.q.zero_point : m.graph.output.q.zero_point;
+  // Zero-point attributes absent only where the value is 0; otherwise present (the fallback).
+  const bool src_zp_attr = passed.zero_point_attribute;
+  const bool dst_zp_attr = !(formulation.zero_points_absent && dst_zero_point_value == 0);
   const float inverse_sy = 1.0f / m.graph.output.q.scale;  // fl32(1/sy)
   dnnl::primitive_attr attr;
-  attr.set_output_scales(1 << 1, scales);
-  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // our own poisoned buffer (set_repetition)
+  if (common) attr.set_output_scales(0, {scales.front()});
+  else attr.set_output_scales(1 << 1, scales);
+  if (src_zp_attr) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (dst_zp_attr) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   if (!unfused) {
     dnnl::post_ops post_ops;
     post_ops.append_eltwise(inverse_sy, m.eltwise.alg, m.eltwise.alpha, m.eltwise.beta);
@@ -234,12 +274,12 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   }
 
   const std::string problem = std::string(conv.op() == ConvOp::conv2d ? "convolution" : "deconvolution") + " " +
-                              (*src_type == DataType::u8 ? "u8" : "s8") + " mb" + std::to_string(n) + "ic" +
-                              std::to_string(c) + "oc" + std::to_string(k) + "_ih" + std::to_string(conv.input_height()) +
-                              "iw" + std::to_string(conv.input_width()) + "_kh" + std::to_string(conv.kernel_height()) +
+                              (src_type == DataType::u8 ? "u8" : "s8") + " mb" + std::to_string(n) + "ic" +
+                              std::to_string(c) + "oc" + std::to_string(k) + "_ih" + std::to_string(in_h) +
+                              "iw" + std::to_string(in_w) + "_kh" + std::to_string(conv.kernel_height()) +
                               "kw" + std::to_string(conv.kernel_width());
   dnnl::primitive primitive;
-  memory::desc weights_md;
+  memory::desc weights_md, scratchpad_md;
   std::string implementation;
   try {
     if (conv.op() == ConvOp::conv2d) {
@@ -249,17 +289,21 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
       const dnnl::convolution_forward::primitive_desc pd(desc, attr, m.engine);
       primitive = dnnl::convolution_forward(pd);
       weights_md = pd.weights_desc();
+      scratchpad_md = pd.scratchpad_desc();
       implementation = pd.impl_info_str();
     } else {
-      // Output padding extends the far end: oneDNN derives it from the destination size, as a smaller pad_r.
-      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height(),
-                                  conv.padding_right() - conv.output_padding_width()};
+      // Output padding extends the far end: oneDNN derives it from the destination size, as a smaller pad_r
+      // (negative where the output padding exceeds the padding; oneDNN accepts pad_r > -stride), plus the
+      // extension's stride multiples.
+      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height() + extend_h * conv.stride_height(),
+                                  conv.padding_right() - conv.output_padding_width() + extend_w * conv.stride_width()};
       const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                                    algorithm::deconvolution_direct, src_md, wei_any, bias_md, dst_md,
                                                    strides, dilates, pad_l, pad_r);
       const dnnl::deconvolution_forward::primitive_desc pd(desc, attr, m.engine);
       primitive = dnnl::deconvolution_forward(pd);
       weights_md = pd.weights_desc();
+      scratchpad_md = pd.scratchpad_desc();
       implementation = pd.impl_info_str();
     }
   } catch (const dnnl::error& e) {
@@ -267,33 +311,47 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   }
 
   Codes src;
-  src.resize(*src_type, input.size());
-  for (size_t i = 0; i < input.size(); ++i) {
-    if (*src_type == DataType::u8) src.u8[i] = static_cast<uint8_t>(input[i]);
-    else src.s8[i] = static_cast<int8_t>(input[i]);
+  src.resize(src_type, static_cast<size_t>(n) * in_h * in_w * c);
+  for (int32_t b = 0; b < n; ++b) {
+    for (int32_t iy = 0; iy < in_h; ++iy) {
+      for (int32_t ix = 0; ix < in_w; ++ix) {
+        for (int32_t ch = 0; ch < c; ++ch) {
+          const bool inside = iy < conv.input_height() && ix < conv.input_width();
+          const int32_t code = inside ? input[conv.input_index(b, iy, ix, ch)] + shift : src_zero_point_value;
+          const size_t i = ((static_cast<size_t>(b) * in_h + iy) * in_w + ix) * c + ch;
+          if (src_type == DataType::u8) src.u8[i] = static_cast<uint8_t>(code);
+          else src.s8[i] = static_cast<int8_t>(code);
+        }
+      }
+    }
   }
   std::vector<int8_t> weights = conv.weights();
   std::vector<int32_t> bias = conv.bias();
-  int32_t src_zero_point = conv.input_quant().zero_point;
-  int32_t dst_zero_point = unfused ? m.graph.intermediate.q.zero_point : m.graph.output.q.zero_point;
+  std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
+  int32_t src_zero_point = src_zero_point_value;
+  int32_t dst_zero_point = dst_zero_point_value;
   Codes dst;
   dst.resize(dst_type, conv.output_elements());
+  dst.poison(dst_type, m.repetition);
   try {
-    memory src_mem(src_md, m.engine, src.data(*src_type));
+    memory src_mem(src_md, m.engine, src.data(src_type));
     memory wei_user_mem(wei_user, m.engine, weights.data());
     detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
     memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, weights_md, wei_user_mem,
                                            m.engine, m.stream, &owned);
-    memory bias_mem(bias_md, m.engine, bias.data());
+    memory bias_mem(bias_md, m.engine, formulation.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
     memory dst_mem(dst_md, m.engine, dst.data(dst_type));
     const memory::desc zp_md({1}, DataType::s32, Tag::x);
     memory src_zp(zp_md, m.engine, &src_zero_point), dst_zp(zp_md, m.engine, &dst_zero_point);
-    primitive.execute(m.stream, {{DNNL_ARG_SRC, src_mem},
-                                 {DNNL_ARG_WEIGHTS, wei_mem},
-                                 {DNNL_ARG_BIAS, bias_mem},
-                                 {DNNL_ARG_DST, dst_mem},
-                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp},
-                                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp}});
+    const Scratchpad scratchpad(scratchpad_md, m.engine, m.repetition);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
+                                            {DNNL_ARG_WEIGHTS, wei_mem},
+                                            {DNNL_ARG_BIAS, bias_mem},
+                                            {DNNL_ARG_DST, dst_mem},
+                                            {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
+    if (src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp});
+    if (dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp});
+    primitive.execute(m.stream, args);
     m.stream.wait();
     if (!unfused) {
       m.note("conv: " + implementation);
@@ -301,30 +359,43 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
       return true;
     }
 
-    // The unfused graph's remaining nodes, each its own oneDNN primitive.
+    // The unfused graph's remaining nodes, each its own oneDNN primitive, every buffer poisoned alike.
     const memory::desc f32_md(dst_dims, DataType::f32, Tag::nhwc);
     const memory::desc out_md(dst_dims, m.output_type, Tag::nhwc);
     std::vector<float> dequantized(conv.output_elements()), activated(conv.output_elements());
+    Poison(dequantized.data(), dequantized.size() * sizeof(float), m.repetition);
+    Poison(activated.data(), activated.size() * sizeof(float), m.repetition);
     Codes out;
     out.resize(m.output_type, conv.output_elements());
+    out.poison(m.output_type, m.repetition);
     memory deq_mem(f32_md, m.engine, dequantized.data()), act_mem(f32_md, m.engine, activated.data());
     memory out_mem(out_md, m.engine, out.data(m.output_type));
 
     dnnl::primitive_attr dequantize_attr;  // v = su * (u - zu)
+    dequantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dequantize_attr.set_output_scales(0, {su});
     dequantize_attr.set_zero_points(DNNL_ARG_SRC, 0, {m.graph.intermediate.q.zero_point});
     const dnnl::reorder::primitive_desc dequantize_pd(m.engine, dst_md, m.engine, f32_md, dequantize_attr);
     const dnnl::eltwise_forward::desc eltwise_desc(dnnl::prop_kind::forward_inference, m.eltwise.alg, f32_md,
                                                    m.eltwise.alpha, m.eltwise.beta);
-    const dnnl::eltwise_forward::primitive_desc eltwise_pd(eltwise_desc, m.engine);
+    dnnl::primitive_attr eltwise_attr;
+    eltwise_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::eltwise_forward::primitive_desc eltwise_pd(eltwise_desc, eltwise_attr, m.engine);
     dnnl::primitive_attr quantize_attr;  // y = sat(round_half_even(f / sy + zy))
+    quantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     quantize_attr.set_output_scales(0, {inverse_sy});
     quantize_attr.set_zero_points(DNNL_ARG_DST, 0, {m.graph.output.q.zero_point});
     const dnnl::reorder::primitive_desc quantize_pd(m.engine, f32_md, m.engine, out_md, quantize_attr);
 
-    dnnl::reorder(dequantize_pd).execute(m.stream, dst_mem, deq_mem);
-    dnnl::eltwise_forward(eltwise_pd).execute(m.stream, {{DNNL_ARG_SRC, deq_mem}, {DNNL_ARG_DST, act_mem}});
-    dnnl::reorder(quantize_pd).execute(m.stream, act_mem, out_mem);
+    const Scratchpad dequantize_scratch(dequantize_pd.scratchpad_desc(), m.engine, m.repetition);
+    const Scratchpad eltwise_scratch(eltwise_pd.scratchpad_desc(), m.engine, m.repetition);
+    const Scratchpad quantize_scratch(quantize_pd.scratchpad_desc(), m.engine, m.repetition);
+    dnnl::reorder(dequantize_pd).execute(m.stream, {{DNNL_ARG_FROM, dst_mem}, {DNNL_ARG_TO, deq_mem},
+                                                    {DNNL_ARG_SCRATCHPAD, dequantize_scratch.memory}});
+    dnnl::eltwise_forward(eltwise_pd).execute(m.stream, {{DNNL_ARG_SRC, deq_mem}, {DNNL_ARG_DST, act_mem},
+                                                         {DNNL_ARG_SCRATCHPAD, eltwise_scratch.memory}});
+    dnnl::reorder(quantize_pd).execute(m.stream, {{DNNL_ARG_FROM, act_mem}, {DNNL_ARG_TO, out_mem},
+                                                  {DNNL_ARG_SCRATCHPAD, quantize_scratch.memory}});
     m.stream.wait();
     m.note("conv: " + implementation + "; dequantize: " + dequantize_pd.impl_info_str() +
            "; eltwise: " + eltwise_pd.impl_info_str() + "; quantize: " + quantize_pd.impl_info_str());
@@ -358,23 +429,67 @@ bool EltwiseForward(const Activation& activation, std::span<const float> x, std:
 }
 
 namespace {
+bool HasOutputPadding(const ConvCase& conv) {
+  return conv.op() == ConvOp::conv_transpose2d && (conv.output_padding_height() > 0 || conv.output_padding_width() > 0);
+}
+
 class OneDnnPath final : public FusedPath {
  public:
   explicit OneDnnPath(std::unique_ptr<OneDnnKernel> kernel) : kernel_(std::move(kernel)) {}
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
-    return kernel_->Run(draw.conv, draw.input, y, rejected);
+    const bool output_padding = HasOutputPadding(draw.conv);
+    last_ = RunInfo{};
+    // On the first repetition of a draw with output padding, both output-padding formulations run on it, so that
+    // they are compared on the same draws (the drawn one's output is the path's answer).
+    if (output_padding && repetition_ == 0) {
+      last_.paired_dimension = "opad";
+      last_.paired_values = {"negative_pad", "extended_input"};
+      for (const bool extended : {false, true}) {
+        if (extended == draw.formulation.extended_input) continue;
+        Formulation other = draw.formulation;
+        other.extended_input = extended;
+        PairedRun run;
+        run.y.assign(y.size(), 0);
+        run.ran = kernel_->Run(draw.conv, draw.input, run.y, &run.rejected, other);
+        if (!run.ran) run.y.clear();
+        paired_other_ = std::move(run);
+      }
+    }
+    const bool ran = kernel_->Run(draw.conv, draw.input, y, rejected, draw.formulation);
+    if (output_padding && repetition_ == 0) {
+      PairedRun drawn;
+      drawn.ran = ran;
+      if (ran) drawn.y.assign(y.begin(), y.end());
+      else if (rejected) drawn.rejected = *rejected;
+      last_.paired.resize(2);
+      last_.paired[draw.formulation.extended_input ? 1 : 0] = std::move(drawn);
+      last_.paired[draw.formulation.extended_input ? 0 : 1] = std::move(paired_other_);
+    }
+    if (ran) {
+      last_.implementation = kernel_->last_implementation();
+      last_.formulation = format_formulation(draw.formulation, output_padding);
+    }
+    return ran;
   }
   std::vector<std::string> implementations() const override { return kernel_->implementations(); }
-  RunInfo last_run() const override { return {kernel_->last_implementation(), ""}; }
+  RunInfo last_run() const override { return last_; }
   bool repeatable() const override { return true; }
+  void set_repetition(uint32_t r) override {
+    repetition_ = r;
+    kernel_->set_repetition(r);
+  }
   WeightRange weight_range() const override { return WeightRange::full; }
   // Creating a primitive (JIT code for the shape) costs about as much as computing 10^4 outputs: batches up to 16
   // (instead of 2) put 5.7x more samples through each primitive (docs/performance.md, "oneDNN cases").
   int32_t max_batch() const override { return 16; }
+  bool draws_formulations() const override { return true; }
   bool concurrent() const override { return false; }
 
  private:
   std::unique_ptr<OneDnnKernel> kernel_;
+  RunInfo last_;
+  PairedRun paired_other_;
+  uint32_t repetition_ = 0;
 };
 }  // namespace
 
@@ -407,6 +522,15 @@ std::optional<EltwiseAlgorithm> MapEltwise(const Activation& a, std::string* why
 }
 std::optional<dnnl::memory::data_type> EightBitDataType(const QuantType& t) { return EightBitType(t); }
 std::string DescribeDnnlError(const dnnl::error& e, const std::string& what) { return DescribeError(e, what); }
+void Poison(void* data, size_t bytes, uint32_t r) {
+  auto* p = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(0xA5u + 0x4Bu * r + 0x1Fu * static_cast<uint32_t>(i));
+}
+Scratchpad::Scratchpad(const dnnl::memory::desc& desc, const dnnl::engine& engine, uint32_t r)
+    : bytes(std::max<size_t>(desc.get_size(), 1)) {
+  Poison(bytes.data(), bytes.size(), r);
+  memory = dnnl::memory(desc, engine, bytes.data());
+}
 }  // namespace detail
 
 }  // namespace fusediff::fused::onednn

@@ -67,10 +67,14 @@ class PatternPath final : public FusedPath {
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override;
   std::vector<std::string> implementations() const override { return implementations_; }
-  RunInfo last_run() const override { return {last_implementation_, ""}; }
+  RunInfo last_run() const override { return {last_implementation_, last_formulation_, {}, {}, {}}; }
   bool repeatable() const override { return true; }
-  void set_repetition(uint32_t r) override { poison_ = static_cast<uint8_t>(0xA5u ^ (r * 0x3Bu)); }
+  void set_repetition(uint32_t r) override { repetition_ = r; }
   WeightRange weight_range() const override { return WeightRange::full; }
+  // Every dimension applies to the chains but the inner product's zero points (2.6 has none on it: the source's is
+  // folded into the bias, the destination's is an eltwise_linear post-op whatever the formulation). The paired
+  // output-padding comparison runs on the conv2d+act path only (onednn_kernel.cpp).
+  bool draws_formulations() const override { return true; }
   int32_t max_batch() const override { return 16; }  // as OneDnnPath: more samples per primitive built
   bool concurrent() const override { return false; }
 
@@ -95,8 +99,8 @@ class PatternPath final : public FusedPath {
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   std::vector<std::string> implementations_;
-  std::string last_implementation_;
-  uint8_t poison_ = 0xA5;
+  std::string last_implementation_, last_formulation_;
+  uint32_t repetition_ = 0;  // the poison pattern of the next Run (Poison)
   // Host buffers behind the memories of one Run (oneDNN reads and writes them in place).
   std::vector<std::vector<float>> floats_;
   std::vector<Codes> codes_;
@@ -105,6 +109,7 @@ class PatternPath final : public FusedPath {
 memory PatternPath::Dequantize(memory& codes, float scale, int32_t zero_point, std::string& impl) {
   const memory::desc md(codes.get_desc().dims(), DataType::f32, Tag::nhwc);
   floats_.emplace_back(md.get_size() / sizeof(float), 0.0f);
+  Poison(floats_.back().data(), floats_.back().size() * sizeof(float), repetition_);
   memory values(md, engine_, floats_.back().data());
   dnnl::primitive_attr attr;  // v = scale * (q - zero_point)
   attr.set_output_scales(0, {scale});
@@ -118,7 +123,7 @@ memory PatternPath::Dequantize(memory& codes, float scale, int32_t zero_point, s
 memory PatternPath::Quantize(memory& values, const Quant& q, std::string& impl) {
   const memory::desc md(values.get_desc().dims(), q.type, Tag::nhwc);
   codes_.emplace_back(q.type, md.get_size());
-  std::fill(codes_.back().bytes.begin(), codes_.back().bytes.end(), poison_);
+  Poison(codes_.back().data(), codes_.back().bytes.size(), repetition_);
   memory codes(md, engine_, codes_.back().data());
   dnnl::primitive_attr attr;  // q = sat(round_half_even(v * fl32(1/s) + zero_point))
   attr.set_output_scales(0, {1.0f / q.scale});
@@ -132,6 +137,7 @@ memory PatternPath::Quantize(memory& values, const Quant& q, std::string& impl) 
 memory PatternPath::Activate(memory& values, std::string& impl) {
   const memory::desc md = values.get_desc();
   floats_.emplace_back(md.get_size() / sizeof(float), 0.0f);
+  Poison(floats_.back().data(), floats_.back().size() * sizeof(float), repetition_);
   memory out(md, engine_, floats_.back().data());
   const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise_.alg, md, eltwise_.alpha,
                                          eltwise_.beta);
@@ -157,11 +163,28 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
              conv.kernel_width() != 1 || conv.op() != ConvOp::conv2d)) {
     throw InputError("oneDNN pattern path: a fully connected draw is a 1x1 conv2d over a 1x1 input");
   }
-  const std::optional<DataType> src_type = EightBitDataType(QuantType{conv.input_quant().type.scalar, false});
-  if (!src_type) return Reject(rejected, "oneDNN's int8 primitives take u8 or s8 sources, not " + to_string(conv.input_quant().type));
+  const std::optional<DataType> drawn_type = EightBitDataType(QuantType{conv.input_quant().type.scalar, false});
+  if (!drawn_type) return Reject(rejected, "oneDNN's int8 primitives take u8 or s8 sources, not " + to_string(conv.input_quant().type));
+  const Formulation& form = draw.formulation;
+  last_formulation_.clear();
+  // The source type passed (Formulation::source): a code of the other type moves by 128, its zero point too.
+  const SourceAsPassed passed = source_as_passed(form, *drawn_type == DataType::u8, conv.input_quant().zero_point);
+  const std::optional<DataType> src_type = passed.u8 ? DataType::u8 : DataType::s8;
+  const int32_t shift = passed.shift;
   const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();
-  const int32_t zx = conv.input_quant().zero_point;
+  const int32_t zx = conv.input_quant().zero_point + shift;
   const int64_t max_source = *src_type == DataType::u8 ? 255 : 128;
+  // Output padding as an input extended by zero-point rows/columns (Formulation::extended_input), as
+  // onednn_kernel.cpp: e more input columns add e*stride output columns, taken back by the right padding.
+  const bool transposed = conv.op() == ConvOp::conv_transpose2d;
+  const bool output_padding = transposed && (conv.output_padding_height() > 0 || conv.output_padding_width() > 0);
+  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
+    if (!transposed || !form.extended_input || opad <= pad_end) return 0;
+    return (opad - pad_end + stride - 1) / stride;
+  };
+  const int32_t extend_h = extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height());
+  const int32_t extend_w = extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width());
+  const int32_t in_h = conv.input_height() + extend_h, in_w = conv.input_width() + extend_w;
 
   // The declared conventions round fl32(acc) once; oneDNN converts (acc - bias) and bias separately and adds them
   // in binary32: the same while both stay below 2^24 (onednn_kernel.cpp). The inner product's bias carries the
@@ -195,11 +218,11 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   const Quant& dst_q = unfused() ? u_ : y_;
   const memory::dims dst_dims = fc ? memory::dims{n, k} : memory::dims{n, k, conv.output_height(), conv.output_width()};
   const memory::desc src_md = fc ? memory::desc({n, c}, *src_type, Tag::nc)
-                                 : memory::desc({n, c, conv.input_height(), conv.input_width()}, *src_type, Tag::nhwc);
+                                 : memory::desc({n, c, in_h, in_w}, *src_type, Tag::nhwc);
   const memory::dims wei_dims = fc ? memory::dims{k, c} : memory::dims{k, c, conv.kernel_height(), conv.kernel_width()};
   const memory::desc wei_any(wei_dims, DataType::s8, Tag::any);
   const memory::desc wei_user(wei_dims, DataType::s8, fc ? Tag::oi : Tag::ohwi);
-  const memory::desc bias_md({k}, DataType::s32, Tag::x);
+  const memory::desc bias_md({k}, form.f32_bias ? DataType::f32 : DataType::s32, Tag::x);
   const memory::desc dst_md(dst_dims, dst_q.type, fc ? Tag::nc : Tag::nhwc);
   const memory::desc src1_md(dst_dims, DataType::f32, fc ? Tag::nc : Tag::nhwc);
 
@@ -208,12 +231,18 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
     const float product = conv.input_quant().scale * conv.weight_scales()[static_cast<size_t>(ch)];  // fl32(sx*sw)
     scales[static_cast<size_t>(ch)] = unfused() ? product / u_.scale : product;
   }
+  // One common scale (mask 0) where the formulation asks and every channel's is the same (a draw under it is).
+  const bool common = form.common_scales && std::all_of(scales.begin(), scales.end(),
+                                                        [&](float v) { return v == scales.front(); });
+  // Zero-point attributes absent only where the value is 0; otherwise present (the fallback).
+  const bool src_zp_attr = !fc && passed.zero_point_attribute;
+  const bool dst_zp_attr = !fc && !(form.zero_points_absent && dst_q.zero_point == 0);
   dnnl::primitive_attr attr;
-  attr.set_output_scales(1 << 1, scales);
-  if (!fc) {
-    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-  }
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // our own poisoned buffer (set_repetition)
+  if (common) attr.set_output_scales(0, {scales.front()});
+  else attr.set_output_scales(1 << 1, scales);
+  if (src_zp_attr) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (dst_zp_attr) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   dnnl::post_ops post_ops;
   if (!unfused()) {
     if (chain_ == Chain::sum) post_ops.append_sum(residual_.scale, residual_.zero_point, residual_.type);
@@ -229,10 +258,10 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   const char* producer = fc ? "inner product" : (conv.op() == ConvOp::conv2d ? "convolution" : "deconvolution");
   const std::string problem = std::string(producer) + " " + (*src_type == DataType::u8 ? "u8" : "s8") + " mb" +
                               std::to_string(n) + "ic" + std::to_string(c) + "oc" + std::to_string(k) + "_ih" +
-                              std::to_string(conv.input_height()) + "iw" + std::to_string(conv.input_width()) + "_kh" +
+                              std::to_string(in_h) + "iw" + std::to_string(in_w) + "_kh" +
                               std::to_string(conv.kernel_height()) + "kw" + std::to_string(conv.kernel_width());
   dnnl::primitive primitive;
-  memory::desc weights_md;
+  memory::desc weights_md, scratchpad_md;
   std::string implementation;
   try {
     const memory::dims strides = {conv.stride_height(), conv.stride_width()};
@@ -243,6 +272,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
       const dnnl::inner_product_forward::primitive_desc pd(desc, attr, engine_);
       primitive = dnnl::inner_product_forward(pd);
       weights_md = pd.weights_desc();
+      scratchpad_md = pd.scratchpad_desc();
       implementation = pd.impl_info_str();
     } else if (conv.op() == ConvOp::conv2d) {
       const memory::dims pad_r = {conv.padding_bottom(), conv.padding_right()};
@@ -251,16 +281,19 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
       const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
       primitive = dnnl::convolution_forward(pd);
       weights_md = pd.weights_desc();
+      scratchpad_md = pd.scratchpad_desc();
       implementation = pd.impl_info_str();
     } else {
-      // Output padding as a smaller right padding, as onednn_kernel.cpp (PyTorch's mapping).
-      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height(),
-                                  conv.padding_right() - conv.output_padding_width()};
+      // Output padding as a smaller right padding (PyTorch's mapping), plus the extension's stride multiples, as
+      // onednn_kernel.cpp.
+      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height() + extend_h * conv.stride_height(),
+                                  conv.padding_right() - conv.output_padding_width() + extend_w * conv.stride_width()};
       const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::deconvolution_direct,
                                                    src_md, wei_any, bias_md, dst_md, strides, dilates, pad_l, pad_r);
       const dnnl::deconvolution_forward::primitive_desc pd(desc, attr, engine_);
       primitive = dnnl::deconvolution_forward(pd);
       weights_md = pd.weights_desc();
+      scratchpad_md = pd.scratchpad_desc();
       implementation = pd.impl_info_str();
     }
   } catch (const dnnl::error& e) {
@@ -271,12 +304,23 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   codes_.clear();
   codes_.reserve(8);
   floats_.reserve(8);
-  Codes src(*src_type, draw.input.size());
-  for (size_t i = 0; i < draw.input.size(); ++i) src.set(i, draw.input[i]);
+  Codes src(*src_type, static_cast<size_t>(n) * in_h * in_w * c);
+  for (int32_t b = 0; b < n; ++b) {
+    for (int32_t iy = 0; iy < in_h; ++iy) {
+      for (int32_t ix = 0; ix < in_w; ++ix) {
+        for (int32_t ch = 0; ch < c; ++ch) {
+          const bool inside = iy < conv.input_height() && ix < conv.input_width();
+          const size_t i = ((static_cast<size_t>(b) * in_h + iy) * in_w + ix) * c + ch;
+          src.set(i, inside ? draw.input[conv.input_index(b, iy, ix, ch)] + shift : zx);
+        }
+      }
+    }
+  }
   std::vector<int8_t> weights = conv.weights();
+  std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
   int32_t src_zero_point = zx, dst_zero_point = dst_q.zero_point;
   Codes dst(dst_q.type, conv.output_elements());
-  std::fill(dst.bytes.begin(), dst.bytes.end(), poison_);
+  Poison(dst.data(), dst.bytes.size(), repetition_);
   // The sum post-op reads the residual from the destination, as its own 8-bit type (same size as dst's).
   if (chain_ == Chain::sum && !unfused()) {
     for (size_t i = 0; i < draw.residual.size(); ++i) dst.set(i, draw.residual[i]);
@@ -294,18 +338,19 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
     detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
     memory wei_mem = detail::WeightsMemory(conv, !fc && conv.op() == ConvOp::conv_transpose2d, weights_md, wei_user_mem,
                                            engine_, stream_, &owned);
-    memory bias_mem(bias_md, engine_, bias.data());
+    memory bias_mem(bias_md, engine_, form.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
     memory dst_mem(dst_md, engine_, dst.data());
-    Args args{{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_BIAS, bias_mem}, {DNNL_ARG_DST, dst_mem}};
+    const Scratchpad scratchpad(scratchpad_md, engine_, repetition_);
+    Args args{{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_BIAS, bias_mem}, {DNNL_ARG_DST, dst_mem},
+              {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
     const memory::desc zp_md({1}, DataType::s32, Tag::x);
-    if (!fc) {
-      args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, engine_, &src_zero_point)});
-      args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, memory(zp_md, engine_, &dst_zero_point)});
-    }
+    if (src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, engine_, &src_zero_point)});
+    if (dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, memory(zp_md, engine_, &dst_zero_point)});
     if (!src1.empty()) args.insert({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(src1_md, engine_, src1.data())});
     primitive.execute(stream_, args);
     stream_.wait();
     std::string impl = (fc ? "ip: " : "conv: ") + implementation;
+    last_formulation_ = format_formulation(form, output_padding);
     if (!unfused()) {
       note(impl);
       for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(i);
@@ -343,7 +388,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
       const memory::dims pooled_dims = {n, k, out_shape.height, out_shape.width};
       const memory::desc pooled_md(pooled_dims, y_.type, Tag::nhwc);
       codes_.emplace_back(y_.type, out_shape.elements());
-      std::fill(codes_.back().bytes.begin(), codes_.back().bytes.end(), poison_);
+      Poison(codes_.back().data(), codes_.back().bytes.size(), repetition_);
       Codes& pooled = codes_.back();
       memory pooled_mem(pooled_md, engine_, pooled.data());
       // The windows past the last whole one are dropped (floor): a right padding that may be negative.

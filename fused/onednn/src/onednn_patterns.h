@@ -51,6 +51,16 @@ DeconvolutionWeights OwnDeconvolutionWeights(const ConvCase& conv, const dnnl::m
 dnnl::memory WeightsMemory(const ConvCase& conv, bool deconvolution, const dnnl::memory::desc& weights_md,
                            const dnnl::memory& user, const dnnl::engine& engine, dnnl::stream& stream,
                            DeconvolutionWeights* owned);
+// Poison pattern r over a buffer the library is to overwrite (destination, scratchpad, intermediates): byte i is
+// 0xA5 + 0x4B r + 0x1F i mod 256, different for every repetition r < 256 at every byte (0x4B is odd), so output
+// that reads memory it never wrote differs between repetitions (--repeat).
+void Poison(void* data, size_t bytes, uint32_t r);
+// A user-managed scratchpad (attr scratchpad_mode::user) for a primitive, poisoned with pattern r.
+struct Scratchpad {
+  std::vector<uint8_t> bytes;
+  dnnl::memory memory;
+  Scratchpad(const dnnl::memory::desc& desc, const dnnl::engine& engine, uint32_t r);
+};
 
 // The oneDNN paths of conv2d+add+act (sum or binary_add post-op + eltwise, and the unfused graph), fc+act (inner
 // product + eltwise, and unfused) and conv2d+act+maxpool (unfused only: 2.6 has no pooling post-op). Null with

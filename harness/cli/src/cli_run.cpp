@@ -63,6 +63,7 @@ struct RunArgs {
   uint64_t seed = 1;
   int64_t max_abs_lsb = -1;
   size_t worst = 10;
+  uint32_t repeat = 0;  // 0: the path's default (driver::RunOptions::repeat)
   bool timing = false;
 };
 
@@ -148,6 +149,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   options.threads = ResolveThreads(a.threads, "--threads");
   if (a.max_abs_lsb >= 0) options.max_abs_lsb = a.max_abs_lsb;
   if (ledger) options.known_defects = &*ledger;
+  if (a.repeat > 0) options.repeat = a.repeat;
 
   uint64_t expected_samples = 0;
   for (const CaseSpec& spec : specs) expected_samples += (effective_samples(spec) + shard.count - 1) / shard.count;
@@ -215,7 +217,7 @@ Command AddRunCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--mutant", a->mutant, "Inject a known fused-path bug: use-output-scale");
   run->add_option("--worst", a->worst, "Worst samples kept per case")->check(CLI::Range(0, 1000));
-  run->add_option("--json", a->json, "Write results JSON (fusediff-results/3)");
+  run->add_option("--json", a->json, "Write results JSON (fusediff-results/4)");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
   run->add_option("--shard", a->shard,
@@ -239,6 +241,10 @@ Command AddRunCommand(CLI::App& app) {
                   "fused/onednn/known_defects.json");
   run->add_flag("--no-known-defects", a->no_known_defects,
                 "No ledger: every library sample is judged (a known defect fails the run)");
+  run->add_option("--repeat", a->repeat,
+                  "Runs of every fused draw of a library path (default 2; the built-in kernels always run once), each "
+                  "over a different poison pattern: any difference fails the case as nondeterministic")
+      ->check(CLI::Range(1, 64));
   run->add_option("--pattern", a->pattern,
                   "Only this fusion pattern: conv2d+act, conv2d+add+act, conv2d+act+maxpool, conv2d+act+avgpool, "
                   "fc+act, fc+fc, fc+act+fc, conv2d+batchnorm+act (fusediff patterns --list)");

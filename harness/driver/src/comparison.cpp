@@ -20,11 +20,12 @@ std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::str
   return fused::CreateBuiltInPath(spec, why);
 }
 
-std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, TableCache* tables, std::string* why) {
+std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, TableCache* tables, std::string* why,
+                                                       const FusedPathFactory* factory) {
   validate(spec);
   std::unique_ptr<DrawComparison> c(new DrawComparison());
   c->spec_ = spec;
-  c->path_ = CreateFusedPath(spec, why);
+  c->path_ = factory && *factory ? (*factory)(spec, why) : CreateFusedPath(spec, why);
   if (!c->path_) return nullptr;
   c->reference_convention_ = reference_convention(spec);
   c->f32_ = c->reference_convention_.intermediate.kind == IntermediateKind::f32;
@@ -48,6 +49,7 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   generators::ConvShapeLimits base;
   base.full_range_weights = c->path_->weight_range() == WeightRange::full;
   base.max_batch = c->path_->max_batch();
+  base.draw_formulations = c->path_->draws_formulations();
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
 #if FUSEDIFF_HAVE_ONEDNN
   if (is_onednn(spec)) {
@@ -58,8 +60,17 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   return c;
 }
 
-PatternDraw DrawComparison::Draw(uint64_t seed, uint64_t stream, uint32_t draw) const {
-  return generators::GeneratePatternDraw(seed, stream, draw, spec_.pattern, spec_.convention, spec_.mix, limits_);
+PatternDraw DrawComparison::Draw(uint64_t seed, uint64_t stream, uint32_t draw,
+                                 const std::optional<Formulation>& formulation) const {
+  if (!formulation) return generators::GeneratePatternDraw(seed, stream, draw, spec_.pattern, spec_.convention, spec_.mix, limits_);
+  generators::ConvShapeLimits limits = limits_;
+  limits.formulation = formulation;
+  return generators::GeneratePatternDraw(seed, stream, draw, spec_.pattern, spec_.convention, spec_.mix, limits);
+}
+
+uint32_t DrawComparison::repetitions(std::optional<uint32_t> requested) const {
+  if (!path_->repeatable()) return 1;
+  return requested.value_or(2);
 }
 
 std::optional<QuantType> DrawComparison::key_type() const {
@@ -67,15 +78,49 @@ std::optional<QuantType> DrawComparison::key_type() const {
   return keyed_boundary(spec_.pattern, reference_convention_).type;
 }
 
-bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected) {
+bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected,
+                             uint32_t repeat) {
+  if (repeat == 0) throw InputError("repeat: expected at least 1");
   const size_t n = pattern_output_geometry(spec_.pattern, draw.conv).elements();
   std::vector<int32_t> y_fused(n, 0);
-  if (!path_->Run(draw, y_fused, rejected)) return false;
+  path_->set_repetition(0);
+  const bool ran = path_->Run(draw, y_fused, rejected);
+  paired_ = PairedOutcome{};
+  fused::RunInfo info = path_->last_run();
+  if (!info.paired_dimension.empty()) {
+    paired_.dimension = std::move(info.paired_dimension);
+    paired_.values = std::move(info.paired_values);
+    paired_.runs = std::move(info.paired);
+  }
+  if (!ran && paired_.dimension.empty()) return false;
   const std::vector<reference::GraphElement> ref = (*reference_)(draw);
   if (ref.size() != n) throw std::logic_error("DrawComparison: reference and fused tensors differ in size");
+  if (!paired_.dimension.empty()) {
+    paired_.y_ref.resize(n);
+    for (size_t j = 0; j < n; ++j) paired_.y_ref[j] = ref[j].y;
+  }
+  if (!ran) return false;
+  // Later repetitions, each over a fresh poison pattern; an element that differs in any keeps every output.
+  std::vector<std::vector<int32_t>> again;
+  for (uint32_t r = 1; r < repeat; ++r) {
+    std::vector<int32_t> y(n, 0);
+    path_->set_repetition(r);
+    std::string why;
+    if (!path_->Run(draw, y, &why)) {
+      throw InputError("the fused path ran a draw and then rejected it on repetition " + std::to_string(r) + ": " + why);
+    }
+    again.push_back(std::move(y));
+  }
+  path_->set_repetition(0);
   out.resize(n);
   for (size_t j = 0; j < n; ++j) {
-    out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions};
+    out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions, {}};
+    bool differs = false;
+    for (const std::vector<int32_t>& y : again) differs = differs || y[j] != y_fused[j];
+    if (differs) {
+      out[j].repetitions.push_back(y_fused[j]);
+      for (const std::vector<int32_t>& y : again) out[j].repetitions.push_back(y[j]);
+    }
   }
   return true;
 }

@@ -23,7 +23,16 @@ struct ComparedSample {
   int32_t y_ref = 0;
   int32_t y_fused = 0;
   RegionSet regions = 0;
+  std::vector<int32_t> repetitions{};  // every repetition's output, when they differ (else empty)
   int64_t error() const { return int64_t{y_fused} - y_ref; }
+};
+
+// A draw the path also ran under every value of one formulation dimension (RunInfo::paired), with the reference.
+struct PairedOutcome {
+  std::string dimension;  // empty: none for this draw
+  std::vector<std::string> values;
+  std::vector<fused::PairedRun> runs;
+  std::vector<int32_t> y_ref;
 };
 
 // The fused path of a case: oneDNN's for its kinds, else the built-in one. Null with *why where unsupported.
@@ -32,15 +41,26 @@ std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::str
 class DrawComparison {
  public:
   // Null with *why set when the case's path cannot run it. `tables`: the caller's cache (null: its own).
-  static std::unique_ptr<DrawComparison> Create(const CaseSpec& spec, TableCache* tables, std::string* why);
+  // `factory`: makes the path instead of CreateFusedPath (RunOptions::fused_path; null or empty: the case's own).
+  static std::unique_ptr<DrawComparison> Create(const CaseSpec& spec, TableCache* tables, std::string* why,
+                                                const FusedPathFactory* factory = nullptr);
 
-  // The draw limits every draw of this case uses (its pattern's producer, the path's weight range), and draw d.
+  // The draw limits every draw of this case uses (its pattern's producer, the path's weight range, whether draws
+  // pick formulations), and draw d (under `formulation` instead of the drawn one when set).
   const generators::ConvShapeLimits& limits() const { return limits_; }
-  PatternDraw Draw(uint64_t seed, uint64_t stream, uint32_t draw) const;
+  PatternDraw Draw(uint64_t seed, uint64_t stream, uint32_t draw,
+                   const std::optional<Formulation>& formulation = std::nullopt) const;
 
-  // Runs the draw through both sides. False with *rejected when the path refused the draw (nothing compared).
-  // Otherwise `out` holds one sample per element of the final tensor, in its NHWC order.
-  bool Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected);
+  // Runs the draw through both sides, the fused path `repeat` times (set_repetition 0..repeat-1 before each).
+  // False with *rejected when the path refused the draw (nothing compared). Otherwise `out` holds one sample per
+  // element of the final tensor, in its NHWC order, with repetition 0's output; where the repetitions differ the
+  // sample lists all of them. `paired()` then holds the draw's paired formulations, if the path ran any (also
+  // when it rejected the draw).
+  bool Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected, uint32_t repeat = 1);
+  const PairedOutcome& paired() const { return paired_; }
+  // Repetitions of each draw for `requested` (--repeat; unset: 2 for a repeatable path): 1 for a path that
+  // cannot tell anything from a second run (the built-in kernels).
+  uint32_t repetitions(std::optional<uint32_t> requested) const;
 
   fused::FusedPath& path() { return *path_; }
   const CaseSpec& spec() const { return spec_; }
@@ -68,6 +88,7 @@ class DrawComparison {
   std::unique_ptr<reference::GraphReference> declared_;  // cross-convention cases with an f32 declared convention
   generators::ConvShapeLimits limits_;
   std::string library_, library_version_;
+  PairedOutcome paired_;
 };
 
 // Samples per draw of a case: the final tensor's elements for the draw's shape.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <map>
@@ -110,7 +111,10 @@ struct CodeRanges {
 
 // One worker's share of a case; merged into the case's result after the workers join.
 struct Partial {
-  explicit Partial(size_t codes, size_t worst_count) : per_code(codes) { stats.worst = WorstCases(worst_count); }
+  explicit Partial(size_t codes, size_t worst_count) : per_code(codes) {
+    stats.worst = WorstCases(worst_count);
+    stats.nondeterministic_worst = WorstCases(worst_count);
+  }
   CaseStats stats;
   CodeRanges per_code;
   // Samples of draws the path refused: counted, never compared. The lowest sample index and the path's reason.
@@ -224,13 +228,45 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
   }
 }
 
+// One draw's paired formulations (the first `take` elements count: a case's last draw may be cut short).
+void RecordPaired(PairedFormulations& p, const detail::PairedOutcome& o, uint64_t take) {
+  if (o.dimension.empty()) return;
+  if (p.dimension.empty()) {
+    p.dimension = o.dimension;
+    p.values = o.values;
+    p.errors.assign(o.values.size(), ErrorStats{});
+    p.rejected.assign(o.values.size(), 0);
+  }
+  if (p.dimension != o.dimension || p.values != o.values || o.runs.size() != o.values.size()) {
+    throw std::logic_error("paired formulations: a draw ran other formulations than the case's first");
+  }
+  ++p.draws;
+  bool all = true;
+  for (size_t i = 0; i < o.runs.size(); ++i) {
+    if (!o.runs[i].ran) {
+      p.rejected[i] += take;
+      all = false;
+      continue;
+    }
+    for (uint64_t j = 0; j < take; ++j) p.errors[i].add(int64_t{o.runs[i].y[j]} - o.y_ref[j]);
+  }
+  if (!all || o.runs.empty()) return;
+  p.both_samples += take;
+  for (uint64_t j = 0; j < take; ++j) {
+    int64_t spread = 0;
+    for (size_t i = 1; i < o.runs.size(); ++i) spread = std::max<int64_t>(spread, std::abs(int64_t{o.runs[i].y[j]} - o.runs[0].y[j]));
+    if (spread > 0) ++p.differing_samples;
+    p.max_abs_difference = std::max(p.max_abs_difference, spread);
+  }
+}
+
 // Every conv-source case, whatever its pattern or path: draws through detail::DrawComparison, one sample per element
 // of the final tensor, compared by the one Record.
 CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache& tables,
                        std::chrono::steady_clock::time_point start) {
   const CaseSpec& spec = result.spec;
   std::string why;
-  std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, &tables, &why);
+  std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, &tables, &why, &options.fused_path);
   if (!comparison) {
     result.verdict = Verdict::unsupported;
     result.reason = why;
@@ -246,13 +282,17 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   const Stage* bn_stage = find_stage(spec.pattern, StageKind::batchnorm);
   const int32_t bn_zero_point = bn_stage ? keyed_boundary(spec.pattern, reference_convention(spec)).zero_point : 0;
   const uint64_t stream = case_stream_id(spec);
+  const uint32_t repeat = comparison->repetitions(options.repeat);
+  result.repeat = repeat;
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
   const auto next = [&] { return draws.next(); };
   const auto work = [&](const detail::DrawBatch& batch, Partial& partial) -> uint64_t {
     const PatternDraw draw = comparison->Draw(options.seed, stream, batch.draw);
     std::vector<detail::ComparedSample> samples;
     std::string rejected;
-    if (!comparison->Compare(draw, samples, &rejected)) {
+    const bool compared = comparison->Compare(draw, samples, &rejected, repeat);
+    RecordPaired(partial.stats.paired, comparison->paired(), batch.take);
+    if (!compared) {
       if (batch.first < partial.first_unsupported_sample) {
         partial.first_unsupported_sample = batch.first;
         partial.unsupported_reason = rejected;
@@ -260,15 +300,15 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       partial.unsupported_samples += batch.take;
       return 0;
     }
+    const fused::RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
     // The first ledger entry whose conditions this draw meets, and its model's outputs for the draw.
     KnownDefectTally* tally = nullptr;
     std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
     if (ledger) {
-      const std::string implementation = comparison->path().last_run().implementation;
       for (size_t e = 0; e < ledger->entries.size() && !tally; ++e) {
         const KnownDefect& d = ledger->entries[e];
-        if (!defect_applies(d, comparison->library(), comparison->library_version(), implementation) ||
-            !draw_meets_rule(d, draw.conv)) {
+        if (!defect_applies(d, comparison->library(), comparison->library_version(), info.implementation) ||
+            !draw_meets_rule(d, draw.conv, draw.formulation)) {
           continue;
         }
         auto [it, fresh] = partial.known.try_emplace(e);
@@ -293,15 +333,17 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       }
     }
     for (uint64_t j = 0; j < batch.take; ++j) {
-      const detail::ComparedSample& c = samples[j];
+      detail::ComparedSample& c = samples[j];
       const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
-      const WorstCase sample{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions};
+      WorstCase sample{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions,
+                       info.implementation, info.formulation, std::move(c.repetitions)};
       // The library is judged against the model under its own declared convention (in a cross-convention case, not
-      // the graph's): the defect's samples leave the measurement, fusion's own effect stays.
+      // the graph's): the defect's samples leave the measurement, fusion's own effect stays. A sample whose
+      // repetitions differ is never explained by a value model: it stays, as nondeterministic.
       const int32_t base = declared_y.empty() ? c.y_ref : declared_y[j];
       if (tally && model_y[j] != base) {
         ++tally->predicted_samples;
-        if (explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
+        if (sample.repetitions.empty() && explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
           tally->stats.add(sample);
           continue;
         }
@@ -343,6 +385,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.shard_index = options.shard_index;
   result.shard_count = options.shard_count;
   result.stats.worst = WorstCases(options.worst_count);
+  result.stats.nondeterministic_worst = WorstCases(options.worst_count);
   const Convention& convention = spec.convention;
   validate(convention);
   result.tolerance = default_tolerance(spec.backend, spec.table_kind, convention.activation.kind);
@@ -456,23 +499,36 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   trace.key = key;
   PatternDraw draw;
   uint64_t element = 0;
+  // The formulation the string names; none: the default one (strings written before formulations existed).
+  const std::optional<Formulation> formulation = key.explicit_conv ? key.explicit_conv->formulation : key.formulation;
+  if (formulation && !comparison->path().draws_formulations()) {
+    throw InputError("replay.form: fused path " + std::string(fused_path_name(spec)) + " takes no formulation");
+  }
   if (key.explicit_conv) {
     const ExplicitConv& e = *key.explicit_conv;
-    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn};
+    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn,
+                       formulation.value_or(Formulation{})};
     element = e.element;
   } else {
     const uint64_t stream = case_stream_id(spec);
     const generators::SampleLocation location =
         detail::LocatePatternSample(key.seed, stream, key.sample, comparison->limits(), spec.pattern);
-    draw = comparison->Draw(key.seed, stream, location.draw);
+    draw = comparison->Draw(key.seed, stream, location.draw, formulation.value_or(Formulation{}));
     element = location.element;
     trace.draw = location.draw;
   }
   std::vector<detail::ComparedSample> samples;
   std::string rejected;
-  if (!comparison->Compare(draw, samples, &rejected)) throw InputError("replay: the path refused the draw: " + rejected);
+  const uint32_t repeat = comparison->repetitions(key.repeat > 0 ? std::optional<uint32_t>(key.repeat) : std::nullopt);
+  if (!comparison->Compare(draw, samples, &rejected, repeat)) throw InputError("replay: the path refused the draw: " + rejected);
+  trace.repeat = repeat;
+  if (comparison->path().draws_formulations()) {
+    trace.formulation = format_formulation(draw.formulation);
+    trace.implementation_of_draw = comparison->path().last_run().implementation;
+  }
   if (element >= samples.size()) throw InputError("replay.element: past the draw's " + std::to_string(samples.size()) + " outputs");
   const detail::ComparedSample& sample = samples[element];
+  trace.y_repetitions = sample.repetitions;
 
   const Convention reference_conv = reference_convention(spec);
   trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));

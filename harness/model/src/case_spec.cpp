@@ -326,21 +326,24 @@ std::string EncodeExplicit(const ExplicitConv& e) {
     out += ";op=conv_transpose2d;opad=" + std::to_string(c.output_padding_height()) + ":" +
            std::to_string(c.output_padding_width());
   }
+  if (e.formulation) out.append(";form=").append(format_formulation(*e.formulation));
   return out;
 }
 }  // namespace
 
 std::string format_replay(const ReplayKey& key) {
+  const std::string repeat = key.repeat > 0 ? ";repeat=" + std::to_string(key.repeat) : std::string();
   if (key.explicit_conv) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv);
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv) + repeat;
   }
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
                      ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
                      std::string(to_string(key.spec.mutant));
   // The table itself cannot travel in a replay string: its fingerprint names it, and parse_replay says so.
   if (key.spec.table) text += ";table=" + table_fingerprint_hex(*key.spec.table);
-  return text;
+  if (key.formulation) text.append(";form=").append(format_formulation(*key.formulation));
+  return text + repeat;
 }
 
 namespace {
@@ -443,6 +446,14 @@ ReplayKey parse_replay(std::string_view text) {
   auto has = [&fields](const char* name) { return fields.count(name) > 0; };
   if (fields.count("pattern")) ParsePatternFields(s, take, has);
   if (fields.count("fusion")) s.fusion = parse_fusion(take("fusion"), "replay.fusion");
+  std::optional<Formulation> formulation;
+  if (fields.count("form")) formulation = parse_formulation(take("form"), "replay.form");
+  if (fields.count("repeat")) {
+    const int64_t repeat = parse_int(take("repeat"), "replay.repeat");
+    if (repeat < 1 || repeat > 64) throw InputError("replay.repeat: " + std::to_string(repeat) + " (expected 1 to 64)");
+    key.repeat = static_cast<uint32_t>(repeat);
+  }
+  if (!v2) key.formulation = formulation;
   if (v2) {
     ExplicitConv e;
     const std::vector<int64_t> shape = SplitIntegers(take("shape"), "replay.shape");
@@ -547,6 +558,7 @@ ReplayKey parse_replay(std::string_view text) {
     if (e.element >= pattern_output_geometry(s.pattern, e.conv).elements()) {
       throw InputError("replay.element: past the pattern's outputs");
     }
+    e.formulation = formulation;
     key.explicit_conv = std::move(e);
   }
   if (auto it = fields.find("table"); it != fields.end()) {

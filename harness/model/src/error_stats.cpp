@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "fusediff/model/errors.h"
+#include "fusediff/model/formulation.h"
+
 namespace fusediff {
 
 std::string_view to_string(Region r) {
@@ -114,13 +117,44 @@ void CaseStats::add(const WorstCase& sample) {
   for (Region r : kAllRegions) {
     if (regions & region_bit(r)) by_region[static_cast<size_t>(r)].add(sample.error);
   }
+  if (!sample.implementation.empty()) by_implementation[sample.implementation].add(sample.error);
+  if (!sample.formulation.empty()) {
+    for (const std::string& item : formulation_items(sample.formulation)) by_formulation[item].add(sample.error);
+  }
+  if (!sample.repetitions.empty()) {
+    ++nondeterministic;
+    nondeterministic_worst.offer(sample);
+  }
   if (sample.error != 0) worst.offer(sample);
+}
+
+void PairedFormulations::merge(const PairedFormulations& other) {
+  if (other.dimension.empty()) return;
+  if (dimension.empty()) {
+    *this = other;
+    return;
+  }
+  if (dimension != other.dimension || values != other.values || errors.size() != other.errors.size() ||
+      rejected.size() != other.rejected.size()) {
+    throw InputError("paired formulations: the parts compare different formulations");
+  }
+  for (size_t i = 0; i < errors.size(); ++i) errors[i].merge(other.errors[i]);
+  for (size_t i = 0; i < rejected.size(); ++i) rejected[i] += other.rejected[i];
+  draws += other.draws;
+  both_samples += other.both_samples;
+  differing_samples += other.differing_samples;
+  max_abs_difference = std::max(max_abs_difference, other.max_abs_difference);
 }
 
 void CaseStats::merge(const CaseStats& other) {
   overall.merge(other.overall);
   for (size_t i = 0; i < by_region.size(); ++i) by_region[i].merge(other.by_region[i]);
   worst.merge(other.worst);
+  for (const auto& [name, stats] : other.by_implementation) by_implementation[name].merge(stats);
+  for (const auto& [name, stats] : other.by_formulation) by_formulation[name].merge(stats);
+  nondeterministic += other.nondeterministic;
+  nondeterministic_worst.merge(other.nondeterministic_worst);
+  paired.merge(other.paired);
 }
 
 }  // namespace fusediff

@@ -149,7 +149,7 @@ bool is_stride_hole_row(const ConvCase& conv, int32_t oy) {
 bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCallAttributes& call) {
   switch (d.rule) {
     case DefectRule::jit_deconv_single_block_output_padding: {
-      if (conv.op() != ConvOp::conv_transpose2d) return false;
+      if (conv.op() != ConvOp::conv_transpose2d || call.extended_input) return false;
       const int32_t s = conv.stride_width();
       const int32_t negative_pad = conv.output_padding_width() - conv.padding_right();  // -r_pad
       if (negative_pad <= 0) return false;
@@ -159,6 +159,8 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCal
     }
     case DefectRule::jit_deconv_stride_hole: {
       if (conv.op() != ConvOp::conv_transpose2d || call.source_zero_point_attribute) return false;
+      // An extended input leaves oneDNN b_pad = kernel_height there, which the jit kernel refuses.
+      if (call.extended_input && conv.output_padding_height() > 0) return false;
       if (call.source_type.value_or(conv.input_quant().type.scalar) != ScalarType::uint8) return false;
       const int32_t kh = conv.kernel_height();
       const int32_t t_pad = conv.padding_top();
@@ -174,6 +176,20 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCal
     }
   }
   return false;
+}
+
+DefectCallAttributes call_attributes(const Formulation& formulation, const ConvCase& conv) {
+  const SourceAsPassed source = source_as_passed(formulation, conv.input_quant().type.scalar == ScalarType::uint8,
+                                                 conv.input_quant().zero_point);
+  DefectCallAttributes call;
+  call.source_zero_point_attribute = source.zero_point_attribute;
+  call.source_type = source.u8 ? ScalarType::uint8 : ScalarType::int8;
+  call.extended_input = formulation.extended_input;
+  return call;
+}
+
+bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const Formulation& formulation) {
+  return draw_meets_rule(d, conv, call_attributes(formulation, conv));
 }
 
 bool explained_by_defect(int32_t y_ref, int32_t y_fused, int32_t y_model, int64_t tolerance) {

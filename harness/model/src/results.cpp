@@ -13,6 +13,7 @@ std::string_view to_string(Verdict v) {
     case Verdict::unsupported: return "unsupported";
     case Verdict::cross_convention: return "cross_convention";
     case Verdict::known_defect: return "known_defect";
+    case Verdict::nondeterministic: return "nondeterministic";
   }
   return "?";
 }
@@ -20,7 +21,7 @@ std::string_view to_string(Verdict v) {
 bool RunResult::any_failure() const {
   if (gate && !gate->illegal_fusion.empty()) return true;
   for (const CaseResult& c : cases) {
-    if (c.verdict == Verdict::fail) return true;
+    if (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic) return true;
   }
   return false;
 }
@@ -58,16 +59,25 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   result.intermediate_codes_covered = result.per_code.covered_count();
   result.hard_codes_covered = 0;
   for (int32_t u : result.hard_codes) result.hard_codes_covered += result.per_code.covered(u) ? 1 : 0;
+  // A library path's sample replays under the formulation it ran (and, where repetitions differ, all of them).
+  const auto replay = [&](const WorstCase& w, uint32_t repeat) {
+    ReplayKey key{seed, w.sample, result.spec, std::nullopt, std::nullopt, 0};
+    if (!w.formulation.empty()) key.formulation = parse_formulation(w.formulation, "worst.formulation");
+    key.repeat = repeat;
+    return format_replay(key);
+  };
   result.worst.clear();
-  for (const WorstCase& w : result.stats.worst.sorted()) {
-    result.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec, std::nullopt})});
+  for (const WorstCase& w : result.stats.worst.sorted()) result.worst.push_back(WorstCaseReport{w, replay(w, 0)});
+  result.nondeterministic.clear();
+  for (const WorstCase& w : result.stats.nondeterministic_worst.sorted()) {
+    result.nondeterministic.push_back(WorstCaseReport{w, replay(w, result.repeat)});
   }
   uint64_t known = 0;
   std::string known_ids;
   for (KnownDefectTally& t : result.known_defects) {
     t.worst.clear();
     for (const WorstCase& w : t.stats.worst.sorted()) {
-      t.worst.push_back(WorstCaseReport{w, format_replay(ReplayKey{seed, w.sample, result.spec, std::nullopt})});
+      t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
     }
     known += t.stats.overall.count();
     if (t.stats.overall.count() > 0) {
@@ -75,6 +85,18 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     }
   }
   if (result.verdict == Verdict::unsupported) return;
+  if (result.stats.nondeterministic > 0) {
+    // Checked before the value comparison and whatever the comparison: the path disagrees with itself.
+    result.verdict = Verdict::nondeterministic;
+    result.reason = std::to_string(result.stats.nondeterministic) + " samples differ between " +
+                    std::to_string(result.repeat) + " repetitions of their draw (first: sample " +
+                    std::to_string(result.stats.nondeterministic_worst.sorted().front().sample) + ")";
+    if (result.spec.comparison == Comparison::same_convention) {
+      const std::string values = check_tolerance(result.stats.overall, result.tolerance);
+      if (!values.empty()) result.reason += "; values: " + values;
+    }
+    return;
+  }
   if (result.stats.overall.count() + known == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
     result.verdict = Verdict::unsupported;
     result.reason = result.unsupported_sample_reason;
@@ -115,6 +137,10 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
       into.spec.samples != part.spec.samples) {
     throw InputError("case '" + into.spec.name + "': the parts describe different cases");
   }
+  if (into.repeat != part.repeat) {
+    throw InputError("case '" + into.spec.name + "': the parts ran " + std::to_string(into.repeat) + " and " +
+                     std::to_string(part.repeat) + " repetitions");
+  }
   if (!(into.tolerance == part.tolerance)) {
     throw InputError("case '" + into.spec.name + "': the parts were judged against different tolerances");
   }
@@ -127,6 +153,7 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
     throw InputError("case '" + into.spec.name + "': unsupported in one part only");
   }
   if (!unsupported_as_a_whole(into) && into.verdict == Verdict::unsupported) into.verdict = Verdict::pass;  // recomputed
+  if (into.verdict == Verdict::nondeterministic) into.verdict = Verdict::pass;  // recomputed from the merged counts
   into.stats.merge(part.stats);
   into.per_code.merge(part.per_code);
   // A per-code table is the same in every part (its escalations too); an f32 intermediate counts per sample.

@@ -14,9 +14,20 @@ namespace fusediff::fused {
 
 // What a library path did on its last successful Run, for attribution: the implementation(s) it dispatched to
 // ("conv: jit_int8:avx512_core_vnni") and the API formulation it passed the arithmetic in (empty: the only one).
+// `formulation` is format_formulation of the choices that applied (model/formulation.h).
+// `paired`: where the path ran the last draw under every value of one formulation dimension (oneDNN's output
+// padding), each value's outcome in paired_values' order; set by every Run, also one that rejected the draw.
+struct PairedRun {
+  bool ran = false;
+  std::vector<int32_t> y;  // when ran
+  std::string rejected;    // when not
+};
 struct RunInfo {
   std::string implementation;
   std::string formulation;
+  std::string paired_dimension;  // empty: none
+  std::vector<std::string> paired_values;
+  std::vector<PairedRun> paired;
 };
 
 class FusedPath {
@@ -32,6 +43,8 @@ class FusedPath {
   // The largest batch its draws take (generators::ConvShapeLimits::max_batch). A library whose cost per primitive
   // (JIT code generation for each new shape) dwarfs its cost per sample computes more images per primitive.
   virtual int32_t max_batch() const { return 2; }
+  // Whether each draw picks an API formulation (model/formulation.h; generators DrawFormulation) for this path.
+  virtual bool draws_formulations() const { return false; }
   // The last successful Run's implementation and formulation (empty for the built-in kernels).
   virtual RunInfo last_run() const { return {}; }
   // Whether running a draw twice can tell anything: a library kernel may read memory it never wrote; the built-in

@@ -3,10 +3,12 @@
 // quantization, per-channel weight scales sized so the accumulator spans the intermediate range and runs past
 // it, weights, bias) plus one input tensor, all pure functions of (seed, c, d).
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/formulation.h"
 
 namespace fusediff::generators {
 
@@ -27,7 +29,19 @@ struct ConvShapeLimits {
   bool full_range_weights = false;
   // One weight scale for every output channel (TFLite's per-tensor fully connected layer).
   bool per_tensor_weight_scale = false;
+  // A library path's draws: each picks a formulation (model/formulation.h) from (seed, stream, draw) and has the
+  // properties it needs (DrawFormulation). `formulation` fixes one for every draw instead (a replay string's).
+  bool draw_formulations = false;
+  std::optional<Formulation> formulation;
 };
+
+// The formulation of draw d: limits.formulation when set, else one drawn (each choice 1/2, from its own
+// counter stream) when limits.draw_formulations, else the default. GenerateConvCase gives the draw what it needs:
+//   zp:absent     the source zero point is the code that is 0 in the type passed (0, 128 for u8 passed as s8,
+//                 -128 for s8 passed as u8);
+//   scales:common one weight scale for every output channel (channel 0's);
+//   wei:7bit      weights uniform in [-64, 63], their scales sized for that range.
+Formulation DrawFormulation(uint64_t seed, uint64_t case_stream, uint32_t draw, const ConvShapeLimits& limits);
 
 // The shape of draw d only (cheap: no tensors), so sample indices can be mapped to draws without building
 // the tensors of earlier draws.

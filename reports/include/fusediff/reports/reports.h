@@ -13,8 +13,11 @@
 
 namespace fusediff::reports {
 
-// /3 adds the verdict known_defect and each case's known_defects (ledger tallies); /2 each case's pattern and
-// fusion. /2 and /1 files (conv2d+act, kept whole) are still read.
+// /4 adds the verdict nondeterministic and a library case's repeat, nondeterministic samples, by_implementation,
+// by_formulation and paired_formulations, and the worst entries' implementation, formulation and repetitions
+// (all absent for the built-in paths), and each BatchNorm case's batchnorm_error_bins; /3 the verdict known_defect
+// and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /3, /2 and /1 files (/2 and
+// /1: conv2d+act, kept whole) are still read.
 inline constexpr const char* kResultsFormat = "fusediff-results/4";
 inline constexpr const char* kResultsFormatV3 = "fusediff-results/3";
 inline constexpr const char* kResultsFormatV2 = "fusediff-results/2";

@@ -28,6 +28,7 @@
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/formulation.h"
 #include "fusediff/fused/fused_path.h"
 
 namespace fusediff::fused::onednn {
@@ -45,10 +46,13 @@ class OneDnnKernel {
   static std::unique_ptr<OneDnnKernel> Create(const Convention& graph, Backend backend, std::string* unsupported_reason);
   ~OneDnnKernel();
 
-  // Runs one draw through oneDNN: y[output_index] = output code. Returns false and sets *unsupported_reason
-  // (oneDNN's error and status, with the problem) when oneDNN rejects this draw's shape or types.
+  // Runs one draw through oneDNN, passed as `formulation` says (model/formulation.h): y[output_index] = output
+  // code. Returns false and sets *unsupported_reason (oneDNN's error and status, with the problem) when oneDNN
+  // rejects this draw's shape or types. The destination, the intermediates and a user-managed scratchpad are
+  // filled with poison pattern set_repetition(r) before oneDNN runs.
   bool Run(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y,
-           std::string* unsupported_reason);
+           std::string* unsupported_reason, const Formulation& formulation = {});
+  void set_repetition(uint32_t r);
 
   // The implementations oneDNN chose so far, distinct, in first-use order ("jit_int8:avx512_core_vnni", ...).
   const std::vector<std::string>& implementations() const;

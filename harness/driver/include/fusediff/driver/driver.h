@@ -13,7 +13,15 @@
 #include "fusediff/model/results.h"
 #include "fusediff/model/tolerance.h"
 
+namespace fusediff::fused {
+class FusedPath;  // fused/fused_path.h
+}  // namespace fusediff::fused
+
 namespace fusediff::driver {
+
+// Makes the fused path of a case instead of the built-in or library factory (tests: a path with a known defect).
+// Null with *why set where unsupported.
+using FusedPathFactory = std::function<std::unique_ptr<fused::FusedPath>(const CaseSpec& spec, std::string* why)>;
 
 struct RunOptions {
   uint64_t seed = 1;
@@ -35,6 +43,12 @@ struct RunOptions {
   // Library defects already explained (model/known_defects.h); null: none. A library case's samples that an entry
   // explains are counted in CaseResult::known_defects instead of its judged statistics. Not owned.
   const KnownDefectLedger* known_defects = nullptr;
+  // Runs of every fused draw (--repeat K): before run r the path fills its destination and scratchpad with poison
+  // pattern r, and any difference between the runs is a nondeterministic sample. Unset: 2 for a library path
+  // (FusedPath::repeatable), always 1 for the built-in kernels.
+  std::optional<uint32_t> repeat;
+  // Unset: the case's own path (the built-in kernels or a library's).
+  FusedPathFactory fused_path;
 };
 
 // Samples are classified into the regions of docs/regions.md by reference::RoundingRegions and

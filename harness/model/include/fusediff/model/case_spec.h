@@ -10,6 +10,7 @@
 
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
+#include "fusediff/model/formulation.h"
 #include "fusediff/model/pattern.h"
 #include "fusediff/model/region_mix.h"
 
@@ -170,12 +171,19 @@ struct ExplicitConv {
   std::vector<int8_t> fc_weights{};
   std::vector<int32_t> fc_bias{};
   BatchNormParams bn{};  // batchnorm: replay fields bng=, bnb=, bnm=, bnv= (one binary32 per output channel)
+  // How a library path passes the draw (";form=", model/formulation.h); unset: the default formulation.
+  std::optional<Formulation> formulation{};
 };
+//   Both versions take ";form=FORMULATION" (a library path's formulation of the draw: v1 regenerates the draw under
+//   it; unset: the default formulation, what strings written before formulations mean) and ";repeat=K" (run the
+//   fused path K times and show every repetition; unset: the path's default).
 struct ReplayKey {
   uint64_t seed = 0;
   uint64_t sample = 0;
   CaseSpec spec;
   std::optional<ExplicitConv> explicit_conv;  // v2
+  std::optional<Formulation> formulation{};   // v1
+  uint32_t repeat = 0;                        // 0: the path's default
 };
 std::string format_replay(const ReplayKey& key);
 ReplayKey parse_replay(std::string_view text);

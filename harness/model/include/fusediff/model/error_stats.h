@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +61,12 @@ struct WorstCase {
   int32_t y_ref = 0;
   int32_t y_fused = 0;
   RegionSet regions = 0;
+  // A library path's attribution (empty for the built-in paths): the implementation(s) and the formulation
+  // (model/formulation.h, the choices that applied to the draw) that produced this sample.
+  std::string implementation{};
+  std::string formulation{};
+  // Under --repeat: the fused output of every repetition, when they differ (empty when all agree).
+  std::vector<int32_t> repetitions{};
   friend bool operator==(const WorstCase&, const WorstCase&) = default;
 };
 
@@ -77,13 +84,35 @@ class WorstCases {
   std::vector<WorstCase> cases_;
 };
 
+// One draw run under every value of one formulation dimension (oneDNN's output padding: negative_pad and
+// extended_input), each compared with the reference and with the other.
+struct PairedFormulations {
+  std::string dimension;             // "opad"; empty: no such draw yet
+  std::vector<std::string> values;   // in a fixed order
+  std::vector<ErrorStats> errors;    // per value: its samples against the reference (where it ran)
+  std::vector<uint64_t> rejected;    // per value: samples of draws the library rejected under it
+  uint64_t draws = 0;                // draws of the dimension
+  uint64_t both_samples = 0;         // samples where every value ran
+  uint64_t differing_samples = 0;    // of those, where the outputs differ
+  int64_t max_abs_difference = 0;    // largest |y_a - y_b| among them
+  void merge(const PairedFormulations& other);  // InputError when the dimensions or values differ
+  friend bool operator==(const PairedFormulations&, const PairedFormulations&) = default;
+};
+
 // Everything a case accumulates.
 struct CaseStats {
   ErrorStats overall;
   std::array<ErrorStats, kAllRegions.size()> by_region;
   WorstCases worst{10};
+  // A library path's samples per implementation and per formulation choice (DIMENSION:VALUE, formulation_items).
+  std::map<std::string, ErrorStats> by_implementation;
+  std::map<std::string, ErrorStats> by_formulation;
+  // Samples whose repetitions (--repeat) differ, and the first of them (by |error|, then sample index).
+  uint64_t nondeterministic = 0;
+  WorstCases nondeterministic_worst{10};
+  PairedFormulations paired;
 
-  void add(const WorstCase& sample);  // error, regions and worst list in one place
+  void add(const WorstCase& sample);  // error, regions, attribution, repetitions and worst lists in one place
   void merge(const CaseStats& other);
 };
 

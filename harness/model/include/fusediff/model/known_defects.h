@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fusediff/model/conv_case.h"
+#include "fusediff/model/formulation.h"
 
 namespace fusediff {
 
@@ -65,6 +66,7 @@ int8_t stride_hole_tail_weight(int32_t o, int32_t c, int32_t h, int32_t kx);
 struct DefectCallAttributes {
   bool source_zero_point_attribute = true;  // a source zero-point attribute was set (of any value, 0 included)
   std::optional<ScalarType> source_type;    // the source type the library saw; nullopt: the draw's input type
+  bool extended_input = false;              // an output padding passed as an input extended by zero-point rows/columns
 };
 
 struct KnownDefect {
@@ -99,6 +101,11 @@ bool defect_applies(const KnownDefect& d, std::string_view library, std::string_
                     std::string_view implementation);
 // The entry's rule on the draw's geometry and on how the library was called on it.
 bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCallAttributes& call = {});
+// The same under the draw's formulation (model/formulation.h), as the library saw it: call_attributes below.
+bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const Formulation& formulation);
+// How a draw of `conv` under `formulation` reaches the library (source_as_passed: the source type, whether a source
+// zero-point attribute is set; whether an output padding is passed as an extended input).
+DefectCallAttributes call_attributes(const Formulation& formulation, const ConvCase& conv);
 // Whether no kernel row reaches output row oy of a transposed convolution: no ky in [0, kernel_height) with
 // oy + padding_top - ky * dilation_height a multiple of stride_height whose quotient lies in [0, input_height).
 bool is_stride_hole_row(const ConvCase& conv, int32_t oy);

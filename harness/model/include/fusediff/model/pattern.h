@@ -12,6 +12,7 @@
 
 #include "fusediff/model/batchnorm.h"
 #include "fusediff/model/conv_case.h"
+#include "fusediff/model/formulation.h"
 #include "fusediff/model/convention.h"
 #include "fusediff/model/quant.h"
 
@@ -204,6 +205,8 @@ struct PatternDraw {
   std::vector<int8_t> fc_weights;
   std::vector<int32_t> fc_bias;
   BatchNormParams bn{};  // batchnorm: one entry per producer output channel
+  // How a library path passes the draw (model/formulation.h); the default for the built-in paths.
+  Formulation formulation{};
 };
 
 // The final tensor of a pattern over a producer of this shape (NHWC). A pool's output extent is

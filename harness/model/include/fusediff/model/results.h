@@ -20,7 +20,9 @@ namespace fusediff {
 // (Comparison::cross_convention); it is reported, never judged, and never fails a run.
 // known_defect: every judged sample is within tolerance and some samples are a ledger entry's known defect
 // (model/known_defects.h); it does not fail a run.
-enum class Verdict { pass, fail, unsupported, cross_convention, known_defect };
+// nondeterministic: the fused path gave different outputs for one draw across repetitions (--repeat); a failure
+// of its own class, counted apart from value errors, whatever the comparison.
+enum class Verdict { pass, fail, unsupported, cross_convention, known_defect, nondeterministic };
 std::string_view to_string(Verdict v);
 
 struct WorstCaseReport {
@@ -48,6 +50,8 @@ struct CaseResult {
   std::string reason;            // why fail / unsupported; empty on pass
   CaseStats stats;
   std::vector<WorstCaseReport> worst;
+  std::vector<WorstCaseReport> nondeterministic;  // samples whose repetitions differ (stats.nondeterministic_worst)
+  uint32_t repeat = 1;                            // repetitions of every fused draw (--repeat)
   uint64_t intermediate_codes_covered = 0;  // distinct reference u codes seen (== per_code.covered_count())
   CodeErrors per_code;                      // coverage and min/max error per intermediate code
   std::vector<int32_t> hard_codes;          // the convention's hard codes (knees, saturation edges, output ties)
@@ -136,6 +140,10 @@ struct ReplayTrace {
   std::string convention;      // describe() of the reference's convention
   std::string fused_convention;  // describe() of what the fused path declares, when it is a library's (else empty)
   std::string implementation;    // a library path's implementation(s)
+  std::string implementation_of_draw;  // the implementation that ran this draw (a library path)
+  std::string formulation;       // the draw's formulation (a library path that draws them)
+  uint32_t repeat = 1;           // runs of the fused path on the draw
+  std::vector<int32_t> y_repetitions;  // every run's output of this element, when they differ (else empty)
   bool black_box = false;        // a library path: its accumulator and intermediate are not observable
   bool f32_intermediate = false; // the reference's intermediate is f32: requant_exact is v, u is unused
   // conv source only
