@@ -101,7 +101,11 @@ Formulation DrawFormulation(uint64_t seed, uint64_t case_stream, uint32_t draw, 
   CounterRng rng(seed, case_stream, draw, StreamPurpose::formulation);
   f.zero_points_absent = rng.chance(1, 2);
   f.common_scales = rng.chance(1, 2);
-  f.extended_input = rng.chance(1, 2);
+  // Output padding is judged as PyTorch passes it, a negative padding, so the ledger sees the draws it explains;
+  // the oneDNN path runs the extended input on the same draws (paired) and answers with it where oneDNN refuses
+  // the negative padding. (The draw is kept so that the other dimensions' choices stay as they were.)
+  f.extended_input = false;
+  (void)rng.chance(1, 2);
   f.source = rng.chance(1, 2) ? Formulation::Source::u8 : Formulation::Source::s8;
   f.seven_bit_weights = rng.chance(1, 2);
   f.f32_bias = rng.chance(1, 2);

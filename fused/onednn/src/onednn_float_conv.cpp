@@ -53,7 +53,11 @@ class FloatConvPath final : public FusedPath {
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override;
   std::vector<std::string> implementations() const override { return implementations_; }
-  RunInfo last_run() const override { return {last_, ""}; }
+  RunInfo last_run() const override {
+    RunInfo info;
+    info.implementation = last_;
+    return info;
+  }
   bool repeatable() const override { return true; }
   WeightRange weight_range() const override { return WeightRange::full; }
   int32_t max_batch() const override { return 16; }  // as the int8 path: a primitive costs ~10^4 outputs

@@ -451,23 +451,35 @@ class OneDnnPath final : public FusedPath {
         PairedRun run;
         run.y.assign(y.size(), 0);
         run.ran = kernel_->Run(draw.conv, draw.input, run.y, &run.rejected, other);
+        if (run.ran) paired_implementation_ = kernel_->last_implementation();
         if (!run.ran) run.y.clear();
         paired_other_ = std::move(run);
       }
     }
-    const bool ran = kernel_->Run(draw.conv, draw.input, y, rejected, draw.formulation);
+    // Where oneDNN refuses the drawn negative padding, the extended input answers (it computes every such draw):
+    // decided on the first repetition, kept on the others.
+    Formulation used = draw.formulation;
+    if (output_padding && !used.extended_input && repetition_ > 0 && fell_back_) used.extended_input = true;
+    bool ran = kernel_->Run(draw.conv, draw.input, y, rejected, used);
     if (output_padding && repetition_ == 0) {
       PairedRun drawn;
       drawn.ran = ran;
       if (ran) drawn.y.assign(y.begin(), y.end());
       else if (rejected) drawn.rejected = *rejected;
+      fell_back_ = !ran && !draw.formulation.extended_input && paired_other_.ran;
+      if (fell_back_) {
+        std::copy(paired_other_.y.begin(), paired_other_.y.end(), y.begin());
+        used.extended_input = true;
+        ran = true;
+        // the extended input's implementation is the kernel's last one: it ran just before
+      }
       last_.paired.resize(2);
       last_.paired[draw.formulation.extended_input ? 1 : 0] = std::move(drawn);
       last_.paired[draw.formulation.extended_input ? 0 : 1] = std::move(paired_other_);
     }
     if (ran) {
-      last_.implementation = kernel_->last_implementation();
-      last_.formulation = format_formulation(draw.formulation, output_padding);
+      last_.implementation = fell_back_ && repetition_ == 0 ? paired_implementation_ : kernel_->last_implementation();
+      last_.formulation = format_formulation(used, output_padding);
     }
     return ran;
   }
@@ -489,6 +501,8 @@ class OneDnnPath final : public FusedPath {
   std::unique_ptr<OneDnnKernel> kernel_;
   RunInfo last_;
   PairedRun paired_other_;
+  std::string paired_implementation_;  // the implementation that ran paired_other_
+  bool fell_back_ = false;             // this draw's negative padding was refused: the extended input answers
   uint32_t repetition_ = 0;
 };
 }  // namespace

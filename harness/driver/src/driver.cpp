@@ -301,28 +301,48 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       return 0;
     }
     const fused::RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
-    // The first ledger entry whose conditions this draw meets, and its model's outputs for the draw.
-    KnownDefectTally* tally = nullptr;
+    // The formulation the library ran (a path may answer with another than the drawn one: OneDnnPath's extended
+    // input where the negative padding is refused).
+    const Formulation used_formulation = info.formulation.empty() ? draw.formulation
+                                                                  : parse_formulation(info.formulation, "formulation");
+    // Every ledger entry whose conditions this draw meets, and the outputs of their models applied together (two
+    // defects can touch one draw: a stride-hole row and the dropped last column); with more than one, each entry's
+    // own model too, so that a sample is counted for the entries whose defect changes it.
+    struct Matched {
+      KnownDefectTally* tally;
+      std::vector<int32_t> alone;  // this entry's model alone (only when several match)
+    };
+    std::vector<Matched> matched;
     std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
     if (ledger) {
-      for (size_t e = 0; e < ledger->entries.size() && !tally; ++e) {
+      PatternDraw changed = draw;
+      std::vector<const KnownDefect*> entries;
+      for (size_t e = 0; e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
         if (!defect_applies(d, comparison->library(), comparison->library_version(), info.implementation) ||
-            !draw_meets_rule(d, draw.conv, draw.formulation)) {
+            !draw_meets_rule(d, draw.conv, used_formulation)) {
           continue;
         }
         auto [it, fresh] = partial.known.try_emplace(e);
-        tally = &it->second;
+        KnownDefectTally* tally = &it->second;
         if (fresh) {
           tally->id = d.id;
           tally->stats.worst = WorstCases(options.worst_count);
         }
         ++tally->draws;
         tally->samples += batch.take;
-        PatternDraw changed = draw;
         apply_defect_model(d, &changed.conv, &changed.input);
+        matched.push_back({tally, {}});
+        entries.push_back(&d);
+      }
+      if (!matched.empty()) {
         model_y = comparison->DeclaredOutputs(changed);
         if (comparison->cross_convention()) declared_y = comparison->DeclaredOutputs(draw);
+      }
+      for (size_t m = 0; matched.size() > 1 && m < matched.size(); ++m) {
+        PatternDraw alone = draw;
+        apply_defect_model(*entries[m], &alone.conv, &alone.input);
+        matched[m].alone = comparison->DeclaredOutputs(alone);
       }
     }
     // BatchNorm's bins: each channel's gain, and u's zero point (the keyed boundary is u).
@@ -341,10 +361,16 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       // the graph's): the defect's samples leave the measurement, fusion's own effect stays. A sample whose
       // repetitions differ is never explained by a value model: it stays, as nondeterministic.
       const int32_t base = declared_y.empty() ? c.y_ref : declared_y[j];
-      if (tally && model_y[j] != base) {
-        ++tally->predicted_samples;
+      if (!matched.empty() && model_y[j] != base) {
+        // The entries whose own model changes this sample (all of them when one matches, else the first).
+        std::vector<KnownDefectTally*> owners;
+        for (const Matched& m : matched) {
+          if (matched.size() == 1 || m.alone[j] != base) owners.push_back(m.tally);
+        }
+        if (owners.empty()) owners.push_back(matched.front().tally);
+        for (KnownDefectTally* t : owners) ++t->predicted_samples;
         if (sample.repetitions.empty() && explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
-          tally->stats.add(sample);
+          for (KnownDefectTally* t : owners) t->stats.add(sample);
           continue;
         }
       }
