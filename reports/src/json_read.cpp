@@ -163,6 +163,7 @@ void ReadPattern(const Field& f, CaseSpec& spec) {
         st.add_rule = Parse(stage["rule"], parse_add_rule);
         st.residual = ReadQuant(stage["residual"]);
         st.out = ReadQuant(stage["out"]);
+        if (stage.has("f32_rule")) st.f32_add_rule = Parse(stage["f32_rule"], parse_add_rule);
         break;
       case StageKind::max_pool:
       case StageKind::avg_pool:
@@ -294,6 +295,23 @@ CaseResult ReadCase(const Field& f) {
   c.spec.convention.output.q = ReadQuant(convention["output"]);
   c.spec.convention.output.rounding = Parse(convention["output"]["rounding"], parse_rounding_mode);
   c.spec.convention.output.zero_point_order = Parse(convention["output"]["zero_point_order"], parse_zero_point_order);
+  // The float boundaries and conventions (absent where they hold their defaults; the replay string's rules).
+  if (convention["intermediate"].has("stored")) {
+    c.spec.convention.intermediate.kind = IntermediateKind::f32;
+    c.spec.convention.intermediate.stored = Parse(convention["intermediate"]["stored"], parse_float_boundary);
+  }
+  if (convention["output"].has("float_value")) {
+    c.spec.convention.output.float_value = Parse(convention["output"]["float_value"], parse_float_boundary);
+  }
+  if (convention.has("post_ops")) {
+    const std::string ops = convention["post_ops"].str();
+    if (ops != "binary32" && ops != "exact") convention["post_ops"].fail("binary32 or exact");
+    c.spec.convention.post_ops = ops == "binary32" ? PostOpArithmetic::binary32 : PostOpArithmetic::exact;
+  }
+  if (convention.has("float_conv")) {
+    c.spec.convention.float_conv = Parse(convention["float_conv"], parse_float_conv);
+    c.spec.convention.intermediate.kind = IntermediateKind::f32;
+  }
   if (f.has("pattern")) ReadPattern(f["pattern"], c.spec);  // absent in /1 files: conv2d+act, kept whole
   Parse(f["fused"], [&c](std::string_view text, std::string_view field) { parse_fused_path(text, field, c.spec); });
   if (f.has("comparison")) c.spec.comparison = Parse(f["comparison"], parse_comparison);

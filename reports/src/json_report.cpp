@@ -44,11 +44,16 @@ ordered_json ConventionToJson(const Convention& c) {
   j["requant"] = std::string(to_string(c.requant));
   ordered_json intermediate = QuantToJson(c.intermediate.q);
   intermediate["rounding"] = std::string(to_string(c.intermediate.rounding));
+  // As in the replay string: absent where they hold their defaults, so that older cases read as before.
+  if (!(c.intermediate.stored == FloatBoundary{})) intermediate["stored"] = format_float_boundary(c.intermediate.stored);
   j["intermediate"] = std::move(intermediate);
   ordered_json output = QuantToJson(c.output.q);
   output["rounding"] = std::string(to_string(c.output.rounding));
   output["zero_point_order"] = std::string(to_string(c.output.zero_point_order));
+  if (c.output.float_value) output["float_value"] = format_float_boundary(*c.output.float_value);
   j["output"] = std::move(output);
+  if (c.post_ops != PostOpArithmetic::exact) j["post_ops"] = std::string(to_string(c.post_ops));
+  if (c.float_conv.enabled) j["float_conv"] = format_float_conv(c.float_conv);
   return j;
 }
 
@@ -67,6 +72,8 @@ ordered_json PatternToJson(const Pattern& p, Fusion fusion) {
         stage["rule"] = std::string(to_string(s.add_rule));
         stage["residual"] = QuantToJson(s.residual);
         stage["out"] = QuantToJson(s.out);
+        // How a oneDNN chain adds an f32 intermediate (absent at its default, as in the replay string).
+        if (s.f32_add_rule != Stage{}.f32_add_rule) stage["f32_rule"] = std::string(to_string(s.f32_add_rule));
         break;
       case StageKind::max_pool:
       case StageKind::avg_pool:

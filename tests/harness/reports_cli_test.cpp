@@ -89,6 +89,16 @@ TEST_F(ReportsCli, ResultsReadBackToTheSameJson) {
   EXPECT_EQ(written["shard"]["source"], "none");
 }
 
+// Every case kind of the default suite (float boundaries, float convolutions, oneDNN chains, BatchNorm folds) reads
+// back to the same JSON, so `report`, `compare` and `merge` take the main job's own file.
+TEST_F(ReportsCli, TheDefaultSuiteReadsBackToTheSameJson) {
+  ASSERT_NE(Cli({"run", "--samples", "300", "--json", Path("default.json")}).code, 2);
+  const nlohmann::json written = Json(Path("default.json"));
+  const RunResult read = reports::ReadResultsFile(Path("default.json"));
+  EXPECT_EQ(nlohmann::json::parse(reports::ToJson(read).dump()), written);
+  EXPECT_GT(written["cases"].size(), 150u);
+}
+
 TEST_F(ReportsCli, ShardedAndMergedEqualsUnsharded) {
   ASSERT_EQ(Cli(With({"run", "--json", Path("whole.json")})).code, kExitFail);
   std::vector<std::string> merge = {"merge"};
