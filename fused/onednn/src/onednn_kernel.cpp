@@ -219,16 +219,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   const int32_t shift = passed.shift;
   const int32_t src_zero_point_value = conv.input_quant().zero_point + shift;
 
-  // Output padding as an input extended by zero-point columns/rows (Formulation::extended_input): e more input
-  // columns at the far end add e*stride output columns there, taken back by a right padding of
-  // pad_r - opad + e*stride >= 0; the added codes are the zero point, real value 0, and contribute nothing.
-  const bool transposed = conv.op() == ConvOp::conv_transpose2d;
-  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
-    if (!transposed || !formulation.extended_input || opad <= pad_end) return 0;
-    return (opad - pad_end + stride - 1) / stride;
-  };
-  const int32_t extend_h = extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height());
-  const int32_t extend_w = extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width());
+  const auto [extend_h, extend_w] = detail::OutputPaddingExtension(conv, formulation);
   const int32_t in_h = conv.input_height() + extend_h, in_w = conv.input_width() + extend_w;
 
   const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();

@@ -174,16 +174,9 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();
   const int32_t zx = conv.input_quant().zero_point + shift;
   const int64_t max_source = *src_type == DataType::u8 ? 255 : 128;
-  // Output padding as an input extended by zero-point rows/columns (Formulation::extended_input), as
-  // onednn_kernel.cpp: e more input columns add e*stride output columns, taken back by the right padding.
   const bool transposed = conv.op() == ConvOp::conv_transpose2d;
   const bool output_padding = transposed && (conv.output_padding_height() > 0 || conv.output_padding_width() > 0);
-  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
-    if (!transposed || !form.extended_input || opad <= pad_end) return 0;
-    return (opad - pad_end + stride - 1) / stride;
-  };
-  const int32_t extend_h = extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height());
-  const int32_t extend_w = extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width());
+  const auto [extend_h, extend_w] = OutputPaddingExtension(conv, form);
   const int32_t in_h = conv.input_height() + extend_h, in_w = conv.input_width() + extend_w;
 
   // The declared conventions round fl32(acc) once; oneDNN converts (acc - bias) and bias separately and adds them

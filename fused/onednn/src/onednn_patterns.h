@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusediff/fused/fused_path.h"
@@ -26,6 +27,12 @@ std::optional<EltwiseAlgorithm> MapEltwise(const Activation& a, std::string* why
 std::optional<dnnl::memory::data_type> EightBitDataType(const QuantType& t);
 // "oneDNN rejected WHAT: MESSAGE (status N[, unimplemented])".
 std::string DescribeDnnlError(const dnnl::error& e, const std::string& what);
+
+// Output padding as an input extended by zero-point rows/columns (Formulation::extended_input): e more input rows
+// (columns) at the far end add e*stride output rows there, taken back by a bottom (right) padding of
+// pad_end - opad + e*stride >= 0; the added codes are the zero point, real value 0, and contribute nothing.
+// {e_h, e_w}: {0, 0} unless a transposed convolution's output padding exceeds its padding under extended_input.
+std::pair<int32_t, int32_t> OutputPaddingExtension(const ConvCase& conv, const Formulation& formulation);
 
 // A deconvolution's weights in a buffer fusediff owns (onednn_weights.cpp), so that what oneDNN 2.6's int8 jit
 // deconvolution reads past the real kernel rows on stride-hole rows (docs/onednn.md, "Stride-hole rows read past

@@ -53,6 +53,15 @@ std::vector<int8_t> ExtendedWeights(const ConvCase& conv, int32_t rows) {
 
 }  // namespace
 
+std::pair<int32_t, int32_t> OutputPaddingExtension(const ConvCase& conv, const Formulation& formulation) {
+  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
+    if (conv.op() != ConvOp::conv_transpose2d || !formulation.extended_input || opad <= pad_end) return 0;
+    return (opad - pad_end + stride - 1) / stride;
+  };
+  return {extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height()),
+          extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width())};
+}
+
 DeconvolutionWeights OwnDeconvolutionWeights(const ConvCase& conv, const dnnl::memory::desc& weights_md,
                                              const dnnl::engine& engine, dnnl::stream& stream) {
   constexpr size_t kAlign = 64, kSlack = 4096;

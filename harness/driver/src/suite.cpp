@@ -361,6 +361,21 @@ std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_s
   return cases;
 }
 
+namespace {
+// A conv-source case whose intermediate is the binary32 value (oneDNN's float boundaries and convolutions): u
+// rounds half to even once, as oneDNN's f32 does.
+CaseSpec F32IntermediateCase(const SuiteOptions& options, const Convention& c) {
+  CaseSpec spec;
+  spec.mix = options.mix;
+  spec.source = SampleSource::conv;
+  spec.convention = c;
+  spec.convention.intermediate.kind = IntermediateKind::f32;
+  spec.convention.requant = RequantVariant::f32_half_even;
+  spec.convention.intermediate.rounding = RoundingMode::half_to_even;
+  return spec;
+}
+}  // namespace
+
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {
   const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
   struct OneDnnComparison {
@@ -394,13 +409,7 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
     stores = {pytorch_float_boundary(FloatFormat::f16), pytorch_float_boundary(FloatFormat::bf16)};
   }
   for (const FloatBoundary& stored : stores) {
-    CaseSpec spec;
-    spec.mix = options.mix;
-    spec.source = SampleSource::conv;
-    spec.convention = c;
-    spec.convention.intermediate.kind = IntermediateKind::f32;
-    spec.convention.requant = RequantVariant::f32_half_even;
-    spec.convention.intermediate.rounding = RoundingMode::half_to_even;
+    CaseSpec spec = F32IntermediateCase(options, c);
     spec.convention.intermediate.stored = stored;
     validate(spec.convention);
     spec.backend = Backend::onednn;
@@ -430,13 +439,7 @@ std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, Ac
   for (const auto& [float_conv, dst] : paths) {
     // The graph: the float conv, u stored in the destination's type (what its unfused oneDNN graph writes), the
     // activation, y stored as the destination. The fused kernel keeps u in binary32 (declared_convention).
-    CaseSpec spec;
-    spec.mix = options.mix;
-    spec.source = SampleSource::conv;
-    spec.convention = c;
-    spec.convention.intermediate.kind = IntermediateKind::f32;
-    spec.convention.requant = RequantVariant::f32_half_even;
-    spec.convention.intermediate.rounding = RoundingMode::half_to_even;
+    CaseSpec spec = F32IntermediateCase(options, c);
     spec.convention.float_conv = float_conv;
     spec.convention.intermediate.stored = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
     spec.convention.output.float_value = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
