@@ -233,9 +233,6 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   const memory::desc wei_user(wei_dims, DataType::s8, Tag::ohwi);  // the model's OHWI layout
   const memory::desc bias_md({k}, bias_type, Tag::x);
   const memory::desc dst_md(dst_dims, dst_type, Tag::nhwc);
-  const memory::dims strides = {conv.stride_height(), conv.stride_width()};
-  const memory::dims dilates = {conv.dilation_height() - 1, conv.dilation_width() - 1};  // oneDNN counts gaps
-  const memory::dims pad_l = {conv.padding_top(), conv.padding_left()};
 
   // Output scales per output channel (mask 1 << 1: dimension 1 of dst is the channel), or one common scale
   // (mask 0) where the formulation asks and every channel's scale is the same (a draw under it always is).
@@ -269,34 +266,9 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
                               std::to_string(c) + "oc" + std::to_string(k) + "_ih" + std::to_string(in_h) +
                               "iw" + std::to_string(in_w) + "_kh" + std::to_string(conv.kernel_height()) +
                               "kw" + std::to_string(conv.kernel_width());
-  dnnl::primitive primitive;
-  memory::desc weights_md, scratchpad_md;
-  std::string implementation;
+  detail::ConvPrimitive made;
   try {
-    if (conv.op() == ConvOp::conv2d) {
-      const memory::dims pad_r = {conv.padding_bottom(), conv.padding_right()};
-      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::convolution_direct,
-                                                 src_md, wei_any, bias_md, dst_md, strides, dilates, pad_l, pad_r);
-      const dnnl::convolution_forward::primitive_desc pd(desc, attr, m.engine);
-      primitive = dnnl::convolution_forward(pd);
-      weights_md = pd.weights_desc();
-      scratchpad_md = pd.scratchpad_desc();
-      implementation = pd.impl_info_str();
-    } else {
-      // Output padding extends the far end: oneDNN derives it from the destination size, as a smaller pad_r
-      // (negative where the output padding exceeds the padding; oneDNN accepts pad_r > -stride), plus the
-      // extension's stride multiples.
-      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height() + extend_h * conv.stride_height(),
-                                  conv.padding_right() - conv.output_padding_width() + extend_w * conv.stride_width()};
-      const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                                   algorithm::deconvolution_direct, src_md, wei_any, bias_md, dst_md,
-                                                   strides, dilates, pad_l, pad_r);
-      const dnnl::deconvolution_forward::primitive_desc pd(desc, attr, m.engine);
-      primitive = dnnl::deconvolution_forward(pd);
-      weights_md = pd.weights_desc();
-      scratchpad_md = pd.scratchpad_desc();
-      implementation = pd.impl_info_str();
-    }
+    made = detail::CreateConvPrimitive(conv, {extend_h, extend_w}, src_md, wei_any, bias_md, dst_md, attr, m.engine);
   } catch (const dnnl::error& e) {
     return reject(DescribeError(e, problem));
   }
@@ -328,13 +300,13 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     memory src_mem(src_md, m.engine, src.data(src_type));
     memory wei_user_mem(wei_user, m.engine, weights.data());
     detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
-    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, weights_md, wei_user_mem,
+    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, made.weights_md, wei_user_mem,
                                            m.engine, m.stream, &owned);
     memory bias_mem(bias_md, m.engine, formulation.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
     memory dst_mem(dst_md, m.engine, dst.data(dst_type));
     const memory::desc zp_md({1}, DataType::s32, Tag::x);
     memory src_zp(zp_md, m.engine, &src_zero_point), dst_zp(zp_md, m.engine, &dst_zero_point);
-    const Scratchpad scratchpad(scratchpad_md, m.engine, m.repetition);
+    const Scratchpad scratchpad(made.scratchpad_md, m.engine, m.repetition);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
                                             {DNNL_ARG_WEIGHTS, wei_mem},
                                             {DNNL_ARG_BIAS, bias_mem},
@@ -342,10 +314,10 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
                                             {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
     if (src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp});
     if (dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp});
-    primitive.execute(m.stream, args);
+    made.primitive.execute(m.stream, args);
     m.stream.wait();
     if (!unfused) {
-      m.note("conv: " + implementation);
+      m.note("conv: " + made.implementation);
       for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(dst_type, i);
       return true;
     }
@@ -388,7 +360,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     dnnl::reorder(quantize_pd).execute(m.stream, {{DNNL_ARG_FROM, act_mem}, {DNNL_ARG_TO, out_mem},
                                                   {DNNL_ARG_SCRATCHPAD, quantize_scratch.memory}});
     m.stream.wait();
-    m.note("conv: " + implementation + "; dequantize: " + dequantize_pd.impl_info_str() +
+    m.note("conv: " + made.implementation + "; dequantize: " + dequantize_pd.impl_info_str() +
            "; eltwise: " + eltwise_pd.impl_info_str() + "; quantize: " + quantize_pd.impl_info_str());
     for (size_t i = 0; i < y.size(); ++i) y[i] = out.at(m.output_type, i);
     return true;

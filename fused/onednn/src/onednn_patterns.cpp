@@ -253,41 +253,14 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
                               std::to_string(n) + "ic" + std::to_string(c) + "oc" + std::to_string(k) + "_ih" +
                               std::to_string(in_h) + "iw" + std::to_string(in_w) + "_kh" +
                               std::to_string(conv.kernel_height()) + "kw" + std::to_string(conv.kernel_width());
-  dnnl::primitive primitive;
-  memory::desc weights_md, scratchpad_md;
-  std::string implementation;
+  ConvPrimitive made;
   try {
-    const memory::dims strides = {conv.stride_height(), conv.stride_width()};
-    const memory::dims dilates = {conv.dilation_height() - 1, conv.dilation_width() - 1};
-    const memory::dims pad_l = {conv.padding_top(), conv.padding_left()};
     if (fc) {
       const dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference, src_md, wei_any, bias_md, dst_md);
       const dnnl::inner_product_forward::primitive_desc pd(desc, attr, engine_);
-      primitive = dnnl::inner_product_forward(pd);
-      weights_md = pd.weights_desc();
-      scratchpad_md = pd.scratchpad_desc();
-      implementation = pd.impl_info_str();
-    } else if (conv.op() == ConvOp::conv2d) {
-      const memory::dims pad_r = {conv.padding_bottom(), conv.padding_right()};
-      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::convolution_direct,
-                                                 src_md, wei_any, bias_md, dst_md, strides, dilates, pad_l, pad_r);
-      const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
-      primitive = dnnl::convolution_forward(pd);
-      weights_md = pd.weights_desc();
-      scratchpad_md = pd.scratchpad_desc();
-      implementation = pd.impl_info_str();
+      made = {dnnl::inner_product_forward(pd), pd.weights_desc(), pd.scratchpad_desc(), pd.impl_info_str()};
     } else {
-      // Output padding as a smaller right padding (PyTorch's mapping), plus the extension's stride multiples, as
-      // onednn_kernel.cpp.
-      const memory::dims pad_r = {conv.padding_bottom() - conv.output_padding_height() + extend_h * conv.stride_height(),
-                                  conv.padding_right() - conv.output_padding_width() + extend_w * conv.stride_width()};
-      const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::deconvolution_direct,
-                                                   src_md, wei_any, bias_md, dst_md, strides, dilates, pad_l, pad_r);
-      const dnnl::deconvolution_forward::primitive_desc pd(desc, attr, engine_);
-      primitive = dnnl::deconvolution_forward(pd);
-      weights_md = pd.weights_desc();
-      scratchpad_md = pd.scratchpad_desc();
-      implementation = pd.impl_info_str();
+      made = CreateConvPrimitive(conv, {extend_h, extend_w}, src_md, wei_any, bias_md, dst_md, attr, engine_);
     }
   } catch (const dnnl::error& e) {
     return Reject(rejected, DescribeDnnlError(e, problem));
@@ -329,20 +302,20 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
     memory src_mem(src_md, engine_, src.data());
     memory wei_user_mem(wei_user, engine_, weights.data());
     detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
-    memory wei_mem = detail::WeightsMemory(conv, !fc && conv.op() == ConvOp::conv_transpose2d, weights_md, wei_user_mem,
+    memory wei_mem = detail::WeightsMemory(conv, !fc && conv.op() == ConvOp::conv_transpose2d, made.weights_md, wei_user_mem,
                                            engine_, stream_, &owned);
     memory bias_mem(bias_md, engine_, form.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
     memory dst_mem(dst_md, engine_, dst.data());
-    const Scratchpad scratchpad(scratchpad_md, engine_, repetition_);
+    const Scratchpad scratchpad(made.scratchpad_md, engine_, repetition_);
     Args args{{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_BIAS, bias_mem}, {DNNL_ARG_DST, dst_mem},
               {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
     const memory::desc zp_md({1}, DataType::s32, Tag::x);
     if (src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, engine_, &src_zero_point)});
     if (dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, memory(zp_md, engine_, &dst_zero_point)});
     if (!src1.empty()) args.insert({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(src1_md, engine_, src1.data())});
-    primitive.execute(stream_, args);
+    made.primitive.execute(stream_, args);
     stream_.wait();
-    std::string impl = (fc ? "ip: " : "conv: ") + implementation;
+    std::string impl = (fc ? "ip: " : "conv: ") + made.implementation;
     last_formulation_ = format_formulation(form, output_padding);
     if (!unfused()) {
       note(impl);

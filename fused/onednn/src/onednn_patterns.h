@@ -34,6 +34,21 @@ std::string DescribeDnnlError(const dnnl::error& e, const std::string& what);
 // {e_h, e_w}: {0, 0} unless a transposed convolution's output padding exceeds its padding under extended_input.
 std::pair<int32_t, int32_t> OutputPaddingExtension(const ConvCase& conv, const Formulation& formulation);
 
+// The producer primitive of a Conv2D or ConvTranspose2D draw (weights `weights_any`, to be laid out by oneDNN),
+// what it asks for and which implementation it chose. A transposed convolution's output padding is passed as a
+// smaller bottom/right padding (PyTorch's mapping; negative where the output padding exceeds the padding, which
+// oneDNN accepts while > -stride), plus `extension`'s stride multiples (OutputPaddingExtension). Throws
+// dnnl::error where oneDNN refuses the problem.
+struct ConvPrimitive {
+  dnnl::primitive primitive;
+  dnnl::memory::desc weights_md, scratchpad_md;
+  std::string implementation;
+};
+ConvPrimitive CreateConvPrimitive(const ConvCase& conv, std::pair<int32_t, int32_t> extension,
+                                  const dnnl::memory::desc& src, const dnnl::memory::desc& weights_any,
+                                  const dnnl::memory::desc& bias, const dnnl::memory::desc& dst,
+                                  const dnnl::primitive_attr& attr, const dnnl::engine& engine);
+
 // A deconvolution's weights in a buffer fusediff owns (onednn_weights.cpp), so that what oneDNN 2.6's int8 jit
 // deconvolution reads past the real kernel rows on stride-hole rows (docs/onednn.md, "Stride-hole rows read past
 // the weights") is known instead of heap contents: the real weights reordered into `weights_md`, then a tail. Where

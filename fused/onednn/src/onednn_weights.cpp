@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "fusediff/model/known_defects.h"
@@ -60,6 +61,31 @@ std::pair<int32_t, int32_t> OutputPaddingExtension(const ConvCase& conv, const F
   };
   return {extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height()),
           extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width())};
+}
+
+ConvPrimitive CreateConvPrimitive(const ConvCase& conv, std::pair<int32_t, int32_t> extension, const memory::desc& src,
+                                  const memory::desc& weights_any, const memory::desc& bias, const memory::desc& dst,
+                                  const dnnl::primitive_attr& attr, const dnnl::engine& engine) {
+  const memory::dims strides = {conv.stride_height(), conv.stride_width()};
+  const memory::dims dilates = {conv.dilation_height() - 1, conv.dilation_width() - 1};  // oneDNN counts gaps
+  const memory::dims pad_l = {conv.padding_top(), conv.padding_left()};
+  const auto made = [](dnnl::primitive primitive, const auto& pd) {
+    return ConvPrimitive{std::move(primitive), pd.weights_desc(), pd.scratchpad_desc(), pd.impl_info_str()};
+  };
+  if (conv.op() == ConvOp::conv2d) {
+    const memory::dims pad_r = {conv.padding_bottom(), conv.padding_right()};
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                               src, weights_any, bias, dst, strides, dilates, pad_l, pad_r);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+    return made(dnnl::convolution_forward(pd), pd);
+  }
+  const memory::dims pad_r = {
+      conv.padding_bottom() - conv.output_padding_height() + extension.first * conv.stride_height(),
+      conv.padding_right() - conv.output_padding_width() + extension.second * conv.stride_width()};
+  const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                                               src, weights_any, bias, dst, strides, dilates, pad_l, pad_r);
+  const dnnl::deconvolution_forward::primitive_desc pd(desc, attr, engine);
+  return made(dnnl::deconvolution_forward(pd), pd);
 }
 
 DeconvolutionWeights OwnDeconvolutionWeights(const ConvCase& conv, const dnnl::memory::desc& weights_md,
