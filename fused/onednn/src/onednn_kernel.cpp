@@ -249,12 +249,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   const bool src_zp_attr = passed.zero_point_attribute;
   const bool dst_zp_attr = !(formulation.zero_points_absent && dst_zero_point_value == 0);
   const float inverse_sy = 1.0f / m.graph.output.q.scale;  // fl32(1/sy)
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // our own poisoned buffer (set_repetition)
-  if (common) attr.set_output_scales(0, {scales.front()});
-  else attr.set_output_scales(1 << 1, scales);
-  if (src_zp_attr) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  if (dst_zp_attr) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  dnnl::primitive_attr attr = detail::FormulationAttributes(scales, common, src_zp_attr, dst_zp_attr);
   if (!unfused) {
     dnnl::post_ops post_ops;
     post_ops.append_eltwise(inverse_sy, m.eltwise.alg, m.eltwise.alpha, m.eltwise.beta);
@@ -502,6 +497,16 @@ std::string DescribeDnnlError(const dnnl::error& e, const std::string& what) { r
 void Poison(void* data, size_t bytes, uint32_t r) {
   auto* p = static_cast<uint8_t*>(data);
   for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(0xA5u + 0x4Bu * r + 0x1Fu * static_cast<uint32_t>(i));
+}
+dnnl::primitive_attr FormulationAttributes(const std::vector<float>& scales, bool common, bool src_zero_point,
+                                           bool dst_zero_point) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // our own poisoned buffer (set_repetition)
+  if (common) attr.set_output_scales(0, {scales.front()});
+  else attr.set_output_scales(1 << 1, scales);  // dimension 1 of dst is the channel
+  if (src_zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (dst_zero_point) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  return attr;
 }
 Scratchpad::Scratchpad(const dnnl::memory::desc& desc, const dnnl::engine& engine, uint32_t r)
     : bytes(std::max<size_t>(desc.get_size(), 1)) {

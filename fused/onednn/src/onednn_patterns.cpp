@@ -230,12 +230,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   // Zero-point attributes absent only where the value is 0; otherwise present (the fallback).
   const bool src_zp_attr = !fc && passed.zero_point_attribute;
   const bool dst_zp_attr = !fc && !(form.zero_points_absent && dst_q.zero_point == 0);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // our own poisoned buffer (set_repetition)
-  if (common) attr.set_output_scales(0, {scales.front()});
-  else attr.set_output_scales(1 << 1, scales);
-  if (src_zp_attr) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  if (dst_zp_attr) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  dnnl::primitive_attr attr = FormulationAttributes(scales, common, src_zp_attr, dst_zp_attr);
   dnnl::post_ops post_ops;
   if (!unfused()) {
     if (chain_ == Chain::sum) post_ops.append_sum(residual_.scale, residual_.zero_point, residual_.type);

@@ -77,6 +77,10 @@ dnnl::memory WeightsMemory(const ConvCase& conv, bool deconvolution, const dnnl:
 // 0xA5 + 0x4B r + 0x1F i mod 256, different for every repetition r < 256 at every byte (0x4B is odd), so output
 // that reads memory it never wrote differs between repetitions (--repeat).
 void Poison(void* data, size_t bytes, uint32_t r);
+// The attributes a formulation passes (model/formulation.h): a user-managed scratchpad (poisoned per repetition),
+// one common output scale or one per output channel, and the runtime s32 zero-point attributes that are present.
+dnnl::primitive_attr FormulationAttributes(const std::vector<float>& scales, bool common, bool src_zero_point,
+                                           bool dst_zero_point);
 // A user-managed scratchpad (attr scratchpad_mode::user) for a primitive, poisoned with pattern r.
 struct Scratchpad {
   std::vector<uint8_t> bytes;
