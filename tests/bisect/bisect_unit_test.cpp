@@ -98,13 +98,22 @@ TEST(Measurements, FloatOutputsAreComparedInUlpsOfTheirLargestValue) {
 }
 
 TEST(Explain, TheUnionOfSinglesMustEqualAllOnValueForValue) {
-  using Diff = std::map<std::pair<size_t, size_t>, double>;
-  const Diff a{{{0, 1}, 5}}, b{{{0, 7}, 2}};
-  EXPECT_TRUE(Explains({a, b}, Diff{{{0, 1}, 5}, {{0, 7}, 2}}));
-  EXPECT_FALSE(Explains({a, b}, Diff{{{0, 1}, 5}, {{0, 7}, 3}}));  // a value only the combination gives
-  EXPECT_FALSE(Explains({a, b}, Diff{{{0, 1}, 5}}));               // a single moves what all-on leaves
-  EXPECT_FALSE(Explains({a}, Diff{{{0, 1}, 5}, {{0, 9}, 1}}));     // all-on moves more
+  const Diff a{{{0, 1}, 5}}, b{{{0, 7}, 2}}, a_again{{{0, 1}, 5}}, a_other{{{0, 1}, 4}};
+  EXPECT_TRUE(Explains({&a, &b}, Diff{{{0, 1}, 5}, {{0, 7}, 2}}));
+  EXPECT_FALSE(Explains({&a, &b}, Diff{{{0, 1}, 5}, {{0, 7}, 3}}));  // a value only the combination gives
+  EXPECT_FALSE(Explains({&a, &b}, Diff{{{0, 1}, 5}}));               // a single moves what all-on leaves
+  EXPECT_FALSE(Explains({&a}, Diff{{{0, 1}, 5}, {{0, 9}, 1}}));      // all-on moves more
+  EXPECT_TRUE(Explains({&a, &a_again}, Diff{{{0, 1}, 5}}));          // two singles agreeing on an element
+  EXPECT_FALSE(Explains({&a, &a_other}, Diff{{{0, 1}, 5}}));         // two singles disagreeing on it
   EXPECT_TRUE(Explains({}, Diff{}));
+}
+
+TEST(Explain, DifferencesAreInKeyOrderAndSkipEqualOutputs) {
+  const Outputs base{{{1, 2, 3}, {4, 5}}, {3, 2}}, step{{{1, 7, 3}, {4, 5}}, {3, 2}}, nan{{{1, NAN, 3}, {4, 5}}, {3, 2}};
+  EXPECT_EQ(Differences(base, step), (Diff{{{0, 1}, 7}}));
+  EXPECT_TRUE(Differences(base, base).empty());
+  EXPECT_TRUE(Differences(nan, nan).empty());  // NaN where the baseline has NaN is no difference
+  EXPECT_EQ(Differences(base, nan).size(), 1u);
 }
 
 onnx_io::ModelInfo QdqInput() {

@@ -116,13 +116,17 @@ class NodeRuntime final : public Runtime {
     version_ = "onnxruntime-node " + v.at("ort").get<std::string>() + " (node " + v.at("node").get<std::string>() + ")";
   }
 
-  ~NodeRuntime() override {
+  ~NodeRuntime() override { Close(); }
+
+  void Close() override {
     if (to_) std::fclose(to_);  // EOF: the runner finishes its queue and exits
     if (from_) std::fclose(from_);
+    to_ = from_ = nullptr;
     if (pid_ > 0) {
       int status = 0;
       ::waitpid(pid_, &status, 0);
     }
+    pid_ = -1;
   }
 
   std::string version() const override { return version_; }
@@ -181,6 +185,7 @@ class NodeRuntime final : public Runtime {
 
  private:
   nlohmann::json Call(const nlohmann::json& req, bool input_error = false) {
+    if (to_ == nullptr) throw std::runtime_error("the ONNX Runtime runner is closed");
     const std::string line = req.dump() + "\n";
     if (std::fwrite(line.data(), 1, line.size(), to_) != line.size() || std::fflush(to_) != 0) {
       throw std::runtime_error("the ONNX Runtime runner stopped reading (it exited)");

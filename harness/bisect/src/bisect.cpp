@@ -1,10 +1,16 @@
 #include "fusediff/bisect/bisect.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -92,9 +98,14 @@ std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& b
 }
 
 namespace {
-// Bitwise equality of two values read from the same output type (NaN equals NaN of the same bits only through
+// Equality of two values read from the same output type (NaN equals NaN of the same bits only through
 // both being NaN: a NaN where the baseline had a number is a difference).
 bool Same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+// The fast path of every comparison: most sessions reproduce the baseline bit for bit, and equal bits are Same.
+bool Identical(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
 }  // namespace
 
 std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline,
@@ -106,19 +117,29 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
     const auto& q = model.output_quant[o];
     const std::vector<double>& b = baseline.values[o];
     const std::vector<double>& s = step.values[o];
-    double max_base = 0;
-    for (double v : b) max_base = std::max(max_base, std::fabs(v));
+    d.elements = b.size();
+    const bool identical = Identical(b, s);
     if (q) {
       d.unit = "lsb";
       d.step = q->codes ? 1.0 : q->scale;
-    } else {
+      if (identical) {
+        out.push_back(std::move(d));
+        continue;
+      }
+    }
+    double max_base = 0;
+    for (double v : b) max_base = std::max(max_base, std::fabs(v));
+    if (!q) {
       // A float output without a quantization: one unit is one binary32 ulp at the output's largest magnitude.
       d.unit = "f32_ulp_of_max";
       const float m = static_cast<float>(max_base > 0 ? max_base : 1.0);
       d.step = static_cast<double>(std::nextafter(m, INFINITY) - m);
     }
-    d.elements = b.size();
-    for (size_t i = 0; i < b.size(); ++i) {
+    const bool lsb = d.unit == "lsb";
+    // Counts of the deltas within +-kDense units in an array (the usual case), the others in the map directly.
+    constexpr int64_t kDense = 64;
+    std::vector<uint64_t> dense(lsb && !identical ? 2 * kDense + 1 : 0, 0);
+    for (size_t i = 0; i < (identical ? 0 : b.size()); ++i) {
       if (Same(b[i], s[i])) continue;
       ++d.differing;
       const double delta = s[i] - b[i];
@@ -126,33 +147,43 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
       d.max_units = std::max(d.max_units, std::fabs(units));
       d.max_abs = std::max(d.max_abs, std::fabs(delta));
       if (max_base > 0) d.max_rel = std::max(d.max_rel, std::fabs(delta) / max_base);
-      if (d.unit == "lsb" && std::isfinite(units)) ++d.histogram[static_cast<int64_t>(std::llround(units))];
+      if (lsb && std::isfinite(units)) {
+        const int64_t k = static_cast<int64_t>(std::llround(units));
+        if (k >= -kDense && k <= kDense) {
+          ++dense[static_cast<size_t>(k + kDense)];
+        } else {
+          ++d.histogram[k];
+        }
+      }
+    }
+    for (size_t k = 0; k < dense.size(); ++k) {
+      if (dense[k] != 0) d.histogram[static_cast<int64_t>(k) - kDense] += dense[k];
     }
     out.push_back(std::move(d));
   }
   return out;
 }
 
-std::map<std::pair<size_t, size_t>, double> Differences(const Outputs& baseline, const Outputs& step) {
-  std::map<std::pair<size_t, size_t>, double> diff;
+Diff Differences(const Outputs& baseline, const Outputs& step) {
+  Diff diff;
   for (size_t o = 0; o < baseline.values.size(); ++o) {
+    if (Identical(baseline.values[o], step.values[o])) continue;
     for (size_t i = 0; i < baseline.values[o].size(); ++i) {
-      if (!Same(baseline.values[o][i], step.values[o][i])) diff[{o, i}] = step.values[o][i];
+      if (!Same(baseline.values[o][i], step.values[o][i])) diff.push_back({{o, i}, step.values[o][i]});
     }
   }
   return diff;
 }
 
-bool Explains(const std::vector<std::map<std::pair<size_t, size_t>, double>>& singles,
-              const std::map<std::pair<size_t, size_t>, double>& all_on) {
+bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on) {
   // The union, as (element, value) pairs in order without repeats: it explains all-on when it is all-on itself (every
   // element moved by all-on moved by a single to the same value, every element a single moves moved by all-on, and
   // no two singles disagreeing on an element).
   size_t total = 0;
-  for (const auto& s : singles) total += s.size();
-  std::vector<std::pair<std::pair<size_t, size_t>, double>> union_values;
+  for (const Diff* s : singles) total += s->size();
+  Diff union_values;
   union_values.reserve(total);
-  for (const auto& s : singles) union_values.insert(union_values.end(), s.begin(), s.end());
+  for (const Diff* s : singles) union_values.insert(union_values.end(), s->begin(), s->end());
   auto bits = [](double v) {  // a total order on the values, NaN included
     uint64_t u;
     std::memcpy(&u, &v, sizeof u);
@@ -165,10 +196,8 @@ bool Explains(const std::vector<std::map<std::pair<size_t, size_t>, double>>& si
                                  [](const auto& x, const auto& y) { return x.first == y.first && Same(x.second, y.second); }),
                      union_values.end());
   if (union_values.size() != all_on.size()) return false;  // a single moves what all-on leaves, or two disagree
-  auto it = all_on.begin();
-  for (const auto& [key, value] : union_values) {
-    if (it->first != key || !Same(it->second, value)) return false;
-    ++it;
+  for (size_t k = 0; k < all_on.size(); ++k) {
+    if (union_values[k].first != all_on[k].first || !Same(union_values[k].second, all_on[k].second)) return false;
   }
   return true;
 }
@@ -181,9 +210,68 @@ struct Graph {
   uint64_t digest = 0;
 };
 
+// Where ONNX Runtime saves each session's optimized model, and its reading back. Kept (BisectOptions::
+// keep_optimized_models): one file per session in the work folder. Otherwise one anonymous in-memory file (memfd) that
+// every session saves over through its /proc/<pid>/fd path: no file system, so no ext4 write-back when ORT truncates
+// and rewrites the file (its replace-by-truncate heuristic: about 0.2 ms a session on ext4), no file left behind.
+// Where memfd is not available: one file in the work folder, removed after each read.
+class SavedModels {
+ public:
+  explicit SavedModels(const BisectOptions& options) : options_(options) {
+    if (options.keep_optimized_models) return;
+    memfd_ = ::memfd_create("fusediff-optimized-model", MFD_CLOEXEC);
+    if (memfd_ >= 0) memfd_path_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(memfd_);
+  }
+  ~SavedModels() {
+    if (memfd_ >= 0) ::close(memfd_);
+  }
+  SavedModels(const SavedModels&) = delete;
+  SavedModels& operator=(const SavedModels&) = delete;
+
+  std::string PathFor(const std::string& tag) {
+    if (!memfd_path_.empty()) return memfd_path_;
+    const std::string file =
+        options_.keep_optimized_models ? std::to_string(counter_++) + "_" + FileSafe(tag) + ".onnx" : "optimized.onnx";
+    return (std::filesystem::path(options_.work_dir) / file).string();
+  }
+
+  // The bytes ONNX Runtime saved at `path` (from PathFor).
+  std::string Read(const std::string& path) {
+    if (memfd_path_.empty()) {
+      std::string bytes = onnx_io::ReadModelBytes(path);
+      if (!options_.keep_optimized_models) std::filesystem::remove(path);
+      return bytes;
+    }
+    struct stat st {};
+    if (::fstat(memfd_, &st) != 0) throw std::runtime_error("the optimized model's memfd: " + std::string(std::strerror(errno)));
+    std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::pread(memfd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw std::runtime_error("the optimized model's memfd: short read");
+      done += static_cast<size_t>(n);
+    }
+    if (bytes.empty()) throw InputError(path + ": ONNX Runtime saved no optimized model");
+    return bytes;
+  }
+
+ private:
+  static std::string FileSafe(const std::string& s) {
+    std::string out;
+    for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    return out;
+  }
+
+  const BisectOptions& options_;
+  int memfd_ = -1;
+  std::string memfd_path_;
+  int counter_ = 0;
+};
+
 class Session {
  public:
-  Session(fused::ort::Runtime& rt, double& seconds) : rt_(rt), seconds_(seconds) {}
+  Session(fused::ort::Runtime& rt, double& seconds, SavedModels& saved) : rt_(rt), seconds_(seconds), saved_(saved) {}
 
   template <typename F>
   auto Timed(F&& f) {
@@ -195,7 +283,7 @@ class Session {
 
   // Creates the session, saves its optimized model, runs every set of `feeds`; returns outputs and the saved node
   // counts.
-  Outputs Evaluate(const fused::ort::SessionSpec& spec, const onnx_io::ModelInfo& model,
+  const Outputs& Evaluate(const fused::ort::SessionSpec& spec, const onnx_io::ModelInfo& model,
                    const std::vector<std::vector<onnx_io::Tensor>>& feeds, Graph& node_counts,
                    std::optional<Perf>* perf, int warmup, int repeats) {
     // The first session timed warms the process (allocator, caches, CPU clock) too: without a throwaway round the
@@ -203,12 +291,10 @@ class Session {
     const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
     if (perf != nullptr) first_timing_ = false;
     const auto e = Timed([&] { return rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0); });
-    Outputs out;
+    Outputs& out = scratch_;
     out.values.resize(model.outputs.size());
     out.set_elements.resize(model.outputs.size());
-    for (size_t o = 0; o < model.outputs.size(); ++o) {
-      out.values[o].reserve(e.results.empty() ? 0 : e.results.front().at(o).elements() * e.results.size());
-    }
+    for (auto& v : out.values) v.clear();
     for (const std::vector<onnx_io::Tensor>& result : e.results) {
       if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
       for (size_t o = 0; o < result.size(); ++o) {
@@ -225,7 +311,7 @@ class Session {
   // Most sessions save the same graph as another (every name that does not fire saves the baseline's): each distinct
   // file content is parsed once.
   Graph SavedGraph(const std::string& path) {
-    std::string bytes = onnx_io::ReadModelBytes(path);
+    std::string bytes = saved_.Read(path);
     const auto it = parsed_.find(bytes);
     if (it != parsed_.end()) return it->second;
     const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes, path);
@@ -238,10 +324,14 @@ class Session {
   template <typename T>
   static void AppendAs(const onnx_io::Tensor& t, std::vector<double>& out) {
     const size_t n = t.elements();
+    const size_t at = out.size();
+    out.resize(at + n);
+    const uint8_t* bytes = t.bytes.data();
+    double* dst = out.data() + at;
     for (size_t i = 0; i < n; ++i) {
       T v;
-      std::memcpy(&v, t.bytes.data() + i * sizeof(T), sizeof(T));
-      out.push_back(static_cast<double>(v));
+      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+      dst[i] = static_cast<double>(v);
     }
   }
   static void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
@@ -257,8 +347,55 @@ class Session {
 
   fused::ort::Runtime& rt_;
   double& seconds_;
+  SavedModels& saved_;
   bool first_timing_ = true;
   std::map<std::string, Graph> parsed_;
+  Outputs scratch_;  // the last session's outputs, reused: no allocation per session
+};
+
+// A session's outputs measured against the baseline: its deltas, its differences and its differing elements per
+// input set.
+struct Measured {
+  Outputs outputs;
+  std::vector<OutputDelta> deltas;
+  Diff diff;
+  std::vector<uint64_t> differing_by_set;
+};
+
+// Measures each distinct output content once: most sessions reproduce the baseline or all-on bit for bit (every name
+// that does not fire, every leave-one-out that does not restore), and a repeat is found by comparing bytes.
+class Measurements {
+ public:
+  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets)
+      : model_(model), baseline_(baseline), sets_(sets) {}
+
+  const Measured& Of(const Outputs& outputs) {
+    for (const auto& m : seen_) {
+      if (SameBits(m->outputs, outputs)) return *m;
+    }
+    auto m = std::make_unique<Measured>();
+    m->deltas = CompareOutputs(model_, baseline_, outputs);
+    m->diff = Differences(baseline_, outputs);
+    m->differing_by_set.assign(sets_, 0);
+    for (const auto& [key, value] : m->diff) ++m->differing_by_set[key.second / outputs.set_elements[key.first]];
+    m->outputs = outputs;
+    seen_.push_back(std::move(m));  // kept to the end: what Of returns stays valid (a bisect has few distinct contents)
+    return *seen_.back();
+  }
+
+ private:
+  static bool SameBits(const Outputs& a, const Outputs& b) {
+    if (a.values.size() != b.values.size() || a.set_elements != b.set_elements) return false;
+    for (size_t o = 0; o < a.values.size(); ++o) {
+      if (!Identical(a.values[o], b.values[o])) return false;
+    }
+    return true;
+  }
+
+  const onnx_io::ModelInfo& model_;
+  const Outputs& baseline_;
+  size_t sets_;
+  std::vector<std::unique_ptr<Measured>> seen_;
 };
 
 std::vector<std::string> AllBut(const std::vector<std::string>& names, const std::set<std::string>& keep) {
@@ -266,12 +403,6 @@ std::vector<std::string> AllBut(const std::vector<std::string>& names, const std
   for (const auto& n : names) {
     if (!keep.count(n)) out.push_back(n);
   }
-  return out;
-}
-
-std::string FileSafe(const std::string& s) {
-  std::string out;
-  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   return out;
 }
 
@@ -296,12 +427,12 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     if (!r.sets_per_family.count(s.family)) r.families.push_back(s.family);
     ++r.sets_per_family[s.family];
   }
-  Session session(runtime, r.ort_seconds);
+  SavedModels saved(options);
+  Session session(runtime, r.ort_seconds, saved);
   std::vector<std::vector<onnx_io::Tensor>> all_feeds;  // every set, built once for every session
   for (const InputSet& set : sets) all_feeds.push_back(set.feeds);
   const std::vector<std::vector<onnx_io::Tensor>> first_feeds = {sets.front().feeds};
   const std::vector<std::string> names = list.names();
-  int counter = 0;
 
   Graph base_nodes;
   std::optional<Perf> base_perf;
@@ -310,17 +441,15 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     spec.model = model_path;
     spec.level = level;
     spec.disabled = std::move(disabled);
-    const std::string file =
-        options.keep_optimized_models ? std::to_string(counter++) + "_" + FileSafe(tag) + ".onnx" : "optimized.onnx";
-    spec.optimized_model = (std::filesystem::path(options.work_dir) / file).string();
+    spec.optimized_model = saved.PathFor(tag);
     return spec;
   };
 
   const Outputs baseline = session.Evaluate(spec_for("disabled", {}, "baseline"), model, all_feeds, base_nodes, &base_perf,
                                             options.warmup, options.repeats);
+  Measurements measurements(model, baseline, sets.size());
   auto make_step = [&](const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
-                       const Outputs& outputs, const Graph& nodes,
-                       const std::optional<Perf>& perf) {
+                       const Measured& m, const Graph& nodes, const std::optional<Perf>& perf) {
     Step s;
     s.kind = kind;
     s.subject = subject;
@@ -329,17 +458,10 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     s.node_delta = NodeDelta(base_nodes.counts, nodes.counts);
     for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
     s.fired = nodes.digest != base_nodes.digest;
-    s.deltas = CompareOutputs(model, baseline, outputs);
+    s.deltas = m.deltas;
     for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
-    std::vector<uint64_t> differing_by_set(sets.size(), 0);  // then by family: one name lookup per set
-    for (size_t o = 0; o < outputs.values.size(); ++o) {
-      const size_t per_set = outputs.set_elements[o];
-      for (size_t i = 0; i < outputs.values[o].size(); ++i) {
-        if (!Same(baseline.values[o][i], outputs.values[o][i])) ++differing_by_set[i / per_set];
-      }
-    }
     for (const auto& f : r.families) s.differing_by_family[f] = 0;
-    for (size_t k = 0; k < sets.size(); ++k) s.differing_by_family[sets[k].family] += differing_by_set[k];
+    for (size_t k = 0; k < sets.size(); ++k) s.differing_by_family[sets[k].family] += m.differing_by_set[k];
     s.perf = perf;
     if (perf && base_perf && base_perf->median_ms > 0) {
       s.time_saved = (base_perf->median_ms - perf->median_ms) / base_perf->median_ms;
@@ -350,7 +472,8 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     return s;
   };
   {
-    Step b = make_step("baseline", "", spec_for("disabled", {}, "baseline"), baseline, base_nodes, base_perf);
+    Step b = make_step("baseline", "", spec_for("disabled", {}, "baseline"), measurements.Of(baseline), base_nodes,
+                       base_perf);
     r.steps.push_back(b);
   }
 
@@ -358,16 +481,16 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   {
     const auto spec = spec_for("all", names, "completeness");
     Graph nodes;
-    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
+    const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
     Step s = make_step("completeness", "", spec, out, nodes, std::nullopt);
     r.steps.push_back(s);
-    if (s.fired || s.max_units > 0 || !Differences(baseline, out).empty()) {
+    if (s.fired || s.max_units > 0 || !out.diff.empty()) {
       std::string what;
       for (const auto& [op, d] : s.node_delta) what += (what.empty() ? "" : ", ") + op + (d > 0 ? " +" : " ") + std::to_string(d);
       throw InputError(model_path + ": the transformer list (" + r.optimizer_list +
                        ") is stale for this ONNX Runtime: with all " + std::to_string(names.size()) +
                        " names disabled, level all still differs from level disabled (nodes: " +
-                       (what.empty() ? "same" : what) + "; " + std::to_string(Differences(baseline, out).size()) +
+                       (what.empty() ? "same" : what) + "; " + std::to_string(out.diff.size()) +
                        " output elements); a transformer is missing from the list, so a bisect would pin nothing");
     }
   }
@@ -375,28 +498,29 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   Graph all_nodes;
   std::optional<Perf> all_perf;
   const auto all_spec = spec_for("all", {}, "all_on");
-  const Outputs all_on = session.Evaluate(all_spec, model, all_feeds, all_nodes, &all_perf, options.warmup, options.repeats);
+  const Measured& all_on =
+      measurements.Of(session.Evaluate(all_spec, model, all_feeds, all_nodes, &all_perf, options.warmup, options.repeats));
   r.steps.push_back(make_step("all_on", "", all_spec, all_on, all_nodes, all_perf));
-  const auto all_diff = Differences(baseline, all_on);
+  const Diff& all_diff = all_on.diff;
 
   // One on: each name alone. Timed only where it fired (otherwise its session is the baseline's graph).
-  std::vector<std::map<std::pair<size_t, size_t>, double>> single_diffs;
-  std::map<std::string, std::map<std::pair<size_t, size_t>, double>> single_by_name;
+  std::vector<const Diff*> single_diffs;
+  std::map<std::string, const Diff*> single_by_name;
   std::vector<std::string> fired;
   for (const auto& name : names) {
     const auto spec = spec_for("all", AllBut(names, {name}), "one_on_" + name);
     Graph nodes;
-    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
+    const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
     std::optional<Perf> perf;
     if (nodes.digest != base_nodes.digest) {  // timed in a session of its own, on the set that is timed
       Graph again;
       session.Evaluate(spec, model, first_feeds, again, &perf, options.warmup, options.repeats);
     }
     Step s = make_step("one_on", name, spec, out, nodes, perf);
-    const auto diff = Differences(baseline, out);
+    const Diff& diff = out.diff;
     if (s.fired) fired.push_back(name);
-    if (!diff.empty()) single_diffs.push_back(diff);
-    single_by_name[name] = diff;
+    if (!diff.empty()) single_diffs.push_back(&diff);
+    single_by_name[name] = &diff;
     s.verdict = !s.fired && diff.empty() ? "not_fired" : (s.loss > options.threshold ? "blacklist" : "keep");
     if (s.verdict == "blacklist") r.blacklist.push_back(name);
     r.steps.push_back(std::move(s));
@@ -407,7 +531,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   for (const auto& name : names) {
     const auto spec = spec_for("all", {name}, "leave_one_out_" + name);
     Graph nodes;
-    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
+    const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
     Step s = make_step("leave_one_out", name, spec, out, nodes, std::nullopt);
     // fired: the optimized model differs from all-on's (leaving it out changed the graph).
     s.node_delta = NodeDelta(all_nodes.counts, nodes.counts);
@@ -435,11 +559,10 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
         ++r.pairs_run;
         const auto spec = spec_for("all", AllBut(names, {fired[i], fired[j]}), "pair_" + fired[i] + "_" + fired[j]);
         Graph nodes;
-        const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0);
+        const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
         Step s = make_step("pair", fired[i] + "+" + fired[j], spec, out, nodes, std::nullopt);
         // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
-        const auto pair_diff = Differences(baseline, out);
-        const bool additive = Explains({single_by_name[fired[i]], single_by_name[fired[j]]}, pair_diff);
+        const bool additive = Explains({single_by_name[fired[i]], single_by_name[fired[j]]}, out.diff);
         s.verdict = additive ? "additive" : (s.loss > options.threshold ? "interacts_blacklist" : "interacts");
         if (s.verdict == "interacts_blacklist" &&
             std::find(r.blacklist.begin(), r.blacklist.end(), fired[i]) == r.blacklist.end() &&
@@ -459,7 +582,8 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     const auto spec = spec_for("all", r.blacklist, "blacklist");
     Graph nodes;
     std::optional<Perf> perf;
-    const Outputs out = session.Evaluate(spec, model, all_feeds, nodes, &perf, options.warmup, options.repeats);
+    const Measured& out =
+        measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, &perf, options.warmup, options.repeats));
     Step s = make_step("blacklist", "", spec, out, nodes, perf);
     r.blacklist_within_tolerance = s.max_units <= options.threshold;
     s.verdict = r.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";

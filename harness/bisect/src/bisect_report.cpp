@@ -101,14 +101,16 @@ nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const 
                                         {"value", fused::ort::DisableOptimizersValue(r.blacklist)}}},
                     {"each_name_changes_optimized_model", r.blacklist_name_effective},
                     {"rerun_within_tolerance", r.blacklist_within_tolerance}};
-  // fusediff's overhead: the wall time from starting the runtime to the end of the bisect outside ONNX Runtime's own
-  // calls (loading the library, creating its environment and sessions, runs, releases), as a fraction of that time.
-  const double total = r.runtime_start_seconds + r.total_seconds;
-  const double inside = r.runtime_start_inside_ort_seconds + r.inside_ort_seconds;
+  // fusediff's overhead: the wall time from starting the runtime to closing it outside ONNX Runtime's own calls
+  // (loading the library, creating its environment and sessions, runs, releases), as a fraction of that time.
+  const double total = r.runtime_start_seconds + r.total_seconds + r.runtime_close_seconds;
+  const double inside = r.runtime_start_inside_ort_seconds + r.inside_ort_seconds + r.runtime_close_inside_ort_seconds;
   j["timing"] = {{"runtime_start_s", r.runtime_start_seconds},
                  {"runtime_start_inside_onnxruntime_s", r.runtime_start_inside_ort_seconds},
                  {"bisect_s", r.total_seconds},
                  {"runtime_calls_s", r.ort_seconds},
+                 {"runtime_close_s", r.runtime_close_seconds},
+                 {"runtime_close_inside_onnxruntime_s", r.runtime_close_inside_ort_seconds},
                  {"total_s", total},
                  {"inside_onnxruntime_s", inside},
                  {"fusediff_overhead", total > 0 ? (total - inside) / total : 0}};

@@ -98,6 +98,12 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
   r.runtime_start_seconds = start_seconds;
   r.runtime_start_inside_ort_seconds = start_inside;
+  // The runtime's teardown is part of the bisect's wall time: closed here, timed, before the reports are written.
+  const double before_close = runtime->ort_seconds();
+  const auto close = std::chrono::steady_clock::now();
+  runtime->Close();
+  r.runtime_close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - close).count();
+  r.runtime_close_inside_ort_seconds = runtime->ort_seconds() - before_close;
   context.out << bisect::ToText(r);
   const Provenance provenance = driver::CurrentProvenance(JoinCommandLine(context.args));
   const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed};

@@ -46,6 +46,9 @@ class Runtime {
   };
   virtual Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets,
                               int throwaway, int warmup, int repeats) = 0;
+  // Releases every session and the runtime itself (in process: the environment, timed inside; the Node runner: it
+  // exits). Nothing may be created after it; the destructor calls it.
+  virtual void Close() = 0;
   // Seconds spent inside ONNX Runtime's own calls so far (environment and session creation, runs, release), timed
   // around those calls alone.
   virtual double ort_seconds() const = 0;
