@@ -199,6 +199,7 @@ TEST(OrtRuntime, InProcessAndNodeRunnerAgree) {
   const std::unique_ptr<fused::ort::Runtime> node = fused::ort::StartNodeRuntime();
   EXPECT_NE(in_process->version().find("in process"), std::string::npos) << in_process->version();
   EXPECT_NE(node->version().find("onnxruntime-node"), std::string::npos) << node->version();
+  fused::ort::Runtime::Evaluation a, b;  // reused from session to session, as a bisect does
   for (const auto& [level, disabled] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"disabled", {}}, {"all", {}}, {"all", {"QDQSelectorActionTransformer"}}, {"all", PinnedOptimizers().names()}}) {
     fused::ort::SessionSpec spec;
@@ -206,10 +207,10 @@ TEST(OrtRuntime, InProcessAndNodeRunnerAgree) {
     spec.level = level;
     spec.disabled = disabled;
     spec.optimized_model = (dir / "a.onnx").string();
-    const auto a = in_process->Evaluate(spec, feeds, 0, 1, 2);
+    in_process->Evaluate(spec, feeds, 0, 1, 2, a);
     const uint64_t a_digest = onnx_io::ReadModel(spec.optimized_model).graph_digest;
     spec.optimized_model = (dir / "b.onnx").string();
-    const auto b = node->Evaluate(spec, feeds, 0, 1, 2);
+    node->Evaluate(spec, feeds, 0, 1, 2, b);
     EXPECT_EQ(a_digest, onnx_io::ReadModel(spec.optimized_model).graph_digest) << level << " " << disabled.size();
     ASSERT_EQ(a.results.size(), sets.size());
     ASSERT_EQ(b.results.size(), sets.size());

@@ -131,6 +131,13 @@ class InProcessRuntime final : public Runtime {
   // One timed call per phase (wrap the feeds, run, describe the outputs, release): the clock costs about 30 ns a read
   // here, and a run of a small model a few microseconds.
   std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) override {
+    std::vector<onnx_io::Tensor> out;
+    RunInto(s, feeds, &out);
+    return out;
+  }
+
+  // One run; its outputs copied into `out` (its buffers reused) unless null (a timed or warm-up run).
+  void RunInto(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds, std::vector<onnx_io::Tensor>* out) {
     OrtSession* session = SessionOf(s.id);
     const SessionHandle& h = handles_.at(s.id);
     std::vector<const char*> input_names, output_names;
@@ -138,7 +145,6 @@ class InProcessRuntime final : public Runtime {
     for (const auto& n : h.outputs) output_names.push_back(n.c_str());
     std::vector<OrtValue*> inputs(feeds.size(), nullptr);
     std::vector<OrtValue*> outputs(h.outputs.size(), nullptr);
-    std::vector<onnx_io::Tensor> out;
     try {
       // ONNX Runtime reads the bytes in place (no copy); the run does not write its inputs.
       Check(Call([&] {
@@ -159,7 +165,7 @@ class InProcessRuntime final : public Runtime {
             }),
             true);
       run_s_ = ort_s_ - before;
-      out = TensorsOf(h.outputs, outputs);
+      if (out != nullptr) CopyOutputs(h.outputs, outputs, *out);
     } catch (...) {
       Release(inputs);
       Release(outputs);
@@ -167,7 +173,6 @@ class InProcessRuntime final : public Runtime {
     }
     Release(inputs);
     Release(outputs);
-    return out;
   }
 
   void Release(const SessionHandle& s) override {
@@ -177,33 +182,30 @@ class InProcessRuntime final : public Runtime {
     handles_.erase(s.id);
   }
 
-  Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
-                      int warmup, int repeats) override {
+  void Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
+                int warmup, int repeats, Evaluation& e) override {
     const SessionHandle h = Create(spec);
-    Evaluation e;
+    e.results.resize(sets.size());
+    e.ms.clear();
     try {
-      for (const auto& feeds : sets) e.results.push_back(Run(h, feeds));
+      for (size_t k = 0; k < sets.size(); ++k) RunInto(h, sets[k], &e.results[k]);
       if (repeats > 0 && !sets.empty()) {
-        for (int i = 0; i < throwaway + warmup; ++i) Run(h, sets.front());
-        for (int i = 0; i < repeats; ++i) e.ms.push_back(TimedRun(h, sets.front()));
+        for (int i = 0; i < throwaway + warmup; ++i) RunInto(h, sets.front(), nullptr);
+        for (int i = 0; i < repeats; ++i) {
+          RunInto(h, sets.front(), nullptr);
+          e.ms.push_back(run_s_ * 1000.0);  // ONNX Runtime's Run call alone
+        }
       }
     } catch (...) {
       Release(h);
       throw;
     }
     Release(h);
-    return e;
   }
 
   double ort_seconds() const override { return ort_s_; }
 
  private:
-  // One run's latency in milliseconds: ONNX Runtime's Run call alone (the feeds are wrapped before, the outputs
-  // read after).
-  double TimedRun(const SessionHandle& h, const std::vector<onnx_io::Tensor>& feeds) {
-    Run(h, feeds);
-    return run_s_ * 1000.0;
-  }
 
   static GraphOptimizationLevel Level(const std::string& level) {
     if (level == "disabled") return ORT_DISABLE_ALL;
@@ -247,8 +249,10 @@ class InProcessRuntime final : public Runtime {
     return names;
   }
 
-  // Copies of the outputs: their types, shapes and data read in two timed calls, the copies made outside them.
-  std::vector<onnx_io::Tensor> TensorsOf(const std::vector<std::string>& names, const std::vector<OrtValue*>& values) {
+  // Copies of the outputs into `out` (its buffers reused): their types, shapes and data read in two timed calls, the
+  // copies made outside them.
+  void CopyOutputs(const std::vector<std::string>& names, const std::vector<OrtValue*>& values,
+                   std::vector<onnx_io::Tensor>& out) {
     struct View {
       OrtTensorTypeAndShapeInfo* info = nullptr;
       ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
@@ -256,7 +260,7 @@ class InProcessRuntime final : public Runtime {
       void* data = nullptr;
     };
     std::vector<View> views(values.size());
-    std::vector<onnx_io::Tensor> out(values.size());
+    out.resize(values.size());
     auto release_infos = [&] {
       for (View& v : views) {
         if (v.info != nullptr) api_->ReleaseTensorTypeAndShapeInfo(v.info);
@@ -305,7 +309,6 @@ class InProcessRuntime final : public Runtime {
       t.bytes.resize(bytes);
       if (bytes > 0) std::memcpy(t.bytes.data(), views[o].data, bytes);
     }
-    return out;
   }
 
   void Release(std::vector<OrtValue*>& values) {

@@ -131,8 +131,8 @@ class NodeRuntime final : public Runtime {
 
   std::string version() const override { return version_; }
 
-  Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
-                      int warmup, int repeats) override {
+  void Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
+                int warmup, int repeats, Evaluation& e) override {
     nlohmann::json req = SpecJson(spec);
     req["op"] = "evaluate";
     req["sets"] = nlohmann::json::array();
@@ -145,10 +145,10 @@ class NodeRuntime final : public Runtime {
     req["warmup"] = warmup;
     req["repeats"] = repeats;
     const nlohmann::json a = Call(req, /*input_error=*/true);
-    Evaluation e;
+    e.results.clear();
+    e.ms.clear();
     for (const auto& result : a.at("results")) e.results.push_back(TensorsOf(result));
     if (a.contains("ms")) e.ms = a.at("ms").get<std::vector<double>>();
-    return e;
   }
 
   static nlohmann::json SpecJson(const SessionSpec& spec) {

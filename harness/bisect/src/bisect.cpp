@@ -165,10 +165,20 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
 }
 
 Diff Differences(const Outputs& baseline, const Outputs& step) {
-  Diff diff;
+  // Counted first, then filled: one allocation (growing a vector of thousands of entries reallocates past the
+  // allocator's mmap threshold, a page fault per page each time).
+  std::vector<bool> differs(baseline.values.size());
+  size_t count = 0;
   for (size_t o = 0; o < baseline.values.size(); ++o) {
-    if (Identical(baseline.values[o], step.values[o])) continue;
-    for (size_t i = 0; i < baseline.values[o].size(); ++i) {
+    differs[o] = !Identical(baseline.values[o], step.values[o]);
+    for (size_t i = 0; differs[o] && i < baseline.values[o].size(); ++i) {
+      count += !Same(baseline.values[o][i], step.values[o][i]);
+    }
+  }
+  Diff diff;
+  diff.reserve(count);
+  for (size_t o = 0; o < baseline.values.size(); ++o) {
+    for (size_t i = 0; differs[o] && i < baseline.values[o].size(); ++i) {
       if (!Same(baseline.values[o][i], step.values[o][i])) diff.push_back({{o, i}, step.values[o][i]});
     }
   }
@@ -176,33 +186,37 @@ Diff Differences(const Outputs& baseline, const Outputs& step) {
 }
 
 bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on) {
-  // The union, as (element, value) pairs in order without repeats: it explains all-on when it is all-on itself (every
-  // element moved by all-on moved by a single to the same value, every element a single moves moved by all-on, and
-  // no two singles disagreeing on an element).
+  // The union of the singles, merged in key order (each Diff is sorted and has one entry a key): it explains all-on
+  // when it is all-on itself (every element moved by all-on moved by a single to the same value, every element a
+  // single moves moved by all-on, and no two singles disagreeing on an element).
   size_t total = 0;
   for (const Diff* s : singles) total += s->size();
-  Diff union_values;
-  union_values.reserve(total);
-  for (const Diff* s : singles) union_values.insert(union_values.end(), s->begin(), s->end());
-  auto bits = [](double v) {  // a total order on the values, NaN included
-    uint64_t u;
-    std::memcpy(&u, &v, sizeof u);
-    return u;
-  };
-  std::sort(union_values.begin(), union_values.end(), [&](const auto& x, const auto& y) {
-    return x.first != y.first ? x.first < y.first : bits(x.second) < bits(y.second);
-  });
-  union_values.erase(std::unique(union_values.begin(), union_values.end(),
-                                 [](const auto& x, const auto& y) { return x.first == y.first && Same(x.second, y.second); }),
-                     union_values.end());
-  if (union_values.size() != all_on.size()) return false;  // a single moves what all-on leaves, or two disagree
-  for (size_t k = 0; k < all_on.size(); ++k) {
-    if (union_values[k].first != all_on[k].first || !Same(union_values[k].second, all_on[k].second)) return false;
+  Diff merged;
+  merged.reserve(total);
+  const auto by_key = [](const auto& x, const auto& y) { return x.first < y.first; };
+  for (const Diff* s : singles) {
+    const size_t middle = merged.size();
+    merged.insert(merged.end(), s->begin(), s->end());
+    std::inplace_merge(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(middle), merged.end(), by_key);
   }
-  return true;
+  size_t k = 0;  // into all_on
+  for (size_t i = 0; i < merged.size();) {
+    size_t j = i + 1;
+    for (; j < merged.size() && merged[j].first == merged[i].first; ++j) {
+      if (!Same(merged[j].second, merged[i].second)) return false;  // two singles disagree on an element
+    }
+    if (k == all_on.size() || all_on[k].first != merged[i].first || !Same(all_on[k].second, merged[i].second)) {
+      return false;  // a single moves what all-on leaves, or to another value
+    }
+    ++k;
+    i = j;
+  }
+  return k == all_on.size();  // all-on moves nothing more
 }
 
 namespace {
+
+using Results = std::vector<std::vector<onnx_io::Tensor>>;  // [input set][output], as ONNX Runtime returns them
 
 // What a session's saved optimized model is: its op counts and its content digest.
 struct Graph {
@@ -235,25 +249,25 @@ class SavedModels {
     return (std::filesystem::path(options_.work_dir) / file).string();
   }
 
-  // The bytes ONNX Runtime saved at `path` (from PathFor).
-  std::string Read(const std::string& path) {
+  // The bytes ONNX Runtime saved at `path` (from PathFor), into `bytes`.
+  void Read(const std::string& path, std::string& bytes) {
     if (memfd_path_.empty()) {
-      std::string bytes = onnx_io::ReadModelBytes(path);
+      bytes = onnx_io::ReadModelBytes(path);
       if (!options_.keep_optimized_models) std::filesystem::remove(path);
-      return bytes;
+      return;
     }
-    struct stat st {};
-    if (::fstat(memfd_, &st) != 0) throw std::runtime_error("the optimized model's memfd: " + std::string(std::strerror(errno)));
-    std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    // One pread into a buffer kept at its size (the model's size rarely changes); a full buffer grows and reads on.
     size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::pread(memfd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    for (;;) {
+      if (buffer_.size() == done) buffer_.resize(std::max<size_t>(2 * buffer_.size(), 64 * 1024));
+      const ssize_t n = ::pread(memfd_, buffer_.data() + done, buffer_.size() - done, static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("the optimized model's memfd: short read");
+      if (n < 0) throw std::runtime_error("the optimized model's memfd: " + std::string(std::strerror(errno)));
       done += static_cast<size_t>(n);
+      if (n == 0 || done < buffer_.size()) break;  // a regular file reads short only at its end
     }
+    bytes.assign(buffer_.data(), done);
     if (bytes.empty()) throw InputError(path + ": ONNX Runtime saved no optimized model");
-    return bytes;
   }
 
  private:
@@ -266,6 +280,7 @@ class SavedModels {
   const BisectOptions& options_;
   int memfd_ = -1;
   std::string memfd_path_;
+  std::vector<char> buffer_;
   int counter_ = 0;
 };
 
@@ -281,42 +296,48 @@ class Session {
     return result;
   }
 
-  // Creates the session, saves its optimized model, runs every set of `feeds`; returns outputs and the saved node
-  // counts.
-  const Outputs& Evaluate(const fused::ort::SessionSpec& spec, const onnx_io::ModelInfo& model,
-                   const std::vector<std::vector<onnx_io::Tensor>>& feeds, Graph& node_counts,
-                   std::optional<Perf>* perf, int warmup, int repeats) {
+  // Creates the session, saves its optimized model, runs every set of `feeds`; returns the outputs as ONNX Runtime
+  // gave them ([set][output], valid until the next Evaluate) and the saved node counts.
+  const Results& Evaluate(const fused::ort::SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& feeds,
+                          Graph& node_counts, std::optional<Perf>* perf, int warmup, int repeats) {
     // The first session timed warms the process (allocator, caches, CPU clock) too: without a throwaway round the
     // baseline comes out slower than a session that changes nothing.
     const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
     if (perf != nullptr) first_timing_ = false;
-    const auto e = Timed([&] { return rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0); });
-    Outputs& out = scratch_;
+    Timed([&] {
+      rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0, eval_);
+      return 0;
+    });
+    if (perf != nullptr) *perf = Summarize(eval_.ms);
+    node_counts = SavedGraph(spec.optimized_model);
+    return eval_.results;
+  }
+
+  // Every set's outputs as doubles, per output concatenated in set order.
+  static Outputs Decode(const Results& results, const onnx_io::ModelInfo& model) {
+    Outputs out;
     out.values.resize(model.outputs.size());
     out.set_elements.resize(model.outputs.size());
-    for (auto& v : out.values) v.clear();
-    for (const std::vector<onnx_io::Tensor>& result : e.results) {
+    for (const std::vector<onnx_io::Tensor>& result : results) {
       if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
       for (size_t o = 0; o < result.size(); ++o) {
         out.set_elements[o] = result[o].elements();
         AppendValues(result[o], out.values[o]);
       }
     }
-    if (perf != nullptr) *perf = Summarize(e.ms);
-    node_counts = SavedGraph(spec.optimized_model);
     return out;
   }
 
  private:
   // Most sessions save the same graph as another (every name that does not fire saves the baseline's): each distinct
-  // file content is parsed once.
+  // file content is parsed once. The bytes are read into one buffer, reused.
   Graph SavedGraph(const std::string& path) {
-    std::string bytes = saved_.Read(path);
-    const auto it = parsed_.find(bytes);
+    saved_.Read(path, bytes_);
+    const auto it = parsed_.find(bytes_);
     if (it != parsed_.end()) return it->second;
-    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes, path);
+    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes_, path);
     Graph g{saved.node_counts, saved.graph_digest};
-    parsed_.emplace(std::move(bytes), g);
+    parsed_.emplace(bytes_, g);
     return g;
   }
 
@@ -350,58 +371,85 @@ class Session {
   SavedModels& saved_;
   bool first_timing_ = true;
   std::map<std::string, Graph> parsed_;
-  Outputs scratch_;  // the last session's outputs, reused: no allocation per session
+  fused::ort::Runtime::Evaluation eval_;  // the last session's, its buffers reused
+  std::string bytes_;
 };
 
 // A session's outputs measured against the baseline: its deltas, its differences and its differing elements per
 // input set.
 struct Measured {
-  Outputs outputs;
+  std::string bytes;             // every output tensor's bytes, [set][output] in order, in one block
+  std::vector<int64_t> shapes;   // per tensor: its type, rank and dims
   std::vector<OutputDelta> deltas;
   Diff diff;
   std::vector<uint64_t> differing_by_set;
 };
 
 // Measures each distinct output content once: most sessions reproduce the baseline or all-on bit for bit (every name
-// that does not fire, every leave-one-out that does not restore), and a repeat is found by comparing bytes.
+// that does not fire, every leave-one-out that does not restore). A repeat is found by comparing the bytes ONNX
+// Runtime returned; only a new content is decoded and compared element by element.
 class Measurements {
  public:
   Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets)
       : model_(model), baseline_(baseline), sets_(sets) {}
 
-  const Measured& Of(const Outputs& outputs) {
+  const Measured& Of(const Results& results) {
+    Flatten(results, shapes_);
     for (const auto& m : seen_) {
-      if (SameBits(m->outputs, outputs)) return *m;
+      if (m->shapes == shapes_ && SameBytes(m->bytes, results)) return *m;
     }
     auto m = std::make_unique<Measured>();
+    const Outputs outputs = Session::Decode(results, model_);
     m->deltas = CompareOutputs(model_, baseline_, outputs);
     m->diff = Differences(baseline_, outputs);
     m->differing_by_set.assign(sets_, 0);
     for (const auto& [key, value] : m->diff) ++m->differing_by_set[key.second / outputs.set_elements[key.first]];
-    m->outputs = outputs;
+    m->shapes = shapes_;
+    for (const auto& set : results) {
+      for (const onnx_io::Tensor& t : set) m->bytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+    }
     seen_.push_back(std::move(m));  // kept to the end: what Of returns stays valid (a bisect has few distinct contents)
     return *seen_.back();
   }
 
  private:
-  static bool SameBits(const Outputs& a, const Outputs& b) {
-    if (a.values.size() != b.values.size() || a.set_elements != b.set_elements) return false;
-    for (size_t o = 0; o < a.values.size(); ++o) {
-      if (!Identical(a.values[o], b.values[o])) return false;
+  static void Flatten(const Results& results, std::vector<int64_t>& shapes) {
+    shapes.clear();
+    for (const auto& set : results) {
+      for (const onnx_io::Tensor& t : set) {
+        shapes.push_back(static_cast<int64_t>(t.type));
+        shapes.push_back(static_cast<int64_t>(t.dims.size()));
+        shapes.insert(shapes.end(), t.dims.begin(), t.dims.end());
+      }
     }
-    return true;
+  }
+  // One contiguous block per kept content: the comparison reads few pages of it.
+  static bool SameBytes(const std::string& kept, const Results& results) {
+    size_t at = 0;
+    for (const auto& set : results) {
+      for (const onnx_io::Tensor& t : set) {
+        if (t.bytes.size() > kept.size() - at ||
+            (!t.bytes.empty() && std::memcmp(kept.data() + at, t.bytes.data(), t.bytes.size()) != 0)) {
+          return false;
+        }
+        at += t.bytes.size();
+      }
+    }
+    return at == kept.size();
   }
 
   const onnx_io::ModelInfo& model_;
   const Outputs& baseline_;
   size_t sets_;
+  std::vector<int64_t> shapes_;  // the content looked up, reused
   std::vector<std::unique_ptr<Measured>> seen_;
 };
 
-std::vector<std::string> AllBut(const std::vector<std::string>& names, const std::set<std::string>& keep) {
+std::vector<std::string> AllBut(const std::vector<std::string>& names, const std::vector<std::string>& keep) {
   std::vector<std::string> out;
+  out.reserve(names.size());
   for (const auto& n : names) {
-    if (!keep.count(n)) out.push_back(n);
+    if (std::find(keep.begin(), keep.end(), n) == keep.end()) out.push_back(n);
   }
   return out;
 }
@@ -445,9 +493,11 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     return spec;
   };
 
-  const Outputs baseline = session.Evaluate(spec_for("disabled", {}, "baseline"), model, all_feeds, base_nodes, &base_perf,
-                                            options.warmup, options.repeats);
+  const Results& base_results = session.Evaluate(spec_for("disabled", {}, "baseline"), all_feeds, base_nodes, &base_perf,
+                                                 options.warmup, options.repeats);
+  const Outputs baseline = Session::Decode(base_results, model);
   Measurements measurements(model, baseline, sets.size());
+  const Measured& base_measured = measurements.Of(base_results);
   auto make_step = [&](const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
                        const Measured& m, const Graph& nodes, const std::optional<Perf>& perf) {
     Step s;
@@ -472,8 +522,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     return s;
   };
   {
-    Step b = make_step("baseline", "", spec_for("disabled", {}, "baseline"), measurements.Of(baseline), base_nodes,
-                       base_perf);
+    Step b = make_step("baseline", "", spec_for("disabled", {}, "baseline"), base_measured, base_nodes, base_perf);
     r.steps.push_back(b);
   }
 
@@ -481,7 +530,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   {
     const auto spec = spec_for("all", names, "completeness");
     Graph nodes;
-    const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
+    const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
     Step s = make_step("completeness", "", spec, out, nodes, std::nullopt);
     r.steps.push_back(s);
     if (s.fired || s.max_units > 0 || !out.diff.empty()) {
@@ -499,7 +548,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   std::optional<Perf> all_perf;
   const auto all_spec = spec_for("all", {}, "all_on");
   const Measured& all_on =
-      measurements.Of(session.Evaluate(all_spec, model, all_feeds, all_nodes, &all_perf, options.warmup, options.repeats));
+      measurements.Of(session.Evaluate(all_spec, all_feeds, all_nodes, &all_perf, options.warmup, options.repeats));
   r.steps.push_back(make_step("all_on", "", all_spec, all_on, all_nodes, all_perf));
   const Diff& all_diff = all_on.diff;
 
@@ -510,11 +559,11 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   for (const auto& name : names) {
     const auto spec = spec_for("all", AllBut(names, {name}), "one_on_" + name);
     Graph nodes;
-    const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
+    const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
     std::optional<Perf> perf;
     if (nodes.digest != base_nodes.digest) {  // timed in a session of its own, on the set that is timed
       Graph again;
-      session.Evaluate(spec, model, first_feeds, again, &perf, options.warmup, options.repeats);
+      session.Evaluate(spec, first_feeds, again, &perf, options.warmup, options.repeats);
     }
     Step s = make_step("one_on", name, spec, out, nodes, perf);
     const Diff& diff = out.diff;
@@ -531,7 +580,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
   for (const auto& name : names) {
     const auto spec = spec_for("all", {name}, "leave_one_out_" + name);
     Graph nodes;
-    const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
+    const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
     Step s = make_step("leave_one_out", name, spec, out, nodes, std::nullopt);
     // fired: the optimized model differs from all-on's (leaving it out changed the graph).
     s.node_delta = NodeDelta(all_nodes.counts, nodes.counts);
@@ -559,7 +608,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
         ++r.pairs_run;
         const auto spec = spec_for("all", AllBut(names, {fired[i], fired[j]}), "pair_" + fired[i] + "_" + fired[j]);
         Graph nodes;
-        const Measured& out = measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, nullptr, 0, 0));
+        const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
         Step s = make_step("pair", fired[i] + "+" + fired[j], spec, out, nodes, std::nullopt);
         // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
         const bool additive = Explains({single_by_name[fired[i]], single_by_name[fired[j]]}, out.diff);
@@ -583,7 +632,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
     Graph nodes;
     std::optional<Perf> perf;
     const Measured& out =
-        measurements.Of(session.Evaluate(spec, model, all_feeds, nodes, &perf, options.warmup, options.repeats));
+        measurements.Of(session.Evaluate(spec, all_feeds, nodes, &perf, options.warmup, options.repeats));
     Step s = make_step("blacklist", "", spec, out, nodes, perf);
     r.blacklist_within_tolerance = s.max_units <= options.threshold;
     s.verdict = r.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
@@ -594,7 +643,7 @@ BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path,
         if (n != name) without.push_back(n);
       }
       Graph other;
-      session.Evaluate(spec_for("all", without, "blacklist_without_" + name), model, first_feeds, other, nullptr, 0, 0);
+      session.Evaluate(spec_for("all", without, "blacklist_without_" + name), first_feeds, other, nullptr, 0, 0);
       r.blacklist_name_effective[name] = other.digest != nodes.digest;
     }
   }

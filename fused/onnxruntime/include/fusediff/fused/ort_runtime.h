@@ -39,13 +39,14 @@ class Runtime {
   virtual std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) = 0;
   virtual void Release(const SessionHandle& s) = 0;
   // Create, run every set, time the first set (`repeats` > 0: `throwaway` unmeasured runs, then `warmup`, then
-  // `repeats` timed), release: one request per session.
+  // `repeats` timed), release: one request per session. Fills `e`, reusing its buffers (a bisect evaluates
+  // hundreds of sessions of the same shapes).
   struct Evaluation {
-    std::vector<std::vector<onnx_io::Tensor>> results;
+    std::vector<std::vector<onnx_io::Tensor>> results;  // [set][output]
     std::vector<double> ms;
   };
-  virtual Evaluation Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets,
-                              int throwaway, int warmup, int repeats) = 0;
+  virtual void Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
+                        int warmup, int repeats, Evaluation& e) = 0;
   // Releases every session and the runtime itself (in process: the environment, timed inside; the Node runner: it
   // exits). Nothing may be created after it; the destructor calls it.
   virtual void Close() = 0;
