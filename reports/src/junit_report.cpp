@@ -8,25 +8,6 @@
 
 namespace fusediff::reports {
 
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\t': out += "&#9;"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) out += '?';
-        else out += ch;
-    }
-  }
-  return out;
-}
-
 std::string ToJUnit(const RunResult& run) {
   size_t failures = 0, skipped = 0;
   for (const CaseResult& c : run.cases) {

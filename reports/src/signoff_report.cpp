@@ -13,21 +13,6 @@
 
 namespace fusediff::reports {
 
-std::string HtmlEscape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += ch;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 // Markdown table cells: pipes and newlines would break the row; backticks would break code spans.

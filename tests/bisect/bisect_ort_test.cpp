@@ -2,6 +2,8 @@
 // them): the exported patterns' baseline against the reference, the two-independent-causes trap, the stale-list
 // refusal, and that ORT takes the blacklist only in its ';' form.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -255,6 +257,23 @@ TEST(OrtBisect, ScratchModeLeavesNoFileAndGivesTheSameResults) {
   EXPECT_EQ(a.blacklist, b.blacklist);
 }
 
+// Close releases the environment (timed inside ONNX Runtime); a second Close is harmless; a closed runtime refuses
+// new sessions with an error instead of crashing.
+TEST(OrtRuntime, AClosedRuntimeRefusesNewSessions) {
+  const std::filesystem::path dir = Scratch("closed");
+  const std::string model = Write(dir / "fc.onnx", BuildPatternExport("fc+act", ActivationKind::relu, {}).model_bytes);
+  const std::unique_ptr<fused::ort::Runtime> rt = fused::ort::StartInProcessRuntime();
+  fused::ort::SessionSpec spec;
+  spec.model = model;
+  const fused::ort::SessionHandle h = rt->Create(spec);
+  const double before = rt->ort_seconds();
+  rt->Close();  // with a session still open: Close releases it too
+  EXPECT_GT(rt->ort_seconds(), before);
+  rt->Close();
+  EXPECT_THROW(rt->Create(spec), std::runtime_error);
+  (void)h;
+}
+
 TEST(OrtRuntime, StartingTheRuntimeTurnsTelemetryOff) {
   Runtime();
   const char* v = std::getenv("ORT_DISABLE_TELEMETRY");
@@ -268,6 +287,27 @@ int Cli(const std::vector<std::string>& args, std::string& err) {
   const int rc = cli::Main(full, out, e);
   err = e.str();
   return rc;
+}
+
+// The JSON's timing: every part accounted for (the runtime's start, the bisect, the runtime's close), ONNX Runtime's
+// own calls within the calls to the runtime, the overhead a fraction.
+TEST(OrtBisectCli, TheTimingAccountsForTheRuntimesStartAndClose) {
+  const std::filesystem::path dir = Scratch("timing");
+  const std::string model = Write(dir / "fc.onnx", BuildPatternExport("fc+act", ActivationKind::relu, {}).model_bytes);
+  std::string err;
+  const std::string json = (dir / "b.json").string();
+  ASSERT_LE(Cli({"bisect", model, "--generate", "1", "--repeats", "2", "--warmup", "0", "--json", json}, err), 1) << err;
+  std::ifstream in(json);
+  const nlohmann::json t = nlohmann::json::parse(in).at("timing");
+  const double total = t.at("total_s"), inside = t.at("inside_onnxruntime_s");
+  EXPECT_DOUBLE_EQ(total, t.at("runtime_start_s").get<double>() + t.at("bisect_s").get<double>() +
+                              t.at("runtime_close_s").get<double>());
+  EXPECT_GT(t.at("runtime_close_inside_onnxruntime_s").get<double>(), 0);
+  EXPECT_LE(t.at("runtime_close_inside_onnxruntime_s").get<double>(), t.at("runtime_close_s").get<double>());
+  EXPECT_LE(t.at("runtime_calls_s").get<double>(), t.at("bisect_s").get<double>());
+  EXPECT_GT(inside, 0);
+  EXPECT_LT(inside, total);
+  EXPECT_NEAR(t.at("fusediff_overhead").get<double>(), (total - inside) / total, 1e-12);
 }
 
 TEST(OrtBisectCli, MalformedModelsAndInputsExit2WithAMessage) {

@@ -58,9 +58,7 @@ class InProcessRuntime final : public Runtime {
  public:
   explicit InProcessRuntime(const std::string& library) {
     // Loading is ONNX Runtime's own work (relocating the library, its static constructors): timed inside.
-    const auto load = Clock::now();
-    lib_ = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ort_s_ += std::chrono::duration<double>(Clock::now() - load).count();
+    lib_ = Call([&] { return ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL); });
     if (lib_ == nullptr) throw InputError("cannot load ONNX Runtime '" + library + "': " + ::dlerror());
     using GetApiBase = const OrtApiBase* (*)();
     const auto get_base = reinterpret_cast<GetApiBase>(::dlsym(lib_, "OrtGetApiBase"));

@@ -165,8 +165,7 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
 }
 
 Diff Differences(const Outputs& baseline, const Outputs& step) {
-  // Counted first, then filled: one allocation (growing a vector of thousands of entries reallocates past the
-  // allocator's mmap threshold, a page fault per page each time).
+  // Counted first, then filled: one allocation, not a dozen regrowths of a vector of thousands of entries.
   std::vector<bool> differs(baseline.values.size());
   size_t count = 0;
   for (size_t o = 0; o < baseline.values.size(); ++o) {
@@ -378,6 +377,7 @@ class Session {
 // A session's outputs measured against the baseline: its deltas, its differences and its differing elements per
 // input set.
 struct Measured {
+  bool kept = false;             // bytes and shapes kept to recognize a repeat (within Measurements' budget)
   std::string bytes;             // every output tensor's bytes, [set][output] in order, in one block
   std::vector<int64_t> shapes;   // per tensor: its type, rank and dims
   std::vector<OutputDelta> deltas;
@@ -396,7 +396,7 @@ class Measurements {
   const Measured& Of(const Results& results) {
     Flatten(results, shapes_);
     for (const auto& m : seen_) {
-      if (m->shapes == shapes_ && SameBytes(m->bytes, results)) return *m;
+      if (m->kept && m->shapes == shapes_ && SameBytes(m->bytes, results)) return *m;
     }
     auto m = std::make_unique<Measured>();
     const Outputs outputs = Session::Decode(results, model_);
@@ -404,11 +404,20 @@ class Measurements {
     m->diff = Differences(baseline_, outputs);
     m->differing_by_set.assign(sets_, 0);
     for (const auto& [key, value] : m->diff) ++m->differing_by_set[key.second / outputs.set_elements[key.first]];
-    m->shapes = shapes_;
+    size_t size = 0;
     for (const auto& set : results) {
-      for (const onnx_io::Tensor& t : set) m->bytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+      for (const onnx_io::Tensor& t : set) size += t.bytes.size();
     }
-    seen_.push_back(std::move(m));  // kept to the end: what Of returns stays valid (a bisect has few distinct contents)
+    if (kept_bytes_ + size <= kKeptBytes) {  // a model of large outputs and many distinct contents stays bounded
+      m->kept = true;
+      m->shapes = shapes_;
+      m->bytes.reserve(size);
+      for (const auto& set : results) {
+        for (const onnx_io::Tensor& t : set) m->bytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+      }
+      kept_bytes_ += size;
+    }
+    seen_.push_back(std::move(m));  // to the end: what Of returns stays valid (one-on differences are read later)
     return *seen_.back();
   }
 
@@ -441,7 +450,9 @@ class Measurements {
   const onnx_io::ModelInfo& model_;
   const Outputs& baseline_;
   size_t sets_;
+  static constexpr size_t kKeptBytes = size_t{256} << 20;
   std::vector<int64_t> shapes_;  // the content looked up, reused
+  size_t kept_bytes_ = 0;
   std::vector<std::unique_ptr<Measured>> seen_;
 };
 

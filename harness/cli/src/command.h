@@ -34,6 +34,12 @@ Command AddPatternsCommand(CLI::App& app);  // `patterns --list`
 Command AddBisectCommand(CLI::App& app);      // `bisect MODEL.onnx` (cli_bisect.cpp)
 Command AddExportOnnxCommand(CLI::App& app);  // `export-onnx` (cli_bisect.cpp)
 
+// Parses `args` with `app` (its subcommands those of `commands`) and runs the chosen one: help and version on `out`,
+// a parse error or InputError as one line on `err` and exit 2, an internal error exit 3. `version`: the --version
+// text, empty for none.
+int RunApp(CLI::App& app, const std::vector<Command>& commands, const std::string& version,
+           const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // The command line as one shell-quoted string (for provenance).
 std::string JoinCommandLine(const std::vector<std::string>& args);
 // An output path must be creatable before hours of work are spent: its folder must exist and it must not be

@@ -75,5 +75,7 @@ ReplayTrace Replay(const ReplayKey& key);
 
 // Tool and platform facts for the results (version, git commit, compiler, libc, ISA, UTC time).
 Provenance CurrentProvenance(const std::string& command_line);
+// The same without oneDNN's version and ISA (build_provenance.cpp: links without the oneDNN backend), for `bisect`.
+Provenance BuildProvenance(const std::string& command_line);
 
 }  // namespace fusediff::driver
