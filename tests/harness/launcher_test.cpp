@@ -1,5 +1,5 @@
-// The launcher (build/fusediff): `bisect` runs in a process without oneDNN, MPFR and OpenSSL; every other command is
-// fusediff-full's, exit code and output included.
+// The launcher (build/fusediff): `bisect` runs as fusediff-bisect, a process without oneDNN, MPFR and OpenSSL; every
+// other command is fusediff-full's, exit code and output included.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

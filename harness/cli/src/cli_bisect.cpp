@@ -1,4 +1,4 @@
-// `fusediff bisect MODEL.onnx`: which ONNX Runtime transformer moves the outputs. Part of the launcher (bisect_main.cpp):
+// `fusediff bisect MODEL.onnx`: which ONNX Runtime transformer moves the outputs. Part of fusediff-bisect (bisect_main.cpp):
 // nothing here may reach oneDNN, MPFR or OpenSSL (export-onnx, which needs the reference, is cli_export_onnx.cpp).
 #include <fmt/format.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@ inline constexpr int kExitInterrupted = 130;  // `run` stopped by SIGINT: partia
 
 // args[0] is the program name. Writes reports to `out`, diagnostics to `err`.
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-// `bisect` alone, as the launcher runs it (bisect_main.cpp: linked without oneDNN, MPFR and OpenSSL); the same
+// `bisect` alone, as fusediff-bisect runs it (bisect_main.cpp: linked without oneDNN, MPFR and OpenSSL); the same
 // options, output and exit codes as Main's `bisect`.
 int BisectMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
