@@ -102,28 +102,14 @@ std::vector<FloatConvElement> FloatConvValues(const ConvCase& conv, std::span<co
           double abs_sum = 0;
           int32_t terms = 0;
           const Scaled& wk = w[static_cast<size_t>(k)];
-          // The taps of conv.cpp's definitions: direct (iy = oy s - pad + ky d) or transposed (oy = iy s - pad + ky d).
+          // The taps of conv.cpp's definitions (ConvCase::source_row and source_column).
           for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
-            int64_t iy;
-            if (conv.op() == ConvOp::conv_transpose2d) {
-              const int64_t ty = int64_t{oy} + conv.padding_top() - int64_t{ky} * conv.dilation_height();
-              if (ty < 0 || ty % conv.stride_height() != 0) continue;
-              iy = ty / conv.stride_height();
-            } else {
-              iy = int64_t{oy} * conv.stride_height() - conv.padding_top() + int64_t{ky} * conv.dilation_height();
-            }
-            if (iy < 0 || iy >= conv.input_height()) continue;
+            const int32_t iy = conv.source_row(oy, ky);
+            if (iy < 0) continue;
             for (int32_t kx = 0; kx < conv.kernel_width(); ++kx) {
-              int64_t ix;
-              if (conv.op() == ConvOp::conv_transpose2d) {
-                const int64_t tx = int64_t{ox} + conv.padding_left() - int64_t{kx} * conv.dilation_width();
-                if (tx < 0 || tx % conv.stride_width() != 0) continue;
-                ix = tx / conv.stride_width();
-              } else {
-                ix = int64_t{ox} * conv.stride_width() - conv.padding_left() + int64_t{kx} * conv.dilation_width();
-              }
-              if (ix < 0 || ix >= conv.input_width()) continue;
-              const size_t in = conv.input_index(n, static_cast<int32_t>(iy), static_cast<int32_t>(ix), 0);
+              const int32_t ix = conv.source_column(ox, kx);
+              if (ix < 0) continue;
+              const size_t in = conv.input_index(n, iy, ix, 0);
               const size_t wi = conv.weight_index(k, ky, kx, 0) - static_cast<size_t>(k) * per_channel;
               for (int32_t c = 0; c < c_in; ++c) {
                 const int32_t code = input[in + static_cast<size_t>(c)];

@@ -1,4 +1,7 @@
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -46,6 +49,13 @@ int RunApp(CLI::App& app, const std::vector<Command>& commands, const std::strin
     return kExitInternal;
   }
   return kExitBadInput;
+}
+
+void EndProcess(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(code);
 }
 
 }  // namespace fusediff::cli

@@ -19,4 +19,10 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 // options, output and exit codes as Main's `bisect`.
 int BisectMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// Ends a fusediff process with `code` once a command returned: every output is written and closed by then (files
+// atomically), and the standard streams are flushed here. It skips the libraries' static destructors (tearing down
+// ONNX Runtime's and oneDNN's global state, which the exit frees anyway: milliseconds of every bisect), as clang's
+// -disable-free does for its compiler process.
+[[noreturn]] void EndProcess(int code);
+
 }  // namespace fusediff::cli

@@ -82,6 +82,19 @@ class ConvCase {
   size_t weight_elements() const;  // K*KH*KW*C
   size_t output_elements() const;  // N*OH*OW*K
 
+  // The input row (column) that tap ky (kx) reads for output row oy (column ox), by the op's definition, or -1 where
+  // the tap reads padding or, transposed, no input row lands on that output row:
+  //   conv2d:            iy = oy * stride_h - pad_top + ky * dilation_h
+  //   conv_transpose2d:  input row iy feeds oy = iy * stride_h - pad_top + ky * dilation_h, so
+  //                      iy = (oy + pad_top - ky * dilation_h) / stride_h when that division is exact.
+  // Inline: the exact reference's accumulator loops call them for every tap.
+  int32_t source_row(int32_t oy, int32_t ky) const {
+    return source_index(oy, ky, stride_height_, padding_top_, dilation_height_, input_height_);
+  }
+  int32_t source_column(int32_t ox, int32_t kx) const {
+    return source_index(ox, kx, stride_width_, padding_left_, dilation_width_, input_width_);
+  }
+
   size_t input_index(int32_t n, int32_t y, int32_t x, int32_t c) const;
   size_t weight_index(int32_t k, int32_t ky, int32_t kx, int32_t c) const;
   size_t output_index(int32_t n, int32_t oy, int32_t ox, int32_t k) const;
@@ -107,6 +120,18 @@ class ConvCase {
   int32_t stride_height_ = 1, stride_width_ = 1;
   int32_t padding_top_ = 0, padding_left_ = 0, padding_bottom_ = 0, padding_right_ = 0;
   int32_t dilation_height_ = 1, dilation_width_ = 1;
+
+  int32_t source_index(int32_t o, int32_t t, int32_t stride, int32_t pad, int32_t dilation, int32_t size) const {
+    int64_t i;
+    if (op_ == ConvOp::conv_transpose2d) {
+      const int64_t shifted = int64_t{o} + pad - int64_t{t} * dilation;
+      if (shifted < 0 || shifted % stride != 0) return -1;
+      i = shifted / stride;
+    } else {
+      i = int64_t{o} * stride - pad + int64_t{t} * dilation;
+    }
+    return i < 0 || i >= size ? -1 : static_cast<int32_t>(i);
+  }
   QuantParams input_quant_{QuantType{ScalarType::int8, false}, 1.0f, 0};
   std::vector<float> weight_scales_;
   std::vector<int8_t> weights_;
