@@ -108,25 +108,25 @@ void CompareCase(CaseComparison& out, uint64_t baseline_seed, uint64_t current_s
     flag(fmt::format("|bias| {:.5f} -> {:.5f} LSB (allowed growth {})", std::abs(bs.mean()), std::abs(cs.mean()),
                      rules.abs_bias_growth_lsb));
   }
-  if ((b.verdict == Verdict::pass || b.verdict == Verdict::known_defect) &&
+  if ((b.verdict == Verdict::pass || b.verdict == Verdict::known_defect || b.verdict == Verdict::documented_behaviour) &&
       (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic)) {
     flag("verdict " + std::string(to_string(b.verdict)) + " -> " + std::string(to_string(c.verdict)) + ": " + c.reason);
   }
-  // The ledger's view: a known defect that appears or disappears is a change to look at (a new library bug the
-  // ledger explains, a fixed library, a changed entry), whichever way it goes.
-  std::map<std::string, uint64_t> before, after;
-  for (const KnownDefectTally& t : b.known_defects) before[t.id] = t.stats.overall.count();
-  for (const KnownDefectTally& t : c.known_defects) after[t.id] = t.stats.overall.count();
-  for (const auto& [id, n] : before) {
-    const uint64_t now = after.count(id) ? after[id] : 0;
-    if (n > 0 && now == 0) {
-      flag(fmt::format("known defect {} disappeared ({} -> 0 samples){}", id, n,
+  // The ledger's view: a known defect or documented behaviour that appears or disappears is a change to look at (a
+  // new library bug the ledger explains, a fixed library, a changed entry, another CPU), whichever way it goes.
+  std::map<std::string, std::pair<LedgerKind, uint64_t>> before, after;
+  for (const KnownDefectTally& t : b.known_defects) before[t.id] = {t.kind, t.stats.overall.count()};
+  for (const KnownDefectTally& t : c.known_defects) after[t.id] = {t.kind, t.stats.overall.count()};
+  for (const auto& [id, was] : before) {
+    const uint64_t now = after.count(id) ? after[id].second : 0;
+    if (was.second > 0 && now == 0) {
+      flag(fmt::format("{} {} disappeared ({} -> 0 samples){}", describe(was.first), id, was.second,
                        after.count(id) ? ": its conditions were met and nothing showed it (fixed library?)" : ""));
     }
   }
-  for (const auto& [id, n] : after) {
-    const uint64_t was = before.count(id) ? before[id] : 0;
-    if (n > 0 && was == 0) flag(fmt::format("known defect {} appeared (0 -> {} samples)", id, n));
+  for (const auto& [id, now] : after) {
+    const uint64_t was = before.count(id) ? before[id].second : 0;
+    if (now.second > 0 && was == 0) flag(fmt::format("{} {} appeared (0 -> {} samples)", describe(now.first), id, now.second));
   }
 }
 }  // namespace

@@ -78,7 +78,13 @@ std::string RenderIsaMatrix(const std::vector<IsaRun>& runs) {
       }
     }
     std::sort(implementations.begin(), implementations.end());
-    out += fmt::format("\n{} ({}):\n", r->cap, r->effective_isa);
+    std::map<Verdict, size_t> verdicts;
+    for (const CaseResult& c : r->run.cases) ++verdicts[c.verdict];
+    out += fmt::format("\n{} ({}): {} pass, {} documented_behaviour, {} known_defect, {} fail", r->cap, r->effective_isa,
+                       verdicts[Verdict::pass], verdicts[Verdict::documented_behaviour], verdicts[Verdict::known_defect],
+                       verdicts[Verdict::fail] + verdicts[Verdict::nondeterministic]);
+    out += fmt::format(" ({} unsupported, {} without a verdict):\n", verdicts[Verdict::unsupported],
+                       verdicts[Verdict::cross_convention]);
     if (implementations.empty()) out += "  no implementation ran\n";
     for (const std::string& i : implementations) out += "  " + i + "\n";
   }

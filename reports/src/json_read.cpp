@@ -275,10 +275,44 @@ Verdict ParseVerdict(const Field& f) {
   if (v == "cross_convention") return Verdict::cross_convention;
   if (v == "known_defect") return Verdict::known_defect;
   if (v == "nondeterministic") return Verdict::nondeterministic;
-  f.fail("pass, fail, unsupported, cross_convention, known_defect or nondeterministic");
+  if (v == "documented_behaviour") return Verdict::documented_behaviour;
+  f.fail("pass, fail, unsupported, cross_convention, known_defect, nondeterministic or documented_behaviour");
 }
 
-CaseResult ReadCase(const Field& f) {
+// A case's ledger tallies of one kind, in ascending id order. `format`: the file's; before /5 a tally's status was
+// no_longer_reproduces when its draws explained nothing, since /5 when its model's predicted samples were none
+// of them explained.
+void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std::string_view format,
+                       std::vector<KnownDefectTally>& into) {
+  const size_t first = into.size();
+  for (size_t i = 0; i < list.array_size(); ++i) {
+    const Field k = list.at(i);
+    KnownDefectTally t;
+    t.id = k["id"].str();
+    t.kind = kind;
+    if (into.size() > first && into.back().id >= t.id) k["id"].fail("ids in ascending order, each once");
+    t.draws = k["draws"].u64();
+    t.samples = k["samples"].u64();
+    t.predicted_samples = k["predicted_samples"].u64();
+    t.stats.overall = ReadStats(k["explained"]);
+    if (t.stats.overall.count() > t.predicted_samples || t.predicted_samples > t.samples) {
+      k["predicted_samples"].fail("explained.count <= predicted_samples <= samples");
+    }
+    const Field regions = k["regions"];
+    for (Region r : kAllRegions) {
+      t.stats.by_region[static_cast<size_t>(r)] = ReadStats(regions[std::string(to_string(r)).c_str()]);
+    }
+    t.stats.worst = WorstCases(capacity);
+    ReadWorst(k["worst"], t.stats.worst, t.worst);
+    const bool gone = format == kResultsFormat ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
+    if (k["status"].str() != (gone ? "no_longer_reproduces" : "reproduces")) {
+      k["status"].fail(gone ? "\"no_longer_reproduces\" (nothing explained)" : "\"reproduces\"");
+    }
+    into.push_back(std::move(t));
+  }
+}
+
+CaseResult ReadCase(const Field& f, std::string_view format) {
   CaseResult c;
   c.spec.name = f["name"].str();
   c.spec.source = Parse(f["source"], parse_sample_source);
@@ -361,34 +395,15 @@ CaseResult ReadCase(const Field& f) {
     c.batchnorm_bins->by_u = ReadErrorBins(bins["by_u_magnitude"]);
     c.batchnorm_bins->by_gain = ReadErrorBins(bins["by_gain_log2"]);
   }
-  if (f.has("known_defects")) {
-    const Field known = f["known_defects"];
-    for (size_t i = 0; i < known.array_size(); ++i) {
-      const Field k = known.at(i);
-      KnownDefectTally t;
-      t.id = k["id"].str();
-      for (const KnownDefectTally& earlier : c.known_defects) {
-        if (earlier.id >= t.id) k["id"].fail("ids in ascending order, each once");
-      }
-      t.draws = k["draws"].u64();
-      t.samples = k["samples"].u64();
-      t.predicted_samples = k["predicted_samples"].u64();
-      t.stats.overall = ReadStats(k["explained"]);
-      if (t.stats.overall.count() > t.predicted_samples || t.predicted_samples > t.samples) {
-        k["predicted_samples"].fail("explained.count <= predicted_samples <= samples");
-      }
-      const Field regions = k["regions"];
-      for (Region r : kAllRegions) {
-        t.stats.by_region[static_cast<size_t>(r)] = ReadStats(regions[std::string(to_string(r)).c_str()]);
-      }
-      t.stats.worst = WorstCases(capacity);
-      ReadWorst(k["worst"], t.stats.worst, t.worst);
-      const std::string status = k["status"].str();
-      if (status != (t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces")) {
-        k["status"].fail(t.no_longer_reproduces() ? "\"no_longer_reproduces\" (nothing explained)" : "\"reproduces\"");
-      }
-      c.known_defects.push_back(std::move(t));
-    }
+  for (const char* key : {"known_defects", "documented_behaviours"}) {
+    if (!f.has(key)) continue;
+    const LedgerKind kind = std::string_view(key) == "known_defects" ? LedgerKind::known_defect : LedgerKind::documented_behaviour;
+    ReadLedgerTallies(f[key], kind, capacity, format, c.known_defects);
+  }
+  std::sort(c.known_defects.begin(), c.known_defects.end(),
+            [](const KnownDefectTally& a, const KnownDefectTally& b) { return a.id < b.id; });
+  for (size_t i = 1; i < c.known_defects.size(); ++i) {
+    if (c.known_defects[i - 1].id == c.known_defects[i].id) f["documented_behaviours"].fail("ids that known_defects does not also list");
   }
   if (f.has("repeat")) {
     const uint64_t repeat = f["repeat"].u64();
@@ -427,6 +442,10 @@ CaseResult ReadCase(const Field& f) {
   c.tolerance.max_abs_lsb = tolerance["max_abs_lsb"].i64();
   if (tolerance.has("min_exact_fraction")) c.tolerance.min_exact_fraction = tolerance["min_exact_fraction"].number();
   if (tolerance.has("max_abs_mean_lsb")) c.tolerance.max_abs_mean_lsb = tolerance["max_abs_mean_lsb"].number();
+  if (tolerance.has("documented_behaviour")) {
+    if (tolerance["documented_behaviour"].str() != "fails") tolerance["documented_behaviour"].fail("\"fails\" (absent: not failing)");
+    c.tolerance.documented_behaviour_fails = true;
+  }
   c.verdict = ParseVerdict(f["verdict"]);
   if (f.has("reason")) c.reason = f["reason"].str();
   return c;
@@ -475,9 +494,10 @@ RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
   const std::string format = top["format"].str();
-  if (format != kResultsFormat && format != kResultsFormatV3 && format != kResultsFormatV2 && format != kResultsFormatV1) {
-    top["format"].fail(std::string("\"") + kResultsFormat + "\" (or \"" + kResultsFormatV3 + "\", \"" +
-                       kResultsFormatV2 + "\", \"" + kResultsFormatV1 + "\")");
+  if (format != kResultsFormat && format != kResultsFormatV4 && format != kResultsFormatV3 && format != kResultsFormatV2 &&
+      format != kResultsFormatV1) {
+    top["format"].fail(fmt::format("\"{}\" (or \"{}\", \"{}\", \"{}\", \"{}\")", kResultsFormat, kResultsFormatV4,
+                                   kResultsFormatV3, kResultsFormatV2, kResultsFormatV1));
   }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();
@@ -518,7 +538,7 @@ RunResult FromJson(const json& j, const std::string& source) {
   }
   const Field cases = top["cases"];
   for (size_t i = 0; i < cases.array_size(); ++i) {
-    CaseResult c = ReadCase(cases.at(i));
+    CaseResult c = ReadCase(cases.at(i), format);
     c.shard_index = run.shard_index;
     c.shard_count = run.shard_count;
     if (cases.at(i)["sample_set"].str() != CaseSampleSetId(run.seed, c.spec)) {

@@ -182,6 +182,22 @@ ordered_json WorstToJson(const std::vector<WorstCaseReport>& list) {
   return worst;
 }
 
+// One ledger entry's tally in a case (known_defects / documented_behaviours).
+ordered_json LedgerTallyToJson(const KnownDefectTally& t) {
+  ordered_json item;
+  item["id"] = t.id;
+  item["draws"] = t.draws;
+  item["samples"] = t.samples;
+  item["predicted_samples"] = t.predicted_samples;
+  item["explained"] = StatsToJson(t.stats.overall);
+  ordered_json by_region = ordered_json::object();
+  for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)]);
+  item["regions"] = std::move(by_region);
+  item["worst"] = WorstToJson(t.worst);
+  item["status"] = t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces";
+  return item;
+}
+
 // ErrorBins as [{bin, count, sum_abs, max_abs}], ascending by bin.
 ordered_json ErrorBinsToJson(const ErrorBins& bins) {
   ordered_json out = ordered_json::array();
@@ -242,23 +258,12 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["per_code"] = PerCodeToJson(c.per_code);
   j["worst_capacity"] = c.stats.worst.capacity();
   j["worst"] = WorstToJson(c.worst);
-  if (!c.known_defects.empty()) {
-    ordered_json known = ordered_json::array();
+  for (LedgerKind kind : {LedgerKind::known_defect, LedgerKind::documented_behaviour}) {
+    ordered_json tallies = ordered_json::array();
     for (const KnownDefectTally& t : c.known_defects) {
-      ordered_json item;
-      item["id"] = t.id;
-      item["draws"] = t.draws;
-      item["samples"] = t.samples;
-      item["predicted_samples"] = t.predicted_samples;
-      item["explained"] = StatsToJson(t.stats.overall);
-      ordered_json by_region = ordered_json::object();
-      for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)]);
-      item["regions"] = std::move(by_region);
-      item["worst"] = WorstToJson(t.worst);
-      item["status"] = t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces";
-      known.push_back(std::move(item));
+      if (t.kind == kind) tallies.push_back(LedgerTallyToJson(t));
     }
-    j["known_defects"] = std::move(known);
+    if (!tallies.empty()) j[kind == LedgerKind::known_defect ? "known_defects" : "documented_behaviours"] = std::move(tallies);
   }
   if (c.batchnorm_bins) {
     // bit_width(|u - zu|) and floor(log2 |gamma| / sqrt(var + eps)) bins (model/error_bins.h).
@@ -303,6 +308,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   tolerance["max_abs_lsb"] = c.tolerance.max_abs_lsb;
   if (c.tolerance.min_exact_fraction) tolerance["min_exact_fraction"] = *c.tolerance.min_exact_fraction;
   if (c.tolerance.max_abs_mean_lsb) tolerance["max_abs_mean_lsb"] = *c.tolerance.max_abs_mean_lsb;
+  if (c.tolerance.documented_behaviour_fails) tolerance["documented_behaviour"] = "fails";
   j["tolerance"] = std::move(tolerance);
   j["verdict"] = std::string(to_string(c.verdict));
   if (!c.reason.empty()) j["reason"] = c.reason;

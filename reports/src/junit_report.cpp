@@ -38,21 +38,21 @@ std::string ToJUnit(const RunResult& run) {
       out += "      <properties>\n";
       std::string text;
       for (const KnownDefectTally& t : c.known_defects) {
-        out += fmt::format("        <property name=\"known_defect.{}\" value=\"{}\"/>\n", XmlEscape(t.id),
+        out += fmt::format("        <property name=\"{}.{}\" value=\"{}\"/>\n", to_string(t.kind), XmlEscape(t.id),
                            XmlEscape(t.no_longer_reproduces()
                                    ? fmt::format("no longer reproduces ({} draws met its conditions)", t.draws)
                                    : fmt::format("{} samples explained, max |e| = {} LSB, in {} draws", t.stats.overall.count(),
                                                  t.stats.overall.max_abs(), t.draws)));
         if (!t.worst.empty()) {
-          text += fmt::format("known defect {}: e={:+d} sample {}\n  fusediff replay '{}'\n", t.id,
+          text += fmt::format("{} {}: e={:+d} sample {}\n  fusediff replay '{}'\n", to_string(t.kind), t.id,
                               t.worst.front().sample.error, t.worst.front().sample.sample, t.worst.front().replay);
         }
       }
       out += "      </properties>\n";
       if (!text.empty()) out += fmt::format("      <system-out>{}</system-out>\n", XmlEscape(text));
     }
-    if (c.verdict == Verdict::pass || c.verdict == Verdict::known_defect) {
-      // nothing more: the case passed, or its only differences are known defects
+    if (c.verdict == Verdict::pass || c.verdict == Verdict::known_defect || c.verdict == Verdict::documented_behaviour) {
+      // nothing more: the case passed, or its only differences are the ledger's
     } else if (c.verdict == Verdict::unsupported) {
       out += fmt::format("      <skipped message=\"{}\"/>\n", XmlEscape("unsupported: " + c.reason));
     } else if (c.verdict == Verdict::cross_convention) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -490,22 +491,24 @@ std::string ToHtml(const RunResult& run) {
       "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
       "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
-      ".pass{color:#185}.fail,.nondeterministic{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect{color:#a60}"
+      ".pass{color:#185}.fail,.nondeterministic{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect,.documented_behaviour{color:#a60}"
       "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
       "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
       "</style></head><body>\n<h1>fusediff sign-off report</h1>\n";
-  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known = 0;
+  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known = 0, documented = 0;
   for (const CaseResult& c : run.cases) {
     passed += c.verdict == Verdict::pass;
     failed += c.verdict == Verdict::fail;
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
     known += c.verdict == Verdict::known_defect;
+    documented += c.verdict == Verdict::documented_behaviour;
     failed += c.verdict == Verdict::nondeterministic;
   }
-  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed{}, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
+  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed{}{}, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
                      run.cases.size(), passed, failed,
-                     known ? fmt::format(", {} known defect (not failing)", known) : "", unsupported,
+                     known ? fmt::format(", {} known defect (not failing)", known) : "",
+                     documented ? fmt::format(", {} documented behaviour (not failing)", documented) : "", unsupported,
                      crossed ? fmt::format(", {} cross-convention measurements (no verdict)", crossed) : "",
                      run.complete ? "" : " — INCOMPLETE (partial result)");
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
@@ -550,13 +553,13 @@ std::string ToHtml(const RunResult& run) {
                       {"reference escalations to exact arithmetic", std::to_string(c.reference_escalations)}});
     if (!c.known_defects.empty()) {
       // The ledger's samples: counted apart from the statistics below (which the verdict judges), never hidden.
-      out += "<h3>Known defects (ledger)</h3>\n<table><tr><th style=\"text-align:left\">entry</th><th>status</th>"
+      out += "<h3>Known defects and documented behaviour (ledger)</h3>\n<table><tr><th style=\"text-align:left\">entry</th><th>kind</th><th>status</th>"
              "<th>draws</th><th>samples</th><th>model differs</th><th>explained</th><th>max |e|</th>"
              "<th style=\"text-align:left\">first replay</th></tr>";
       for (const KnownDefectTally& t : c.known_defects) {
-        out += fmt::format("<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        out += fmt::format("<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                            "<td>{}</td><td style=\"text-align:left\"><code>{}</code></td></tr>",
-                           HtmlEscape(t.id), t.no_longer_reproduces() ? "no longer reproduces" : "reproduces", t.draws, t.samples,
+                           HtmlEscape(t.id), describe(t.kind), t.no_longer_reproduces() ? "no longer reproduces" : "reproduces", t.draws, t.samples,
                            t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
                            t.worst.empty() ? std::string("-") : HtmlEscape("fusediff replay '" + t.worst.front().replay + "'"));
       }
@@ -654,9 +657,9 @@ std::string ToMarkdown(const RunResult& run) {
     row(StatsCells("all", c.stats.overall));
     for (Region r : kAllRegions) row(StatsCells(std::string(to_string(r)), c.stats.by_region[static_cast<size_t>(r)]));
     for (const KnownDefectTally& t : c.known_defects) {
-      out += fmt::format("\nKnown defect {}: {}; {} draws, {} samples met its conditions, its model differs from the "
+      out += fmt::format("\n{}{} {}: {}; {} draws, {} samples met its conditions, its model differs from the "
                          "reference on {}, explains {} (max |e| {}){}.\n",
-                         MdCell(t.id), t.no_longer_reproduces() ? "**no longer reproduces**" : "reproduces", t.draws,
+                         static_cast<char>(std::toupper(describe(t.kind)[0])), describe(t.kind).substr(1), MdCell(t.id), t.no_longer_reproduces() ? "**no longer reproduces**" : "reproduces", t.draws,
                          t.samples, t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
                          t.worst.empty() ? std::string() : fmt::format("; first: {}", MdCode("fusediff replay '" + t.worst.front().replay + "'")));
     }

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -19,6 +20,13 @@ std::string RegionNames(RegionSet regions) {
   }
   return out.empty() ? std::string(to_string(Region::bulk)) : out;
 }
+
+// "not failing", or for documented behaviour under --strict "FAILING (--strict)".
+std::string_view NotFailing(const RunResult& run, LedgerKind kind) {
+  const bool strict = std::any_of(run.cases.begin(), run.cases.end(),
+                                  [](const CaseResult& c) { return c.tolerance.documented_behaviour_fails; });
+  return kind == LedgerKind::documented_behaviour && strict ? "FAILING (--strict)" : "not failing";
+}
 }  // namespace
 
 std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
@@ -28,7 +36,7 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
                                 "samples", "exact %", "bias", "p99", "max", "tol", "known", "verdict",
                                 show_timing ? "   time" : "");
   out += std::string(name_width + 81 + (show_timing ? 7 : 0), '-') + "\n";
-  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known_cases = 0;
+  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known_cases = 0, documented_cases = 0;
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
     passed += c.verdict == Verdict::pass;
@@ -36,8 +44,8 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
     known_cases += c.verdict == Verdict::known_defect;
-    uint64_t known = 0;
-    for (const KnownDefectTally& t : c.known_defects) known += t.stats.overall.count();
+    documented_cases += c.verdict == Verdict::documented_behaviour;
+    const uint64_t known = compared_samples(c) - s.count();  // explained by a ledger entry, either kind
     std::string timing = show_timing ? fmt::format("  {:>5.2f}s", c.seconds) : "";
     if (c.verdict == Verdict::unsupported) {
       out += fmt::format("{:<{}}  {:>9}  {:>8}  {:>9}  {:>5}  {:>5}  {:>4}  {:>7}  {:<12}{}\n", c.spec.name, name_width, "-",
@@ -103,6 +111,7 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   }
   // The ledger's entries: per entry its explained samples over all cases, or that it no longer reproduces.
   struct EntryTotals {
+    LedgerKind kind = LedgerKind::known_defect;
     uint64_t cases = 0, draws = 0, samples = 0, explained = 0, predicted = 0;
     int64_t max_abs = 0;
     std::string first_replay;
@@ -111,6 +120,7 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   for (const CaseResult& c : run.cases) {
     for (const KnownDefectTally& t : c.known_defects) {
       EntryTotals& e = entries[t.id];
+      e.kind = t.kind;
       ++e.cases;
       e.draws += t.draws;
       e.samples += t.samples;
@@ -119,8 +129,8 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
       e.max_abs = std::max(e.max_abs, t.stats.overall.max_abs());
       if (e.first_replay.empty() && !t.worst.empty()) e.first_replay = t.worst.front().replay;
       if (verbose) {
-        out += fmt::format("\n{}: known defect {}: {} of {} samples explained ({} predicted) in {} draws, max |e| {}\n",
-                           c.spec.name, t.id, t.stats.overall.count(), t.samples, t.predicted_samples, t.draws,
+        out += fmt::format("\n{}: {} {}: {} of {} samples explained ({} predicted) in {} draws, max |e| {}\n",
+                           c.spec.name, describe(t.kind), t.id, t.stats.overall.count(), t.samples, t.predicted_samples, t.draws,
                            t.stats.overall.max_abs());
         for (size_t i = 0; i < std::min<size_t>(t.worst.size(), 3); ++i) {
           const WorstCaseReport& w = t.worst[i];
@@ -132,13 +142,14 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   }
   for (const auto& [id, e] : entries) {
     if (e.explained > 0) {
-      out += fmt::format("\nknown defect {}: {} samples in {} cases (max |e| {}), not failing; {} draws met its "
-                         "conditions; first: fusediff replay '{}'\n",
-                         id, e.explained, e.cases, e.max_abs, e.draws, e.first_replay);
-    } else {
-      out += fmt::format("\nknown defect {}: NO LONGER REPRODUCES: {} draws ({} samples, {} where its model differs "
-                         "from the reference) in {} cases met its conditions and none shows it: update the ledger\n",
-                         id, e.draws, e.samples, e.predicted, e.cases);
+      out += fmt::format("\n{} {}: {} samples in {} cases (max |e| {}), {}; {} draws met its conditions; first: "
+                         "fusediff replay '{}'\n",
+                         describe(e.kind), id, e.explained, e.cases, e.max_abs, NotFailing(run, e.kind), e.draws,
+                         e.first_replay);
+    } else if (e.predicted > 0) {
+      out += fmt::format("\n{} {}: NO LONGER REPRODUCES: {} draws ({} samples, {} where its model differs from the "
+                         "reference) in {} cases met its conditions and none shows it: update the ledger\n",
+                         describe(e.kind), id, e.draws, e.samples, e.predicted, e.cases);
     }
   }
   // A library path's attribution: over the same-convention cases (the judged ones; a cross-convention case's
@@ -191,6 +202,7 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
   if (nondeterministic > 0) out += fmt::format("\n{} samples differ between repetitions (--repeat)\n", nondeterministic);
   out += fmt::format("\n{} cases: {} passed, {} failed", run.cases.size(), passed, failed);
   if (known_cases > 0) out += fmt::format(", {} known defect (not failing)", known_cases);
+  if (documented_cases > 0) out += fmt::format(", {} documented behaviour (not failing)", documented_cases);
   out += fmt::format(", {} unsupported", unsupported);
   if (crossed > 0) out += fmt::format(", {} cross-convention measurements (no verdict)", crossed);
   out += fmt::format(" (seed {})\n", run.seed);

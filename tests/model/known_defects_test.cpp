@@ -58,12 +58,18 @@ TEST(KnownDefects, VersionRangeIsInclusiveAndNumeric) {
   EXPECT_FALSE(version_in_range("N/A", "0", "9"));
 }
 
-TEST(KnownDefects, AppliesOnlyToItsLibraryVersionAndImplementation) {
-  const KnownDefect d = JitEntry(30);
-  EXPECT_TRUE(defect_applies(d, "oneDNN", "2.6.3 (commit N/A)", "conv: jit_deconvolution:avx512_core_vnni"));
-  EXPECT_FALSE(defect_applies(d, "oneDNN", "3.0.0", "conv: jit_deconvolution:avx512_core_vnni"));
-  EXPECT_FALSE(defect_applies(d, "oneDNN", "2.6.3", "conv: jit_uni_deconv:avx2"));
-  EXPECT_FALSE(defect_applies(d, "", "2.6.3", "conv: jit_deconvolution:avx512_core_vnni"));
+TEST(KnownDefects, AppliesOnlyToItsLibraryVersionIsaAndImplementation) {
+  KnownDefect d = JitEntry(30);
+  EXPECT_TRUE(defect_applies(d, "oneDNN", "2.6.3 (commit N/A)", "avx512_core_bf16", "conv: jit_deconvolution:avx512_core_vnni"));
+  EXPECT_FALSE(defect_applies(d, "oneDNN", "3.0.0", "avx512_core_bf16", "conv: jit_deconvolution:avx512_core_vnni"));
+  EXPECT_FALSE(defect_applies(d, "oneDNN", "2.6.3", "avx2", "conv: jit_uni_deconv:avx2"));
+  EXPECT_FALSE(defect_applies(d, "", "2.6.3", "avx512_core_vnni", "conv: jit_deconvolution:avx512_core_vnni"));
+  // An ISA condition: the gemm implementations' names do not say the ISA they ran on.
+  d.implementations = {"conv: x64:gemm_s8u8s32:jit"};
+  d.isas = {"avx512_core", "avx2"};
+  EXPECT_TRUE(defect_applies(d, "oneDNN", "2.6.3", "avx2", "conv: x64:gemm_s8u8s32:jit"));
+  EXPECT_FALSE(defect_applies(d, "oneDNN", "2.6.3", "avx512_core_vnni", "conv: x64:gemm_s8u8s32:jit"));
+  EXPECT_FALSE(defect_applies(d, "oneDNN", "2.6.3", "avx2_vnni", "conv: x64:gemm_s8u8s32:jit"));
 }
 
 TEST(KnownDefects, JitDeconvRuleIsTheMeasuredOne) {

@@ -192,7 +192,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   const KnownDefect* entry = nullptr;
   for (const KnownDefect& d : ledger.entries) {
     if (d.rule == DefectRule::jit_deconv_single_block_output_padding &&
-        defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), kernel->last_implementation())) {
+        defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), fused::onednn::EffectiveIsa(), kernel->last_implementation())) {
       entry = &d;
     }
   }
@@ -236,7 +236,7 @@ TEST(OneDnnKernel, JitDeconvolutionDefectFollowsTheModelWithZeroPoints) {
     const KnownDefect* entry = nullptr;
     for (const KnownDefect& d : ledger.entries) {
       if (d.rule == DefectRule::jit_deconv_single_block_output_padding &&
-        defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), kernel->last_implementation())) {
+        defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), fused::onednn::EffectiveIsa(), kernel->last_implementation())) {
       entry = &d;
     }
     }

@@ -105,7 +105,7 @@ bool IsJitInt8Deconvolution(const std::string& implementation) {
 const KnownDefect* StrideHoleEntry(const KnownDefectLedger& ledger, const std::string& implementation) {
   for (const KnownDefect& d : ledger.entries) {
     if (d.rule == DefectRule::jit_deconv_stride_hole &&
-        defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), implementation)) {
+        defect_applies(d, "oneDNN", fused::onednn::LibraryVersion(), fused::onednn::EffectiveIsa(), implementation)) {
       return &d;
     }
   }

@@ -219,7 +219,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   const int32_t shift = passed.shift;
   const int32_t src_zero_point_value = conv.input_quant().zero_point + shift;
 
-  const auto [extend_h, extend_w] = detail::OutputPaddingExtension(conv, formulation);
+  const auto [extend_h, extend_w] = output_padding_extension(conv, formulation.extended_input);
   const int32_t in_h = conv.input_height() + extend_h, in_w = conv.input_width() + extend_w;
 
   const int32_t n = conv.batch(), c = conv.input_channels(), k = conv.output_channels();
@@ -268,21 +268,8 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     return reject(DescribeError(e, problem));
   }
 
-  Codes src;
-  src.resize(src_type, static_cast<size_t>(n) * in_h * in_w * c);
-  for (int32_t b = 0; b < n; ++b) {
-    for (int32_t iy = 0; iy < in_h; ++iy) {
-      for (int32_t ix = 0; ix < in_w; ++ix) {
-        for (int32_t ch = 0; ch < c; ++ch) {
-          const bool inside = iy < conv.input_height() && ix < conv.input_width();
-          const int32_t code = inside ? input[conv.input_index(b, iy, ix, ch)] + shift : src_zero_point_value;
-          const size_t i = ((static_cast<size_t>(b) * in_h + iy) * in_w + ix) * c + ch;
-          if (src_type == DataType::u8) src.u8[i] = static_cast<uint8_t>(code);
-          else src.s8[i] = static_cast<int8_t>(code);
-        }
-      }
-    }
-  }
+  std::vector<uint8_t> src = detail::SourceBytes(conv, input, {extend_h, extend_w}, src_type == DataType::u8, shift,
+                                                 src_zero_point_value);
   std::vector<int8_t> weights = conv.weights();
   std::vector<int32_t> bias = conv.bias();
   std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
@@ -292,7 +279,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   dst.resize(dst_type, conv.output_elements());
   dst.poison(dst_type, m.repetition);
   try {
-    memory src_mem(src_md, m.engine, src.data(src_type));
+    memory src_mem(src_md, m.engine, src.data());
     memory wei_user_mem(wei_user, m.engine, weights.data());
     detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
     memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, made.weights_md, wei_user_mem,

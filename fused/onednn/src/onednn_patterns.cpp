@@ -176,7 +176,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   const int64_t max_source = *src_type == DataType::u8 ? 255 : 128;
   const bool transposed = conv.op() == ConvOp::conv_transpose2d;
   const bool output_padding = transposed && (conv.output_padding_height() > 0 || conv.output_padding_width() > 0);
-  const auto [extend_h, extend_w] = OutputPaddingExtension(conv, form);
+  const auto [extend_h, extend_w] = output_padding_extension(conv, form.extended_input);
   const int32_t in_h = conv.input_height() + extend_h, in_w = conv.input_width() + extend_w;
 
   // The declared conventions round fl32(acc) once; oneDNN converts (acc - bias) and bias separately and adds them
@@ -265,18 +265,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   codes_.clear();
   codes_.reserve(8);
   floats_.reserve(8);
-  Codes src(*src_type, static_cast<size_t>(n) * in_h * in_w * c);
-  for (int32_t b = 0; b < n; ++b) {
-    for (int32_t iy = 0; iy < in_h; ++iy) {
-      for (int32_t ix = 0; ix < in_w; ++ix) {
-        for (int32_t ch = 0; ch < c; ++ch) {
-          const bool inside = iy < conv.input_height() && ix < conv.input_width();
-          const size_t i = ((static_cast<size_t>(b) * in_h + iy) * in_w + ix) * c + ch;
-          src.set(i, inside ? draw.input[conv.input_index(b, iy, ix, ch)] + shift : zx);
-        }
-      }
-    }
-  }
+  std::vector<uint8_t> src = SourceBytes(conv, draw.input, {extend_h, extend_w}, *src_type == DataType::u8, shift, zx);
   std::vector<int8_t> weights = conv.weights();
   std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
   int32_t src_zero_point = zx, dst_zero_point = dst_q.zero_point;

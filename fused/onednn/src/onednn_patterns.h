@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,16 +29,10 @@ std::optional<dnnl::memory::data_type> EightBitDataType(const QuantType& t);
 // "oneDNN rejected WHAT: MESSAGE (status N[, unimplemented])".
 std::string DescribeDnnlError(const dnnl::error& e, const std::string& what);
 
-// Output padding as an input extended by zero-point rows/columns (Formulation::extended_input): e more input rows
-// (columns) at the far end add e*stride output rows there, taken back by a bottom (right) padding of
-// pad_end - opad + e*stride >= 0; the added codes are the zero point, real value 0, and contribute nothing.
-// {e_h, e_w}: {0, 0} unless a transposed convolution's output padding exceeds its padding under extended_input.
-std::pair<int32_t, int32_t> OutputPaddingExtension(const ConvCase& conv, const Formulation& formulation);
-
 // The producer primitive of a Conv2D or ConvTranspose2D draw (weights `weights_any`, to be laid out by oneDNN),
 // what it asks for and which implementation it chose. A transposed convolution's output padding is passed as a
 // smaller bottom/right padding (PyTorch's mapping; negative where the output padding exceeds the padding, which
-// oneDNN accepts while > -stride), plus `extension`'s stride multiples (OutputPaddingExtension). Throws
+// oneDNN accepts while > -stride), plus `extension`'s stride multiples (model/formulation.h output_padding_extension). Throws
 // dnnl::error where oneDNN refuses the problem.
 struct ConvPrimitive {
   dnnl::primitive primitive;
@@ -48,6 +43,13 @@ ConvPrimitive CreateConvPrimitive(const ConvCase& conv, std::pair<int32_t, int32
                                   const dnnl::memory::desc& src, const dnnl::memory::desc& weights_any,
                                   const dnnl::memory::desc& bias, const dnnl::memory::desc& dst,
                                   const dnnl::primitive_attr& attr, const dnnl::engine& engine);
+
+// The source buffer a primitive reads (onednn_weights.cpp), as bytes (two's complement for s8): the draw's codes
+// moved by `shift` into the type passed, the output-padding extension's rows/columns holding `zero_point`, then
+// kSourceTailBytes of source_tail_code (model/known_defects.h): oneDNN 2.6's jit_uni_deconv reads past the input on
+// some rows (docs/onednn.md), and a known tail makes that read a function of the draw.
+std::vector<uint8_t> SourceBytes(const ConvCase& conv, std::span<const int32_t> input,
+                                 std::pair<int32_t, int32_t> extension, bool u8, int32_t shift, int32_t zero_point);
 
 // A deconvolution's weights in a buffer fusediff owns (onednn_weights.cpp), so that what oneDNN 2.6's int8 jit
 // deconvolution reads past the real kernel rows on stride-hole rows (docs/onednn.md, "Stride-hole rows read past

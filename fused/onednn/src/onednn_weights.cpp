@@ -54,15 +54,6 @@ std::vector<int8_t> ExtendedWeights(const ConvCase& conv, int32_t rows) {
 
 }  // namespace
 
-std::pair<int32_t, int32_t> OutputPaddingExtension(const ConvCase& conv, const Formulation& formulation) {
-  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
-    if (conv.op() != ConvOp::conv_transpose2d || !formulation.extended_input || opad <= pad_end) return 0;
-    return (opad - pad_end + stride - 1) / stride;
-  };
-  return {extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height()),
-          extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width())};
-}
-
 ConvPrimitive CreateConvPrimitive(const ConvCase& conv, std::pair<int32_t, int32_t> extension, const memory::desc& src,
                                   const memory::desc& weights_any, const memory::desc& bias, const memory::desc& dst,
                                   const dnnl::primitive_attr& attr, const dnnl::engine& engine) {
@@ -150,6 +141,23 @@ dnnl::memory WeightsMemory(const ConvCase& conv, bool deconvolution, const dnnl:
   memory source = user, reordered(weights_md, engine);  // execute takes non-const handles (shared, not copied)
   dnnl::reorder(source, reordered).execute(stream, source, reordered);
   return reordered;
+}
+
+std::vector<uint8_t> SourceBytes(const ConvCase& conv, std::span<const int32_t> input,
+                                 std::pair<int32_t, int32_t> extension, bool u8, int32_t shift, int32_t zero_point) {
+  const int32_t n = conv.batch(), c = conv.input_channels();
+  const int32_t in_h = conv.input_height() + extension.first, in_w = conv.input_width() + extension.second;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * in_h * in_w * c + kSourceTailBytes);
+  size_t i = 0;
+  for (int32_t b = 0; b < n; ++b)
+    for (int32_t iy = 0; iy < in_h; ++iy)
+      for (int32_t ix = 0; ix < in_w; ++ix)
+        for (int32_t ch = 0; ch < c; ++ch) {
+          const bool inside = iy < conv.input_height() && ix < conv.input_width();
+          bytes[i++] = static_cast<uint8_t>(inside ? input[conv.input_index(b, iy, ix, ch)] + shift : zero_point);
+        }
+  for (size_t t = 0; t < kSourceTailBytes; ++t) bytes[i++] = static_cast<uint8_t>(source_tail_code(t, u8));
+  return bytes;
 }
 
 }  // namespace fusediff::fused::onednn::detail

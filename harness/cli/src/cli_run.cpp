@@ -58,6 +58,7 @@ struct RunArgs {
       known_defects, isa, fold_precision, fold_formula, weight_quant, bn_regime, boundary_float, float_conv;
   bool exhaustive = false;
   bool no_known_defects = false;
+  bool strict = false;
   bool verbose = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
@@ -148,6 +149,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   options.shard_count = shard.count;
   options.threads = ResolveThreads(a.threads, "--threads");
   if (a.max_abs_lsb >= 0) options.max_abs_lsb = a.max_abs_lsb;
+  options.strict = a.strict;
   if (ledger) options.known_defects = &*ledger;
   if (a.repeat > 0) options.repeat = a.repeat;
 
@@ -237,10 +239,13 @@ Command AddRunCommand(CLI::App& app) {
                 "Every case's rejected samples and three worst replays per failing case and per known defect (the "
                 "JSON and the report keep everything either way)");
   run->add_option("--known-defects", a->known_defects,
-                  "Known-defect ledger (fusediff-known-defects/1) instead of the embedded "
+                  "Known-defect ledger (fusediff-known-defects/2 or /1) instead of the embedded "
                   "fused/onednn/known_defects.json");
   run->add_flag("--no-known-defects", a->no_known_defects,
-                "No ledger: every library sample is judged (a known defect fails the run)");
+                "No ledger: every library sample is judged (a known defect or documented behaviour fails the run)");
+  run->add_flag("--strict", a->strict,
+                "Documented behaviour fails its case (e.g. oneDNN's int8 arithmetic without VNNI), for users who ship "
+                "on such CPUs; it is still counted and listed as such");
   run->add_option("--repeat", a->repeat,
                   "Runs of every fused draw of a library path (default 2; the built-in kernels always run once), each "
                   "over a different poison pattern: any difference fails the case as nondeterministic")

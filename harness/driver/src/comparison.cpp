@@ -55,6 +55,7 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   if (is_onednn(spec)) {
     c->library_ = "oneDNN";
     c->library_version_ = fused::onednn::LibraryVersion();
+    c->library_isa_ = fused::onednn::EffectiveIsa();
   }
 #endif
   return c;

@@ -76,6 +76,8 @@ class DrawComparison {
   // The library behind the path and its version ("oneDNN", "2.6.3 (commit N/A)"); empty for the built-in paths.
   const std::string& library() const { return library_; }
   const std::string& library_version() const { return library_version_; }
+  // The ISA the library dispatches to ("avx2"; oneDNN's effective ISA under DNNL_MAX_CPU_ISA); empty for built-ins.
+  const std::string& library_isa() const { return library_isa_; }
 
  private:
   DrawComparison() = default;
@@ -87,7 +89,7 @@ class DrawComparison {
   std::unique_ptr<reference::GraphReference> reference_;
   std::unique_ptr<reference::GraphReference> declared_;  // cross-convention cases with an f32 declared convention
   generators::ConvShapeLimits limits_;
-  std::string library_, library_version_;
+  std::string library_, library_version_, library_isa_;
   PairedOutcome paired_;
 };
 

@@ -319,7 +319,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       std::vector<const KnownDefect*> entries;
       for (size_t e = 0; e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
-        if (!defect_applies(d, comparison->library(), comparison->library_version(), info.implementation) ||
+        if (!defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
+                            info.implementation) ||
             !draw_meets_rule(d, draw.conv, used_formulation)) {
           continue;
         }
@@ -327,11 +328,12 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         KnownDefectTally* tally = &it->second;
         if (fresh) {
           tally->id = d.id;
+          tally->kind = d.kind;
           tally->stats.worst = WorstCases(options.worst_count);
         }
         ++tally->draws;
         tally->samples += batch.take;
-        apply_defect_model(d, &changed.conv, &changed.input);
+        apply_defect_model(d, &changed.conv, &changed.input, call_attributes(used_formulation, draw.conv));
         matched.push_back({tally, {}});
         entries.push_back(&d);
       }
@@ -341,7 +343,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       }
       for (size_t m = 0; matched.size() > 1 && m < matched.size(); ++m) {
         PatternDraw alone = draw;
-        apply_defect_model(*entries[m], &alone.conv, &alone.input);
+        apply_defect_model(*entries[m], &alone.conv, &alone.input, call_attributes(used_formulation, draw.conv));
         matched[m].alone = comparison->DeclaredOutputs(alone);
       }
     }
@@ -417,6 +419,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.tolerance = default_tolerance(spec.backend, spec.table_kind, convention.activation.kind);
   if (options.tolerance) result.tolerance = *options.tolerance;
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
+  if (options.strict) result.tolerance.documented_behaviour_fails = true;
   validate(spec);
   // The reference runs the graph's pattern with every boundary kept; the path declares its own fusion.
   result.reference_convention = describe(reference_convention(spec)) +

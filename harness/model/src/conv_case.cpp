@@ -1,7 +1,7 @@
-#include <cstdio>
 #include "fusediff/model/conv_case.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -35,6 +35,17 @@ void RequireRange(int64_t value, int64_t lo, int64_t hi, const char* field) {
   }
 }
 }  // namespace
+
+std::string_view to_string(Accumulation a) {
+  switch (a) {
+    case Accumulation::exact: return "exact";
+    case Accumulation::halved_weights: return "halved_weights";
+    case Accumulation::int16_pairs_per_tap: return "int16_pairs_per_tap";
+    case Accumulation::int16_pairs_flattened: return "int16_pairs_flattened";
+    case Accumulation::int16_pairs_shifted_weights: return "int16_pairs_shifted_weights";
+  }
+  return "?";
+}
 
 std::string_view to_string(ConvOp op) { return op == ConvOp::conv2d ? "conv2d" : "conv_transpose2d"; }
 
@@ -143,6 +154,11 @@ void ConvCase::validate() const {
     if (weights_[i] == -128 && weight_range_ == WeightRange::symmetric) {
       throw InputError("conv.weights[" + std::to_string(i) + "]: -128 is outside symmetric int8 [-127, 127]");
     }
+  }
+  if (!column_reads_.empty() &&
+      (op_ != ConvOp::conv_transpose2d || column_reads_.size() != size_t(output_width()) * kernel_width_)) {
+    throw InputError("conv.column_reads: " + std::to_string(column_reads_.size()) +
+                     " values, expected one per output column and kernel column of a transposed convolution");
   }
   if (bias_.size() != size_t(output_channels_)) {
     throw InputError("conv.bias: " + std::to_string(bias_.size()) + " values, expected one per output channel (" +

@@ -85,4 +85,37 @@ SourceAsPassed source_as_passed(const Formulation& f, bool drawn_u8, int32_t dra
   return out;
 }
 
+std::pair<int32_t, int32_t> output_padding_extension(const ConvCase& conv, bool extended_input) {
+  const auto extension = [&](int32_t opad, int32_t pad_end, int32_t stride) {
+    if (conv.op() != ConvOp::conv_transpose2d || !extended_input || opad <= pad_end) return 0;
+    return (opad - pad_end + stride - 1) / stride;
+  };
+  return {extension(conv.output_padding_height(), conv.padding_bottom(), conv.stride_height()),
+          extension(conv.output_padding_width(), conv.padding_right(), conv.stride_width())};
+}
+
+void extend_for_output_padding(ConvCase* conv, std::vector<int32_t>* input, std::pair<int32_t, int32_t> extension) {
+  const auto [eh, ew] = extension;
+  if (eh == 0 && ew == 0) return;
+  const int32_t h = conv->input_height(), w = conv->input_width(), c = conv->input_channels();
+  if (input) {
+    std::vector<int32_t> extended(static_cast<size_t>(conv->batch()) * (h + eh) * (w + ew) * c,
+                                  conv->input_quant().zero_point);
+    for (int32_t n = 0; n < conv->batch(); ++n)
+      for (int32_t y = 0; y < h; ++y)
+        for (int32_t x = 0; x < w; ++x)
+          for (int32_t ch = 0; ch < c; ++ch) {
+            extended[((static_cast<size_t>(n) * (h + eh) + y) * (w + ew) + x) * c + ch] = (*input)[conv->input_index(n, y, x, ch)];
+          }
+    *input = std::move(extended);
+  }
+  const int32_t bottom = eh == 0 ? conv->padding_bottom()
+                                 : conv->padding_bottom() - conv->output_padding_height() + eh * conv->stride_height();
+  const int32_t right = ew == 0 ? conv->padding_right()
+                                : conv->padding_right() - conv->output_padding_width() + ew * conv->stride_width();
+  conv->input_size(h + eh, w + ew)
+      .padding(conv->padding_top(), conv->padding_left(), bottom, right)
+      .output_padding(eh == 0 ? conv->output_padding_height() : 0, ew == 0 ? conv->output_padding_width() : 0);
+}
+
 }  // namespace fusediff

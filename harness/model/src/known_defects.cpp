@@ -3,40 +3,46 @@
 #include <algorithm>
 #include <cctype>
 
+#include "fusediff/model/formulation.h"
+
+#include "named_enum.h"
+
 namespace fusediff {
 
-std::string_view to_string(DefectRule r) {
-  switch (r) {
-    case DefectRule::jit_deconv_single_block_output_padding: return "jit_deconv_single_block_output_padding";
-    case DefectRule::jit_deconv_stride_hole: return "jit_deconv_stride_hole";
-  }
-  return "?";
-}
-bool parse_defect_rule(std::string_view text, DefectRule* out) {
-  for (DefectRule r : {DefectRule::jit_deconv_single_block_output_padding, DefectRule::jit_deconv_stride_hole}) {
-    if (text == to_string(r)) {
-      *out = r;
-      return true;
-    }
-  }
-  return false;
-}
+namespace {
+using detail::NameOf;
+using detail::ParseNamed;
+constexpr detail::Names<LedgerKind, 2> kKinds{{{"known_defect", LedgerKind::known_defect},
+                                              {"documented_behaviour", LedgerKind::documented_behaviour}}};
+constexpr detail::Names<DefectRule, 4> kRules{{
+    {"jit_deconv_single_block_output_padding", DefectRule::jit_deconv_single_block_output_padding},
+    {"jit_deconv_stride_hole", DefectRule::jit_deconv_stride_hole},
+    {"jit_uni_deconv_columns", DefectRule::jit_uni_deconv_columns},
+    {"source_as_passed", DefectRule::source_as_passed},
+}};
+constexpr detail::Names<DefectModel, 7> kModels{{
+    {"drop_last_input_column", DefectModel::drop_last_input_column},
+    {"stride_hole_tail_rows", DefectModel::stride_hole_tail_rows},
+    {"halved_weights", DefectModel::halved_weights},
+    {"int16_pairs_per_tap", DefectModel::int16_pairs_per_tap},
+    {"int16_pairs_flattened", DefectModel::int16_pairs_flattened},
+    {"int16_pairs_shifted_weights", DefectModel::int16_pairs_shifted_weights},
+    {"jit_uni_deconv_columns", DefectModel::jit_uni_deconv_columns},
+}};
+}  // namespace
 
-std::string_view to_string(DefectModel m) {
-  switch (m) {
-    case DefectModel::drop_last_input_column: return "drop_last_input_column";
-    case DefectModel::stride_hole_tail_rows: return "stride_hole_tail_rows";
-  }
-  return "?";
+std::string_view to_string(LedgerKind k) { return NameOf(k, kKinds); }
+std::string_view describe(LedgerKind k) { return k == LedgerKind::known_defect ? "known defect" : "documented behaviour"; }
+LedgerKind parse_ledger_kind(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "ledger entry kind", kKinds);
 }
-bool parse_defect_model(std::string_view text, DefectModel* out) {
-  for (DefectModel m : {DefectModel::drop_last_input_column, DefectModel::stride_hole_tail_rows}) {
-    if (text == to_string(m)) {
-      *out = m;
-      return true;
-    }
-  }
-  return false;
+std::string_view to_string(DefectRule r) { return NameOf(r, kRules); }
+DefectRule parse_defect_rule(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "draw rule", kRules);
+}
+std::string_view to_string(DefectModel m) { return NameOf(m, kModels); }
+DefectModel parse_defect_model(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "model", kModels);
 }
 
 int8_t stride_hole_tail_weight(int32_t o, int32_t c, int32_t h, int32_t kx) {
@@ -104,11 +110,13 @@ bool version_in_range(std::string_view version, std::string_view min, std::strin
   return CompareVersions(v, VersionNumbers(min)) >= 0 && CompareVersions(v, VersionNumbers(max)) <= 0;
 }
 
-bool defect_applies(const KnownDefect& d, std::string_view library, std::string_view version,
+bool defect_applies(const KnownDefect& d, std::string_view library, std::string_view version, std::string_view isa,
                     std::string_view implementation) {
   if (library != d.library || !version_in_range(version, d.version_min, d.version_max)) return false;
-  return std::any_of(d.implementations.begin(), d.implementations.end(),
-                     [&](const std::string& pattern) { return glob_match(pattern, implementation); });
+  const auto matches = [](const std::vector<std::string>& globs, std::string_view text) {
+    return std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) { return glob_match(glob, text); });
+  };
+  return (d.isas.empty() || matches(d.isas, isa)) && matches(d.implementations, implementation);
 }
 
 int32_t jit_deconv_block_width(int32_t registers, const ConvCase& conv) {
@@ -135,6 +143,88 @@ int32_t jit_deconv_block_width(int32_t registers, const ConvCase& conv) {
     if (ur_w % s == 0 && ur_w >= l_overflow * s && ur_w >= r_overflow_no_tail * s) return ur_w;
   }
   return 0;
+}
+
+int32_t source_tail_code(size_t position, bool u8) {
+  const int32_t byte = static_cast<int32_t>((37 + 11 * position) % 256);  // every byte value in turn
+  return u8 ? byte : byte - 128;
+}
+
+namespace {
+// jit_uni_deconv's unrolled width ur_w and tail for a row of ow columns (init_conf), or 0 where it finds none.
+struct UniBlocking {
+  int32_t ur_w = 0, tail = 0;
+};
+UniBlocking JitUniDeconvBlocking(const ConvCase& conv, int32_t registers, int32_t block) {
+  const int32_t s = conv.stride_width(), ext = (conv.kernel_width() - 1) * conv.dilation_width();
+  const int32_t l_pad = conv.padding_left(), r_pad = conv.padding_right() - conv.output_padding_width();
+  const int32_t ow = conv.output_width(), nb_oc = (conv.output_channels() + block - 1) / block;
+  int32_t blocking = std::min(4, nb_oc);
+  for (; blocking > 1; --blocking) {
+    if (nb_oc % blocking == 0 && l_pad <= registers / (blocking + 1)) break;
+  }
+  UniBlocking b{registers / (blocking + 1), 0};
+  if (ow < b.ur_w) return {ow, 0};
+  const int32_t l_overflow = std::max(0, (ext - l_pad) / s);
+  for (; b.ur_w >= 1; --b.ur_w) {
+    b.tail = ow % b.ur_w;
+    const int32_t r_overflow_no_tail = std::max(0, (ext - std::max(0, r_pad) - b.tail) / s);
+    if (b.ur_w % s == 0 && b.ur_w >= l_overflow * s && b.ur_w >= r_overflow_no_tail * s) return b;
+  }
+  return {};
+}
+}  // namespace
+
+std::vector<int32_t> jit_uni_deconv_column_reads(const ConvCase& conv, int32_t registers, int32_t block,
+                                                 bool signed_or_zero_point) {
+  const UniBlocking blocking = JitUniDeconvBlocking(conv, registers, block);
+  if (blocking.ur_w == 0) return {};
+  const int32_t s = conv.stride_width(), d = conv.dilation_width(), kw = conv.kernel_width();
+  const int32_t ext = (kw - 1) * d, l_pad = conv.padding_left();
+  const int32_t r_pad = conv.padding_right() - conv.output_padding_width(), ow = conv.output_width();
+  const int32_t ur_w = blocking.ur_w, tail = blocking.tail;
+  // generate(): the register blocks along the row, each with its l_overflow and r_overflow.
+  const int32_t l_overflow = std::max(0, (ext - l_pad) / s);
+  const int32_t r_overflow = std::max(0, (ext - std::max(0, r_pad)) / s);
+  const int32_t r_overflow1 = std::max(0, (ext - std::max(0, r_pad) - tail) / s);
+  int32_t nur_w = ow / ur_w - (r_overflow1 > 0 ? 1 : 0);
+  struct Block { int32_t width, l_overflow, r_overflow; };
+  std::vector<Block> blocks;
+  if (ur_w == ow) {
+    blocks = {{ur_w, l_overflow, r_overflow}};
+  } else if (nur_w == 0) {
+    blocks = {{ur_w, l_overflow, r_overflow1}};
+    if (tail != 0) blocks.push_back({tail, 0, r_overflow});
+  } else {
+    int32_t done = 0;
+    if (l_overflow > 0) blocks.push_back({ur_w, l_overflow, 0}), ++done;
+    if ((l_overflow <= 0 && nur_w > 0) || (l_overflow > 0 && nur_w > 1)) {
+      do blocks.push_back({ur_w, 0, 0}); while (++done < nur_w);  // the kernel's do-while loop
+    }
+    if (r_overflow1 > 0) blocks.push_back({ur_w, 0, r_overflow1});
+    if (tail != 0) blocks.push_back({tail, 0, r_overflow});
+  }
+  // compute_ker(): tap ki of block column jj is computed when get_ow_start <= jj < get_ow_end and
+  // (jj + l_pad - ki) % s == 0 (the kernel's test, ki undilated); without a signed source or a zero point the loop
+  // steps by s from get_ow_start. Block origins are multiples of s, so jj's residues are ox's.
+  // The kernel's `while (res < 0) res += stride`: raised into [0, s) when negative, left as it is otherwise.
+  const auto raised = [s](int32_t v) { return v >= 0 ? v : v + (-v + s - 1) / s * s; };
+  std::vector<int32_t> reads(static_cast<size_t>(ow) * kw, -1);
+  int32_t origin = 0;
+  for (const Block& b : blocks) {
+    const int32_t width = b.width == ow || b.width == tail ? b.width + std::min(0, r_pad) : b.width;
+    for (int32_t ki = 0; ki < kw; ++ki) {
+      const int32_t start = raised((ow - 1 + r_pad) % s + b.l_overflow * s - (kw - 1 - ki) * d);
+      const int32_t end = width - raised((width - 1 + l_pad) % s + b.r_overflow * s - ki * d);
+      for (int32_t jj = start; jj < end && origin + jj < ow; ++jj) {
+        if ((jj + l_pad - ki) % s != 0 || (!signed_or_zero_point && (jj - start) % s != 0)) continue;
+        const int32_t ox = origin + jj;
+        reads[static_cast<size_t>(ox) * kw + ki] = (ox + l_pad - ki * d) / s;
+      }
+    }
+    origin += b.width;
+  }
+  return reads;
 }
 
 bool is_stride_hole_row(const ConvCase& conv, int32_t oy) {
@@ -174,6 +264,27 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCal
       }
       return false;
     }
+    case DefectRule::jit_uni_deconv_columns: {
+      if (conv.op() != ConvOp::conv_transpose2d) return false;
+      ConvCase passed = conv;
+      extend_for_output_padding(&passed, nullptr, output_padding_extension(conv, call.extended_input));
+      const bool signed_or_zero_point = call.source_zero_point_attribute ||
+                                        call.source_type.value_or(conv.input_quant().type.scalar) == ScalarType::int8;
+      const std::vector<int32_t> reads = jit_uni_deconv_column_reads(passed, d.registers, d.block, signed_or_zero_point);
+      for (int32_t ox = 0; ox < passed.output_width() && !reads.empty(); ++ox) {
+        for (int32_t kx = 0; kx < passed.kernel_width(); ++kx) {
+          if (reads[static_cast<size_t>(ox) * passed.kernel_width() + kx] != passed.source_column(ox, kx)) return true;
+        }
+      }
+      return false;
+    }
+    case DefectRule::source_as_passed: {
+      const ScalarType source = call.source_type.value_or(conv.input_quant().type.scalar);
+      const bool weights_vector = source == ScalarType::int8 && conv.output_channels() == 1 &&
+                                  int64_t{conv.batch()} * conv.output_height() * conv.output_width() > 1;
+      return (!d.op || *d.op == conv.op()) && (!d.source || *d.source == source) &&
+             (!d.weights_vector || *d.weights_vector == weights_vector);
+    }
   }
   return false;
 }
@@ -197,18 +308,41 @@ bool explained_by_defect(int32_t y_ref, int32_t y_fused, int32_t y_model, int64_
   return y_model != y_ref && y_fused != y_ref && off_model <= tolerance && -off_model <= tolerance;
 }
 
-void apply_defect_model(const KnownDefect& d, ConvCase* conv, std::vector<int32_t>* input) {
+namespace {
+// The draw as the library saw it (extended input, the source tail it reads past the input), then the kernel's column
+// schedule.
+void UniDeconvColumns(const KnownDefect& d, ConvCase* conv, std::vector<int32_t>* input, const DefectCallAttributes& call) {
+  extend_for_output_padding(conv, input, output_padding_extension(*conv, call.extended_input));
+  const bool drawn_u8 = conv->input_quant().type.scalar == ScalarType::uint8;
+  const bool passed_u8 = call.source_type.value_or(conv->input_quant().type.scalar) == ScalarType::uint8;
+  const bool signed_or_zero_point = call.source_zero_point_attribute || !passed_u8;
+  const int32_t shift = passed_u8 == drawn_u8 ? 0 : (passed_u8 ? 128 : -128);  // passed = drawn + shift
+  for (size_t i = 0; i < kSourceTailBytes; ++i) input->push_back(source_tail_code(i, passed_u8) - shift);
+  conv->column_reads(jit_uni_deconv_column_reads(*conv, d.registers, d.block, signed_or_zero_point));
+}
+
+// The draw as the library saw it, then the library's accumulation.
+void AccumulateAs(Accumulation a, ConvCase* conv, std::vector<int32_t>* input, const DefectCallAttributes& call) {
+  extend_for_output_padding(conv, input, output_padding_extension(*conv, call.extended_input));
+  conv->accumulation(a);
+}
+}  // namespace
+
+void apply_defect_model(const KnownDefect& d, ConvCase* conv, std::vector<int32_t>* input,
+                        const DefectCallAttributes& call) {
   switch (d.model) {
     case DefectModel::drop_last_input_column: {
-      const int32_t x = conv->input_width() - 1;
-      const int32_t zero_point = conv->input_quant().zero_point;
-      for (int32_t n = 0; n < conv->batch(); ++n) {
-        for (int32_t y = 0; y < conv->input_height(); ++y) {
-          for (int32_t c = 0; c < conv->input_channels(); ++c) (*input)[conv->input_index(n, y, x, c)] = zero_point;
+      std::vector<int32_t> reads(static_cast<size_t>(conv->output_width()) * conv->kernel_width());
+      for (int32_t ox = 0; ox < conv->output_width(); ++ox) {
+        for (int32_t kx = 0; kx < conv->kernel_width(); ++kx) {
+          const int32_t ix = conv->source_column(ox, kx);
+          reads[static_cast<size_t>(ox) * conv->kernel_width() + kx] = ix == conv->input_width() - 1 ? -1 : ix;
         }
       }
+      conv->column_reads(std::move(reads));
       break;
     }
+    case DefectModel::jit_uni_deconv_columns: UniDeconvColumns(d, conv, input, call); break;
     case DefectModel::stride_hole_tail_rows: {
       const int32_t kh = conv->kernel_height(), rows = conv->stride_height();
       if (rows <= kh) break;  // no row without a kernel row: nothing to model
@@ -225,6 +359,12 @@ void apply_defect_model(const KnownDefect& d, ConvCase* conv, std::vector<int32_
       conv->padding(conv->padding_top(), conv->padding_left(), conv->padding_bottom() + rows - kh, conv->padding_right());
       break;
     }
+    case DefectModel::halved_weights: AccumulateAs(Accumulation::halved_weights, conv, input, call); break;
+    case DefectModel::int16_pairs_per_tap: AccumulateAs(Accumulation::int16_pairs_per_tap, conv, input, call); break;
+    case DefectModel::int16_pairs_flattened: AccumulateAs(Accumulation::int16_pairs_flattened, conv, input, call); break;
+    case DefectModel::int16_pairs_shifted_weights:
+      AccumulateAs(Accumulation::int16_pairs_shifted_weights, conv, input, call);
+      break;
   }
 }
 

@@ -14,6 +14,7 @@ std::string_view to_string(Verdict v) {
     case Verdict::cross_convention: return "cross_convention";
     case Verdict::known_defect: return "known_defect";
     case Verdict::nondeterministic: return "nondeterministic";
+    case Verdict::documented_behaviour: return "documented_behaviour";
   }
   return "?";
 }
@@ -27,8 +28,13 @@ bool RunResult::any_failure() const {
 }
 
 uint64_t compared_samples(const CaseResult& c) {
-  uint64_t n = c.stats.overall.count();
-  for (const KnownDefectTally& t : c.known_defects) n += t.stats.overall.count();
+  return c.stats.overall.count() + explained_samples(c, LedgerKind::known_defect) +
+         explained_samples(c, LedgerKind::documented_behaviour);
+}
+
+uint64_t explained_samples(const CaseResult& c, LedgerKind kind) {
+  uint64_t n = 0;
+  for (const KnownDefectTally& t : c.known_defects) n += t.kind == kind ? t.stats.overall.count() : 0;
   return n;
 }
 
@@ -72,18 +78,21 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   for (const WorstCase& w : result.stats.nondeterministic_worst.sorted()) {
     result.nondeterministic.push_back(WorstCaseReport{w, replay(w, result.repeat)});
   }
-  uint64_t known = 0;
-  std::string known_ids;
+  // "ID (N samples)" of each entry of a kind that explains something.
+  const auto explained_ids = [&](LedgerKind kind) {
+    std::string ids;
+    for (const KnownDefectTally& t : result.known_defects) {
+      if (t.kind != kind || t.stats.overall.count() == 0) continue;
+      ids += (ids.empty() ? "" : ", ") + t.id + " (" + std::to_string(t.stats.overall.count()) + " samples)";
+    }
+    return ids;
+  };
   for (KnownDefectTally& t : result.known_defects) {
     t.worst.clear();
-    for (const WorstCase& w : t.stats.worst.sorted()) {
-      t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
-    }
-    known += t.stats.overall.count();
-    if (t.stats.overall.count() > 0) {
-      known_ids += (known_ids.empty() ? "" : ", ") + t.id + " (" + std::to_string(t.stats.overall.count()) + " samples)";
-    }
+    for (const WorstCase& w : t.stats.worst.sorted()) t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
   }
+  const uint64_t known = explained_samples(result, LedgerKind::known_defect);
+  const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour);
   if (result.verdict == Verdict::unsupported) return;
   if (result.stats.nondeterministic > 0) {
     // Checked before the value comparison and whatever the comparison: the path disagrees with itself.
@@ -97,7 +106,7 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     }
     return;
   }
-  if (result.stats.overall.count() + known == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
+  if (result.stats.overall.count() + known + documented == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
     result.verdict = Verdict::unsupported;
     result.reason = result.unsupported_sample_reason;
     return;
@@ -111,9 +120,18 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   }
   result.reason = check_tolerance(result.stats.overall, result.tolerance);
   result.verdict = result.reason.empty() ? Verdict::pass : Verdict::fail;
-  if (result.verdict == Verdict::pass && known > 0) {
+  if (result.verdict != Verdict::pass) return;
+  const std::string behaviour = documented > 0 ? "documented behaviour: " + explained_ids(LedgerKind::documented_behaviour) : "";
+  if (documented > 0 && result.tolerance.documented_behaviour_fails) {
+    result.verdict = Verdict::fail;
+    result.reason = behaviour + ", failing under --strict";
+  } else if (known > 0) {
     result.verdict = Verdict::known_defect;
-    result.reason = "known defect: " + known_ids + "; every other sample within tolerance";
+    result.reason = "known defect: " + explained_ids(LedgerKind::known_defect) + (documented > 0 ? "; " + behaviour : "") +
+                    "; every other sample within tolerance";
+  } else if (documented > 0) {
+    result.verdict = Verdict::documented_behaviour;
+    result.reason = behaviour + "; every other sample within tolerance";
   }
 }
 

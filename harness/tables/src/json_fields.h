@@ -28,6 +28,8 @@ class Fields {
   [[noreturn]] void Fail(std::string_view field, const std::string& what) const {
     throw InputError(file_ + ": " + Name(field) + ": " + what);
   }
+  // "FILE: PATH.FIELD": where a value sits, for errors raised elsewhere (e.g. a model enum's parser).
+  std::string Where(std::string_view field) const { return file_ + ": " + Name(field); }
   std::string Name(std::string_view field) const {
     return path_.empty() ? std::string(field) : path_ + "." + std::string(field);
   }
@@ -62,10 +64,22 @@ class Fields {
   // A versioned file of entries: an object {"format": FORMAT, LIST: [...]} and nothing else; returns the array.
   const json& FormattedList(const json& root, std::string_view what, std::string_view format,
                             std::string_view list_field) const {
+    return FormattedList(root, what, {format}, list_field, nullptr);
+  }
+  // The same for a file that may be in any of `formats` (newest first); *which: the index of the one it is in.
+  const json& FormattedList(const json& root, std::string_view what, std::initializer_list<std::string_view> formats,
+                            std::string_view list_field, size_t* which) const {
     CheckObject(root, what, {"format", list_field});
-    if (const std::string found = String(root, "format"); found != format) {
-      Fail("format", "'" + found + "' (expected " + std::string(format) + ")");
+    const std::string found = String(root, "format");
+    size_t index = 0;
+    std::string expected;
+    for (std::string_view format : formats) {
+      if (found == format) break;
+      expected += (expected.empty() ? "" : " or ") + std::string(format);
+      ++index;
     }
+    if (index == formats.size()) Fail("format", "'" + found + "' (expected " + expected + ")");
+    if (which) *which = index;
     const json& list = Required(root, list_field);
     if (!list.is_array()) Fail(list_field, "expected an array of entries, got " + TypeName(list));
     return list;

@@ -1,5 +1,7 @@
 #include "fusediff/tables/known_defects_file.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "fusediff/model/case_spec.h"
@@ -18,83 +20,137 @@ std::string NonEmpty(const Fields& f, const json& item, std::string_view field) 
   if (value.empty()) f.Fail(field, "expected a non-empty string");
   return value;
 }
+
+// A non-empty array of non-empty glob strings.
+std::vector<std::string> Globs(const Fields& f, const json& item, std::string_view field, std::string_view of) {
+  const json& list = f.Required(item, field);
+  if (!list.is_array() || list.empty()) {
+    f.Fail(field, "expected a non-empty array of " + std::string(of) + " globs, got " + detail::TypeName(list));
+  }
+  std::vector<std::string> globs;
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (!list[k].is_string() || list[k].get<std::string>().empty()) {
+      f.Fail(std::string(field) + "[" + std::to_string(k) + "]", "expected a non-empty glob string, got " +
+                                                                     detail::TypeName(list[k]));
+    }
+    globs.push_back(list[k].get<std::string>());
+  }
+  return globs;
+}
+
+void ReadVersions(const Fields& f, const json& item, KnownDefect& d) {
+  const Fields versions = f.Child("versions");
+  const json& range = f.Required(item, "versions");
+  versions.CheckObject(range, "a version range", {"min", "max"});
+  d.version_min = NonEmpty(versions, range, "min");
+  d.version_max = NonEmpty(versions, range, "max");
+  for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"min", &d.version_min},
+                                    std::pair<const char*, const std::string*>{"max", &d.version_max}}) {
+    if (!version_in_range(*value, "0", "999999999")) versions.Fail(name, "'" + *value + "' (expected a dotted version, e.g. 2.6.3)");
+  }
+  if (!version_in_range(d.version_min, "0", d.version_max)) {
+    versions.Fail("min", "'" + d.version_min + "' (expected a version <= max '" + d.version_max + "')");
+  }
+}
+
+int32_t Registers(const Fields& draw, const json& rule) {
+  const int64_t value = draw.Integer(draw.Required(rule, "registers"), "registers");
+  if (value < 2 || value > 64) draw.Fail("registers", std::to_string(value) + " (expected a register budget in [2, 64])");
+  return static_cast<int32_t>(value);
+}
+int32_t Block(const Fields& draw, const json& rule) {
+  const int64_t value = draw.Integer(draw.Required(rule, "block"), "block");
+  if (value != 4 && value != 8 && value != 16) draw.Fail("block", std::to_string(value) + " (expected an ic/oc block of 4, 8 or 16)");
+  return static_cast<int32_t>(value);
+}
+
+// The draw predicate: a rule and exactly its parameters (registers; block; both; source, op and weights_vector, each
+// optional).
+void ReadDraw(const Fields& f, const json& item, KnownDefect& d) {
+  const Fields draw = f.Child("draw");
+  const json& rule = f.Required(item, "draw");
+  draw.CheckObject(rule, "a draw predicate", {"rule", "registers", "block", "source", "op", "weights_vector"});
+  d.rule = parse_defect_rule(draw.String(rule, "rule"), draw.Where("rule"));
+  const std::string rule_name(to_string(d.rule));
+  const auto only = [&](std::initializer_list<std::string_view> allowed) {
+    for (std::string_view p : {"registers", "block", "source", "op", "weights_vector"}) {
+      if (rule.contains(p) && std::find(allowed.begin(), allowed.end(), p) == allowed.end()) {
+        draw.Fail(p, "unknown field for rule " + rule_name);
+      }
+    }
+  };
+  switch (d.rule) {
+    case DefectRule::jit_deconv_single_block_output_padding:
+      only({"registers"});
+      d.registers = Registers(draw, rule);
+      break;
+    case DefectRule::jit_deconv_stride_hole:
+      only({"block"});
+      d.block = Block(draw, rule);
+      break;
+    case DefectRule::jit_uni_deconv_columns:
+      only({"registers", "block"});
+      d.registers = Registers(draw, rule);
+      d.block = Block(draw, rule);
+      break;
+    case DefectRule::source_as_passed: {
+      only({"source", "op", "weights_vector"});
+      if (rule.contains("source")) {
+        const std::string source = draw.String(rule, "source");
+        if (source != "u8" && source != "s8") draw.Fail("source", "'" + source + "' (expected u8 or s8)");
+        d.source = source == "u8" ? ScalarType::uint8 : ScalarType::int8;
+      }
+      if (rule.contains("op")) d.op = parse_conv_op(draw.String(rule, "op"), draw.Where("op"));
+      if (rule.contains("weights_vector")) d.weights_vector = draw.Bool(rule["weights_vector"], "weights_vector");
+      break;
+    }
+  }
+}
+
+// One entry. A format-1 file has no kind (every entry a known defect) and no ISA condition.
+KnownDefect ReadEntry(const Fields& f, const json& item, bool v1) {
+  if (v1) {
+    f.CheckObject(item, "a known defect",
+                  {"id", "library", "versions", "implementations", "draw", "model", "explanation", "replay", "test"});
+  } else {
+    f.CheckObject(item, "a ledger entry", {"id", "kind", "library", "versions", "isas", "implementations", "draw",
+                                           "model", "explanation", "replay", "test"});
+  }
+  KnownDefect d;
+  d.id = NonEmpty(f, item, "id");
+  if (!v1) d.kind = parse_ledger_kind(f.String(item, "kind"), f.Where("kind"));
+  d.library = NonEmpty(f, item, "library");
+  ReadVersions(f, item, d);
+  if (item.contains("isas")) d.isas = Globs(f, item, "isas", "ISA");
+  d.implementations = Globs(f, item, "implementations", "implementation");
+  ReadDraw(f, item, d);
+  d.model = parse_defect_model(f.String(item, "model"), f.Where("model"));
+  d.explanation = NonEmpty(f, item, "explanation");
+  d.replay = NonEmpty(f, item, "replay");
+  try {
+    (void)parse_replay(d.replay);
+  } catch (const InputError& e) {
+    f.Fail("replay", std::string("expected a replay string fusediff replay accepts (") + e.what() + ")");
+  }
+  d.test = NonEmpty(f, item, "test");
+  return d;
+}
 }  // namespace
 
 KnownDefectLedger ParseKnownDefects(std::string_view json_text, const std::string& file) {
   const json root = detail::ParseJson(json_text, file);
   const Fields top(file, "");
-  const json& list = top.FormattedList(root, "a known-defect ledger", kKnownDefectsFormat, "defects");
+  size_t format = 0;
+  const json& list = top.FormattedList(root, "a known-defect ledger", {kKnownDefectsFormat, kKnownDefectsFormatV1},
+                                       "defects", &format);
   KnownDefectLedger ledger;
   ledger.source = file;
   for (size_t i = 0; i < list.size(); ++i) {
     const Fields f = top.Child("defects[" + std::to_string(i) + "]");
-    const json& item = list[i];
-    f.CheckObject(item, "a known defect",
-                  {"id", "library", "versions", "implementations", "draw", "model", "explanation", "replay", "test"});
-    KnownDefect d;
-    d.id = NonEmpty(f, item, "id");
+    KnownDefect d = ReadEntry(f, list[i], format == 1);
     for (const KnownDefect& earlier : ledger.entries) {
       if (earlier.id == d.id) f.Fail("id", "'" + d.id + "' (expected an id no other entry has)");
     }
-    d.library = NonEmpty(f, item, "library");
-    const Fields versions = f.Child("versions");
-    const json& range = f.Required(item, "versions");
-    versions.CheckObject(range, "a version range", {"min", "max"});
-    d.version_min = NonEmpty(versions, range, "min");
-    d.version_max = NonEmpty(versions, range, "max");
-    for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"min", &d.version_min},
-                                      std::pair<const char*, const std::string*>{"max", &d.version_max}}) {
-      if (!version_in_range(*value, "0", "999999999")) versions.Fail(name, "'" + *value + "' (expected a dotted version, e.g. 2.6.3)");
-    }
-    if (!version_in_range(d.version_min, "0", d.version_max)) {
-      versions.Fail("min", "'" + d.version_min + "' (expected a version <= max '" + d.version_max + "')");
-    }
-    const json& patterns = f.Required(item, "implementations");
-    if (!patterns.is_array() || patterns.empty()) {
-      f.Fail("implementations", "expected a non-empty array of implementation globs, got " + detail::TypeName(patterns));
-    }
-    for (size_t k = 0; k < patterns.size(); ++k) {
-      const std::string name = "implementations[" + std::to_string(k) + "]";
-      if (!patterns[k].is_string() || patterns[k].get<std::string>().empty()) {
-        f.Fail(name, "expected a non-empty glob string, got " + detail::TypeName(patterns[k]));
-      }
-      d.implementations.push_back(patterns[k].get<std::string>());
-    }
-    const Fields draw = f.Child("draw");
-    const json& rule = f.Required(item, "draw");
-    draw.CheckObject(rule, "a draw predicate", {"rule", "registers", "block"});
-    const std::string rule_name = draw.String(rule, "rule");
-    if (!parse_defect_rule(rule_name, &d.rule)) {
-      draw.Fail("rule", "'" + rule_name + "' (expected " +
-                            std::string(to_string(DefectRule::jit_deconv_single_block_output_padding)) + " or " +
-                            std::string(to_string(DefectRule::jit_deconv_stride_hole)) + ")");
-    }
-    // Each rule's one parameter: the register budget, or the ic/oc block; the other is an error.
-    const bool by_registers = d.rule == DefectRule::jit_deconv_single_block_output_padding;
-    const char* parameter = by_registers ? "registers" : "block";
-    const char* other = by_registers ? "block" : "registers";
-    if (rule.contains(other)) draw.Fail(other, "unknown field for rule " + rule_name + " (expected " + parameter + ")");
-    const int64_t value = draw.Integer(draw.Required(rule, parameter), parameter);
-    if (by_registers && (value < 2 || value > 64)) {
-      draw.Fail("registers", std::to_string(value) + " (expected a register budget in [2, 64])");
-    }
-    if (!by_registers && value != 4 && value != 8 && value != 16) {
-      draw.Fail("block", std::to_string(value) + " (expected an ic/oc block of 4, 8 or 16)");
-    }
-    (by_registers ? d.registers : d.block) = static_cast<int32_t>(value);
-    const std::string model = f.String(item, "model");
-    if (!parse_defect_model(model, &d.model)) {
-      f.Fail("model", "'" + model + "' (expected " + std::string(to_string(DefectModel::drop_last_input_column)) +
-                          " or " + std::string(to_string(DefectModel::stride_hole_tail_rows)) + ")");
-    }
-    d.explanation = NonEmpty(f, item, "explanation");
-    d.replay = NonEmpty(f, item, "replay");
-    try {
-      (void)parse_replay(d.replay);
-    } catch (const InputError& e) {
-      f.Fail("replay", std::string("expected a replay string fusediff replay accepts (") + e.what() + ")");
-    }
-    d.test = NonEmpty(f, item, "test");
     ledger.entries.push_back(std::move(d));
   }
   return ledger;

@@ -13,12 +13,16 @@
 
 namespace fusediff::reports {
 
+// /5 adds the verdict documented_behaviour, each case's documented_behaviours (ledger tallies of that kind, as
+// known_defects), the tolerance's documented_behaviour ("fails" under --strict), and judges a ledger tally's status
+// by its predicted samples (no_longer_reproduces: the model changed samples, none was explained).
 // /4 adds the verdict nondeterministic and a library case's repeat, nondeterministic samples, by_implementation,
 // by_formulation and paired_formulations, and the worst entries' implementation, formulation and repetitions
 // (all absent for the built-in paths), and each BatchNorm case's batchnorm_error_bins; /3 the verdict known_defect
-// and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /3, /2 and /1 files (/2 and
-// /1: conv2d+act, kept whole) are still read.
-inline constexpr const char* kResultsFormat = "fusediff-results/4";
+// and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /4, /3, /2 and /1 files
+// (/2 and /1: conv2d+act, kept whole) are still read.
+inline constexpr const char* kResultsFormat = "fusediff-results/5";
+inline constexpr const char* kResultsFormatV4 = "fusediff-results/4";
 inline constexpr const char* kResultsFormatV3 = "fusediff-results/3";
 inline constexpr const char* kResultsFormatV2 = "fusediff-results/2";
 inline constexpr const char* kResultsFormatV1 = "fusediff-results/1";

@@ -28,6 +28,7 @@ struct RunOptions {
   size_t worst_count = 10;
   std::optional<Tolerance> tolerance;  // replaces every case's default tolerance (fusediff gate)
   std::optional<int64_t> max_abs_lsb;  // overrides every case's default tolerance bound (after `tolerance`)
+  bool strict = false;  // documented-behaviour samples fail their case (Tolerance::documented_behaviour_fails)
   // Deterministic partition: shard `shard_index` of `shard_count` runs conv draws d with d % count == index and
   // sweep samples i with i % count == index. Merging all shards' statistics gives the unsharded ones exactly.
   uint32_t shard_index = 0;

@@ -22,6 +22,26 @@ enum class ConvOp { conv2d, conv_transpose2d };
 // The int8 weight codes a case may use: symmetric [-127, 127] (TFLite's int8 weights, the default) or the full
 // s8 range [-128, 127] (what oneDNN's int8 convolution takes).
 enum class WeightRange { symmetric, full };
+
+// How the int32 accumulator is computed. `exact` is the definition above. The others are a library's documented
+// integer arithmetic (oneDNN 2.6's int8 kernels without VNNI; docs/onednn.md, "Without VNNI: documented
+// behaviour"), each exact integer arithmetic on the draw, for a ledger entry's model (model/known_defects.h):
+//   halved_weights:        acc = bias + 2 * sum (x - zx) * rne(w / 2), rne to nearest with ties to even: the
+//                          weights halved by the reorder (scale_adjust 0.5), the result scaled back by 2.
+//   int16_pairs_per_tap:   the exact acc plus, for every tap and channel pair (2j, 2j+1) of it, sat16(p) - p with
+//                          p = u[2j] * w[2j] + u[2j+1] * w[2j+1], sat16 saturation to [-32768, 32767] and u the
+//                          input code as the u8 the kernel multiplies (x, or x + 128 for an int8 input): what
+//                          vpmaddubsw's saturating int16 pair sums lose. An odd channel count leaves the last
+//                          channel alone (its partner weight is 0 in the blocked layout).
+//   int16_pairs_flattened: the same over pairs (2j, 2j+1) of the channels of all taps flattened in (ky, kx, c)
+//                          order (a gemm's K): a pair may span two taps. A tap outside the input holds u = 0, so a
+//                          pair with one never saturates (|u * w| <= 255 * 128 < 2^15).
+//   int16_pairs_shifted_weights: as int16_pairs_per_tap with the roles swapped: p = (w[2j] + 128) * s[2j] +
+//                          (w[2j+1] + 128) * s[2j+1], the weights shifted to u8 and s the input code as s8 (x - 128
+//                          for a uint8 input): a gemm computed as a matrix-vector product with the weights as its
+//                          vector (oneDNN's s8 inner product with one output channel).
+enum class Accumulation { exact, halved_weights, int16_pairs_per_tap, int16_pairs_flattened, int16_pairs_shifted_weights };
+std::string_view to_string(Accumulation a);
 std::string_view to_string(ConvOp op);
 ConvOp parse_conv_op(std::string_view text, std::string_view field);
 
@@ -50,6 +70,12 @@ class ConvCase {
   ConvCase& weights(std::vector<int8_t> w) { weights_ = std::move(w); return *this; }
   ConvCase& bias(std::vector<int32_t> b) { bias_ = std::move(b); return *this; }
   ConvCase& weight_range(WeightRange r) { weight_range_ = r; return *this; }
+  ConvCase& accumulation(Accumulation a) { accumulation_ = a; return *this; }
+  // The input column each (output column ox, kernel column kx) reads, at [ox * kernel_width + kx], as a library's
+  // kernel schedules it (a ledger entry's model): -1 for none; a column >= input_width reads past the row, the next
+  // pixels in memory (NHWC: the next row's first pixels, then the next image's, then what lies past the input, which
+  // the input vector must then hold). Empty: the definition (source_column). Transposed convolutions only.
+  ConvCase& column_reads(std::vector<int32_t> reads) { column_reads_ = std::move(reads); return *this; }
 
   ConvOp op() const { return op_; }
   int32_t output_padding_height() const { return output_padding_height_; }
@@ -74,6 +100,8 @@ class ConvCase {
   const std::vector<int8_t>& weights() const { return weights_; }
   const std::vector<int32_t>& bias() const { return bias_; }
   WeightRange weight_range() const { return weight_range_; }
+  Accumulation accumulation() const { return accumulation_; }
+  const std::vector<int32_t>& column_reads() const { return column_reads_; }
 
   // Derived sizes.
   int32_t output_height() const;
@@ -92,6 +120,7 @@ class ConvCase {
     return source_index(oy, ky, stride_height_, padding_top_, dilation_height_, input_height_);
   }
   int32_t source_column(int32_t ox, int32_t kx) const {
+    if (!column_reads_.empty()) return column_reads_[static_cast<size_t>(ox) * kernel_width_ + kx];
     return source_index(ox, kx, stride_width_, padding_left_, dilation_width_, input_width_);
   }
 
@@ -137,6 +166,8 @@ class ConvCase {
   std::vector<int8_t> weights_;
   std::vector<int32_t> bias_;
   WeightRange weight_range_ = WeightRange::symmetric;
+  Accumulation accumulation_ = Accumulation::exact;
+  std::vector<int32_t> column_reads_;
 };
 
 // One line: "conv2d N1 H7 W5 C3 -> K4, kernel 3x2, stride 1x2, dilation 1x1, pad t0 l1 b1 r0" (+ output padding).

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "fusediff/model/conv_case.h"
 
 namespace fusediff {
 
@@ -52,5 +55,15 @@ struct SourceAsPassed {
   bool zero_point_attribute = true;
 };
 SourceAsPassed source_as_passed(const Formulation& f, bool drawn_u8, int32_t drawn_zero_point);
+
+// Output padding as an input extended by zero-point rows/columns (Formulation::extended_input): e more input rows
+// (columns) at the far end add e*stride output rows there, taken back by a bottom (right) padding of
+// pad_end - opad + e*stride >= 0. {e_h, e_w}: {0, 0} unless a transposed convolution's output padding exceeds its
+// padding and `extended_input` is set.
+std::pair<int32_t, int32_t> output_padding_extension(const ConvCase& conv, bool extended_input);
+// The draw as the library sees it then: its input extended by those rows/columns holding the zero point, the
+// padding raised, no output padding. Exact arithmetic gives the same outputs (the added codes are the real value
+// 0); an arithmetic that multiplies codes (int16 pair saturation) sees them. `input` null: the geometry alone.
+void extend_for_output_padding(ConvCase* conv, std::vector<int32_t>* input, std::pair<int32_t, int32_t> extension);
 
 }  // namespace fusediff

@@ -12,6 +12,7 @@
 #include "fusediff/model/error_bins.h"
 #include "fusediff/model/error_stats.h"
 #include "fusediff/model/gate_comparison.h"
+#include "fusediff/model/known_defects.h"
 #include "fusediff/model/tolerance.h"
 
 namespace fusediff {
@@ -20,9 +21,11 @@ namespace fusediff {
 // (Comparison::cross_convention); it is reported, never judged, and never fails a run.
 // known_defect: every judged sample is within tolerance and some samples are a ledger entry's known defect
 // (model/known_defects.h); it does not fail a run.
+// documented_behaviour: the same for a documented-behaviour entry and no known defect; it does not fail a run
+// unless the tolerance says so (--strict).
 // nondeterministic: the fused path gave different outputs for one draw across repetitions (--repeat); a failure
 // of its own class, counted apart from value errors, whatever the comparison.
-enum class Verdict { pass, fail, unsupported, cross_convention, known_defect, nondeterministic };
+enum class Verdict { pass, fail, unsupported, cross_convention, known_defect, nondeterministic, documented_behaviour };
 std::string_view to_string(Verdict v);
 
 struct WorstCaseReport {
@@ -34,13 +37,14 @@ struct WorstCaseReport {
 // CaseResult::stats (what the verdict judges), so the case's worst list keeps showing everything else.
 struct KnownDefectTally {
   std::string id;
+  LedgerKind kind = LedgerKind::known_defect;
   uint64_t draws = 0;              // draws that met the entry's conditions (library, version, implementation, rule)
   uint64_t samples = 0;            // their samples
   uint64_t predicted_samples = 0;  // of those, where the entry's model differs from the reference
   CaseStats stats;                 // the samples it explains: y_fused != y_ref and y_fused == the model's y (within tolerance)
   std::vector<WorstCaseReport> worst;
-  // Conditions met, nothing explained: a fixed library (or a wrong entry).
-  bool no_longer_reproduces() const { return draws > 0 && stats.overall.count() == 0; }
+  // The model changed some samples, the library none of them that way: a fixed library (or a wrong entry).
+  bool no_longer_reproduces() const { return predicted_samples > 0 && stats.overall.count() == 0; }
 };
 
 struct CaseResult {
@@ -116,6 +120,8 @@ struct RunResult {
 
 // Samples compared in a case: the judged ones and those a ledger entry explains.
 uint64_t compared_samples(const CaseResult& c);
+// Samples the case's ledger entries of one kind explain.
+uint64_t explained_samples(const CaseResult& c, LedgerKind kind);
 
 // Folds `part` (another shard of the same case) into `into`: statistics, worst samples and per-code errors add
 // exactly; coverage, worst replay strings and the verdict are recomputed (check_tolerance). Throws InputError
