@@ -5,8 +5,13 @@
 // Build and run (Debian libdnnl-dev 2.6.3):
 //   g++ -std=c++17 -O2 docs/repro/onednn_deconv_output_padding.cpp -ldnnl -o deconv_repro && ./deconv_repro
 // Modes:
-//   ./deconv_repro            the minimal case; exit 0 when oneDNN shows the defect, 1 when it computes the
-//                             reference (a fixed oneDNN), 2 on a oneDNN error
+//   ./deconv_repro            the minimal case on jit_deconvolution:avx512_core_vnni (selected with
+//                             dnnl::set_max_cpu_isa unless DNNL_MAX_CPU_ISA caps it: AVX512_CORE reaches
+//                             jit_deconvolution:avx512_core, which has it too); exit 0 when oneDNN shows the defect,
+//                             1 when it computes the reference (a fixed oneDNN), 2 on a oneDNN error, 77 when this
+//                             CPU reaches no jit_deconvolution:avx512_core* (no AVX-512: nothing to show)
+//   ./deconv_repro amx        the same draw on the AMX kernel (jit_deconvolution:avx512_core_amx*): exit 0 when it
+//                             computes the reference, 1 when it shows the defect, 77 without AMX
 //   ./deconv_repro sweep [narrow]   every small geometry: per implementation, how many draws are wrong, and whether each
 //                             wrong draw equals the model "input column iw-1 contributes nothing" (prints counts);
 //                             `narrow`: even weights in [-62, 62], exact on the pre-VNNI kernels too
@@ -142,10 +147,19 @@ bool MatchesModel(const Result& r) {
 
 }  // namespace
 
+// Caps oneDNN at `isa` before its first dispatch, unless DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA already does.
+void SelectIsa(dnnl::cpu_isa isa) {
+  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+    dnnl::set_max_cpu_isa(isa);
+  }
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "minimal";
   g_narrow_weights = std::getenv("DECONV_REPRO_NARROW") != nullptr;  // `one`: the sweep's narrow weights
-  if (mode == "minimal") {
+  if (mode == "minimal" || mode == "amx") {
+    const bool amx = mode == "amx";
+    SelectIsa(amx ? dnnl::cpu_isa::avx512_core_amx : dnnl::cpu_isa::avx512_core_vnni);
     // One input pixel x = 10 (zero point 0), kernel 1x2 with weights {3, 5}, stride 1x2, output padding 0x1, bias 1:
     // the reference outputs are 1 + 10*3 = 31, 1 + 10*5 = 51 and the bias alone, 1, in the padded column.
     using namespace dnnl;
@@ -169,10 +183,24 @@ int main(int argc, char** argv) {
                                                {DNNL_ARG_DST, dst_m}});
       strm.wait();
       const dnnl_version_t* v = dnnl_version();
+      const std::string impl = pd.impl_info_str();
       std::printf("oneDNN %d.%d.%d %s: y = {%d, %d, %d}, reference {31, 51, 1}\n", v->major, v->minor, v->patch,
-                  pd.impl_info_str(), y[0], y[1], y[2]);
-      if (y[0] == 31 && y[1] == 51 && y[2] == 1) { std::printf("correct: the defect is fixed here\n"); return 1; }
-      if (y[0] == 1 && y[1] == 1 && y[2] == 1) { std::printf("defect: the taps of input column 0 are dropped\n"); return 0; }
+                  impl.c_str(), y[0], y[1], y[2]);
+      const bool expected_kernel = amx ? impl.find("jit_deconvolution:avx512_core_amx") == 0
+                                       : impl == "jit_deconvolution:avx512_core_vnni" || impl == "jit_deconvolution:avx512_core";
+      if (!expected_kernel) {
+        std::printf("skipped: implementation %s; the draw is for %s\n", impl.c_str(),
+                    amx ? "jit_deconvolution:avx512_core_amx* (AMX)" : "jit_deconvolution:avx512_core* (AVX-512)");
+        return 77;
+      }
+      if (y[0] == 31 && y[1] == 51 && y[2] == 1) {
+        std::printf(amx ? "correct: the defect is absent here\n" : "correct: the defect is fixed here\n");
+        return amx ? 0 : 1;
+      }
+      if (y[0] == 1 && y[1] == 1 && y[2] == 1) {
+        std::printf("defect: the taps of input column 0 are dropped\n");
+        return amx ? 1 : 0;
+      }
       std::printf("wrong, but not the known signature\n");
       return 1;
     } catch (const error& e) {

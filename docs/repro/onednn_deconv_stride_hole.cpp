@@ -20,10 +20,14 @@
 // Build and run (Debian libdnnl-dev 2.6.3):
 //   g++ -std=c++17 -O2 docs/repro/onednn_deconv_stride_hole.cpp -ldnnl -o stride_hole && ./stride_hole
 // Modes:
-//   ./stride_hole             the minimal case under two tail patterns; exit 0 when oneDNN shows the defect and
-//                             its output equals the model, 1 when it computes the reference (a fixed oneDNN) or
-//                             something else, 2 on a oneDNN error, 77 when the implementation is not a jit int8
-//                             deconvolution (the CPU lacks SSE4.1/AVX2/AVX-512: nothing to show)
+//   ./stride_hole             the minimal case under two tail patterns, on jit_deconvolution:avx512_core_vnni
+//                             (selected with dnnl::set_max_cpu_isa unless DNNL_MAX_CPU_ISA caps it; a CPU without
+//                             it dispatches lower, to kernels with the same defect); exit 0 when oneDNN shows the
+//                             defect and its output equals the model, 1 when it computes the reference (a fixed
+//                             oneDNN) or something else, 2 on a oneDNN error, 77 when the implementation is not a
+//                             jit int8 deconvolution (the CPU lacks SSE4.1/AVX2/AVX-512: nothing to show)
+//   ./stride_hole amx         the same draw on the AMX kernel (jit_deconvolution:avx512_core_amx*): exit 0 when it
+//                             computes the reference under both tail patterns, 1 otherwise, 77 without AMX
 //   ./stride_hole sweep       every small geometry x {u8 without zero point, u8 with zero point 0, s8}: per
 //                             implementation, draws, wrong draws, wrong draws the rule predicts and the model
 //                             explains, the second (signed / zero-point) defect's, wrong draws outside both
@@ -257,8 +261,17 @@ void Print(const Geometry& g, const Result& r) {
 
 }  // namespace
 
+// Caps oneDNN at `isa` before its first dispatch, unless DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA already does.
+void SelectIsa(dnnl::cpu_isa isa) {
+  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+    dnnl::set_max_cpu_isa(isa);
+  }
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "minimal";
+  if (mode == "minimal") SelectIsa(dnnl::cpu_isa::avx512_core_vnni);
+  if (mode == "amx") SelectIsa(dnnl::cpu_isa::avx512_core_amx);
   const dnnl_version_t* v = dnnl_version();
   // Minimal: 1x4 input pixels in 2 rows, 2 output channels, kernel 1x1, stride 2x1, no padding: 3 output rows;
   // row 1 is reached by no kernel row, so it must be the bias alone.
@@ -303,6 +316,30 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::printf("wrong, but not the known signature (model %s/%s)\n", a_model ? "yes" : "no", b_model ? "yes" : "no");
+      return 1;
+    }
+    if (mode == "amx") {
+      Result a, b;
+      Options o;
+      if (!Run(minimal, o, &a)) { std::printf("rejected\n"); return 2; }
+      std::printf("oneDNN %d.%d.%d %s: the minimal stride-hole draw (u8 source, no source zero point)\n", v->major,
+                  v->minor, v->patch, a.implementation.c_str());
+      if (a.implementation.find("jit_deconvolution:avx512_core_amx") != 0) {
+        std::printf("skipped: implementation %s; the draw is for jit_deconvolution:avx512_core_amx* (AMX)\n",
+                    a.implementation.c_str());
+        return 77;
+      }
+      o.pattern = 1;
+      Run(minimal, o, &b);
+      const auto right = [](const Result& r) {
+        return std::vector<int64_t>(r.library.begin(), r.library.end()) == r.reference;
+      };
+      Print(minimal, a);
+      if (right(a) && right(b)) {
+        std::printf("correct: the defect is absent here\n");
+        return 0;
+      }
+      std::printf("wrong: the AMX kernel does not compute the reference\n");
       return 1;
     }
     if (mode == "one") {

@@ -200,6 +200,13 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
                        paired.differing_samples, paired.both_samples, paired.max_abs_difference);
   }
   if (nondeterministic > 0) out += fmt::format("\n{} samples differ between repetitions (--repeat)\n", nondeterministic);
+  // Which kernels a library case ran depends on the CPU: say which ISA oneDNN dispatched to.
+  const bool library_cases = std::any_of(run.cases.begin(), run.cases.end(),
+                                         [](const CaseResult& c) { return !c.implementation.empty(); });
+  if (library_cases && !run.provenance.onednn_isa.empty()) {
+    out += fmt::format("\noneDNN {} dispatched to {} (DNNL_MAX_CPU_ISA caps it)\n", run.provenance.onednn_version,
+                       run.provenance.onednn_isa);
+  }
   out += fmt::format("\n{} cases: {} passed, {} failed", run.cases.size(), passed, failed);
   if (known_cases > 0) out += fmt::format(", {} known defect (not failing)", known_cases);
   if (documented_cases > 0) out += fmt::format(", {} documented behaviour (not failing)", documented_cases);

@@ -1,4 +1,5 @@
-# Runs COMMAND (a ;-list) and fails unless it exits with EXPECTED and, when given, its output matches PATTERN.
+# Runs COMMAND (a ;-list) and fails unless it exits with EXPECTED and, when given, its output matches PATTERN; prints
+# the output either way.
 # Usage: cmake -DEXPECTED=1 -DPATTERN=regex -DCOMMAND="a;b;c" -P expect_exit.cmake
 # The project's own runs are never sharded by a surrounding test runner's variables.
 foreach(variable GTEST_TOTAL_SHARDS GTEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE
@@ -13,4 +14,6 @@ endif()
 if(DEFINED PATTERN AND NOT "${out}${err}" MATCHES "${PATTERN}")
   message(FATAL_ERROR "output does not match '${PATTERN}'\nstdout:\n${out}\nstderr:\n${err}")
 endif()
-message(STATUS "exit ${code} as expected")
+# The output is shown either way, so that a test's SKIP_REGULAR_EXPRESSION (e.g. the ISA oneDNN dispatched to) can
+# read it.
+message(STATUS "exit ${code} as expected\nstdout:\n${out}\nstderr:\n${err}")

@@ -88,7 +88,7 @@ TEST(Cli, RunWritesJsonAndCsvAndIsDeterministic) {
   };
   const nlohmann::json ja = load(json1), jb = load(json2);
   EXPECT_EQ(ja, jb);
-  EXPECT_EQ(ja["format"], "fusediff-results/4");
+  EXPECT_EQ(ja["format"], "fusediff-results/5");
   // Its conv2d+act cases (4, + 3 of oneDNN) and the patterns that use hard_swish (max pool: kept, pooled first).
   ASSERT_EQ(ja["cases"].size(), driver::OneDnnBuiltIn() ? 9u : 6u);
   const auto& c0 = ja["cases"][0];

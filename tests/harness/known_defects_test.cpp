@@ -32,6 +32,24 @@ const char* kGood = R"({
   }]
 })";
 
+// Format 2: a documented behaviour with an ISA condition and the source_as_passed rule.
+const char* kGood2 = R"({
+  "format": "fusediff-known-defects/2",
+  "defects": [{
+    "id": "d",
+    "kind": "documented_behaviour",
+    "library": "oneDNN",
+    "versions": {"min": "2.6.0", "max": "2.6.3"},
+    "isas": ["avx2", "sse41"],
+    "implementations": ["ip: x64:gemm_s8u8s32:jit"],
+    "draw": {"rule": "source_as_passed", "source": "u8", "op": "conv2d", "weights_vector": false},
+    "model": "int16_pairs_per_tap",
+    "explanation": "why",
+    "replay": "fusediff-replay/1;seed=1;sample=3;name=relu.int8.onednn.conv;source=conv;act=relu;alpha=0;requant=f32_zero_point_first;u=int8:0.05:3;u_round=half_to_even;y=int8:0.03:-100;y_round=half_to_even;zp_order=before_rounding;fused=onednn;mix=knee:1/saturation:1/quant_boundary:2/bulk:1;mutant=none",
+    "test": "onednn_tests: OneDnnPreVnni.*"
+  }]
+})";
+
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
   EXPECT_NE(at, std::string::npos) << from;
@@ -69,6 +87,42 @@ TEST(KnownDefectsFile, TheRepositorysLedgerParses) {
     EXPECT_EQ(d.library, "oneDNN");
     EXPECT_FALSE(d.test.empty());
     EXPECT_EQ(parse_replay(d.replay).explicit_conv.has_value(), true) << d.replay;
+    EXPECT_FALSE(d.explanation.empty()) << d.id;
+  }
+  // Every documented behaviour names the implementations it applies to, and is not a defect of those without VNNI.
+  size_t documented = 0;
+  for (const KnownDefect& d : ledger.entries) documented += d.kind == LedgerKind::documented_behaviour;
+  EXPECT_GE(documented, 5u);
+}
+
+TEST(KnownDefectsFile, FormatTwoReadsKindsIsasAndTheSourceRule) {
+  const KnownDefectLedger ledger = tables::ParseKnownDefects(kGood2, "ledger.json");
+  ASSERT_EQ(ledger.entries.size(), 1u);
+  const KnownDefect& d = ledger.entries[0];
+  EXPECT_EQ(d.kind, LedgerKind::documented_behaviour);
+  EXPECT_EQ(d.isas, (std::vector<std::string>{"avx2", "sse41"}));
+  EXPECT_EQ(d.rule, DefectRule::source_as_passed);
+  EXPECT_EQ(d.source, ScalarType::uint8);
+  EXPECT_EQ(d.op, ConvOp::conv2d);
+  EXPECT_EQ(d.weights_vector, false);
+  EXPECT_EQ(d.model, DefectModel::int16_pairs_per_tap);
+  // Format 1 has no kind: every entry a known defect.
+  EXPECT_EQ(tables::ParseKnownDefects(kGood, "ledger.json").entries[0].kind, LedgerKind::known_defect);
+  const std::string good = kGood2;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {Replace(good, "\"kind\": \"documented_behaviour\",", ""), "defects[0].kind: missing"},
+      {Replace(good, "documented_behaviour", "feature"), "defects[0].kind: unknown ledger entry kind 'feature' (expected known_defect, documented_behaviour)"},
+      {Replace(good, "\"source\": \"u8\"", "\"source\": \"u16\""), "defects[0].draw.source: 'u16' (expected u8 or s8)"},
+      {Replace(good, "\"op\": \"conv2d\"", "\"op\": \"pool\""), "defects[0].draw.op: unknown op 'pool'"},
+      {Replace(good, "\"weights_vector\": false", "\"weights_vector\": 0"), "defects[0].draw.weights_vector: expected true or false"},
+      {Replace(good, "\"source\": \"u8\"", "\"registers\": 12"), "defects[0].draw.registers: unknown field for rule source_as_passed"},
+      {Replace(good, "[\"avx2\", \"sse41\"]", "[]"), "defects[0].isas: expected a non-empty array of ISA globs"},
+      {Replace(Replace(good, "fusediff-known-defects/2", "fusediff-known-defects/1"), "\"kind\": \"documented_behaviour\",", ""),
+       "defects[0].isas: unknown field"},  // format 1 has neither kind nor isas
+  };
+  for (const auto& [text, fragment] : bad) {
+    const std::string message = ParseError(text);
+    EXPECT_NE(message.find(fragment), std::string::npos) << "got: " << message << "\nexpected: " << fragment;
   }
 }
 
@@ -80,21 +134,21 @@ TEST(KnownDefectsFile, MalformedLedgersNameTheFieldAndWhatWasExpected) {
   const std::string good = kGood;
   const std::vector<Bad> cases = {
       {"[]", "ledger.json: top level: expected a known-defect ledger"},
-      {Replace(good, "fusediff-known-defects/1", "fusediff-known-defects/9"), "format: 'fusediff-known-defects/9' (expected fusediff-known-defects/1)"},
+      {Replace(good, "fusediff-known-defects/1", "fusediff-known-defects/9"), "format: 'fusediff-known-defects/9' (expected fusediff-known-defects/2 or fusediff-known-defects/1)"},
       {Replace(good, "\"id\": \"x\",", ""), "defects[0].id: missing"},
       {Replace(good, "\"id\": \"x\"", "\"id\": 7"), "defects[0].id: expected a string"},
       {Replace(good, "\"library\"", "\"libary\""), "defects[0].libary: unknown field"},
       {Replace(good, "\"max\": \"2.6.3\"", "\"max\": \"two\""), "defects[0].versions.max: 'two' (expected a dotted version"},
       {Replace(good, "\"min\": \"2.6.0\"", "\"min\": \"2.7\""), "defects[0].versions.min: '2.7' (expected a version <= max"},
       {Replace(good, "[\"conv: jit_deconvolution:avx512_core_vnni*\"]", "[]"), "defects[0].implementations: expected a non-empty array"},
-      {Replace(good, "jit_deconv_single_block_output_padding", "bogus"), "defects[0].draw.rule: 'bogus' (expected jit_deconv_single_block_output_padding or jit_deconv_stride_hole)"},
+      {Replace(good, "jit_deconv_single_block_output_padding", "bogus"), "defects[0].draw.rule: unknown draw rule 'bogus' (expected jit_deconv_single_block_output_padding, jit_deconv_stride_hole, jit_uni_deconv_columns, source_as_passed)"},
       {Replace(good, "\"registers\": 30", "\"registers\": 0"), "defects[0].draw.registers: 0 (expected a register budget"},
       {Replace(good, "\"registers\": 30", "\"registers\": \"30\""), "defects[0].draw.registers: expected an integer"},
-      {Replace(good, "\"registers\": 30", "\"registers\": 30, \"block\": 16"), "defects[0].draw.block: unknown field for rule jit_deconv_single_block_output_padding (expected registers)"},
-      {Replace(good, "\"rule\": \"jit_deconv_single_block_output_padding\", \"registers\": 30", "\"rule\": \"jit_deconv_stride_hole\", \"registers\": 30"), "defects[0].draw.registers: unknown field for rule jit_deconv_stride_hole (expected block)"},
+      {Replace(good, "\"registers\": 30", "\"registers\": 30, \"block\": 16"), "defects[0].draw.block: unknown field for rule jit_deconv_single_block_output_padding"},
+      {Replace(good, "\"rule\": \"jit_deconv_single_block_output_padding\", \"registers\": 30", "\"rule\": \"jit_deconv_stride_hole\", \"registers\": 30"), "defects[0].draw.registers: unknown field for rule jit_deconv_stride_hole"},
       {Replace(good, "\"rule\": \"jit_deconv_single_block_output_padding\", \"registers\": 30", "\"rule\": \"jit_deconv_stride_hole\""), "defects[0].draw.block: missing (required)"},
       {Replace(good, "\"rule\": \"jit_deconv_single_block_output_padding\", \"registers\": 30", "\"rule\": \"jit_deconv_stride_hole\", \"block\": 12"), "defects[0].draw.block: 12 (expected an ic/oc block of 4, 8 or 16)"},
-      {Replace(good, "drop_last_input_column", "drop_everything"), "defects[0].model: 'drop_everything' (expected drop_last_input_column or stride_hole_tail_rows)"},
+      {Replace(good, "drop_last_input_column", "drop_everything"), "defects[0].model: unknown model 'drop_everything' (expected drop_last_input_column, stride_hole_tail_rows, halved_weights"},
       {Replace(good, "\"replay\": \"fusediff-replay/1;", "\"replay\": \"fusediff-replay/7;"), "defects[0].replay: expected a replay string"},
       {Replace(good, "\"test\": \"onednn_tests: OneDnnKernel.JitDeconvolutionWithOutputPaddingDropsTaps\"", "\"test\": \"\""), "defects[0].test: expected a non-empty string"},
       {Replace(good, "\"id\": \"x\",", "\"id\": \"x\", \"id\": \"y\","), "ledger.json"},  // a repeated key (strict parse)
@@ -119,7 +173,7 @@ TEST(KnownDefectsFile, TheCliExitsTwoOnABadLedger) {
                               "--known-defects", file.string()},
                              out, err);
   EXPECT_EQ(code, 2);
-  EXPECT_NE(err.str().find("defects[0].model: 'drop_everything'"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("defects[0].model: unknown model 'drop_everything'"), std::string::npos) << err.str();
   std::ostringstream out2, err2;
   EXPECT_EQ(cli::Main({"fusediff", "run", "--known-defects", file.string(), "--no-known-defects"}, out2, err2), 2);
   std::filesystem::remove(file);
@@ -173,7 +227,7 @@ TEST(KnownDefectResults, VerdictCountsAndText) {
   const std::string junit = reports::ToJUnit(run);
   EXPECT_EQ(junit.find("<failure"), std::string::npos) << junit;
   EXPECT_NE(junit.find("property name=\"known_defect.onednn-x\" value=\"5 samples explained"), std::string::npos) << junit;
-  EXPECT_NE(reports::ToHtml(run).find("Known defects (ledger)"), std::string::npos);
+  EXPECT_NE(reports::ToHtml(run).find("Known defects and documented behaviour (ledger)"), std::string::npos);
   EXPECT_NE(reports::ToMarkdown(run).find("Known defect onednn-x: reproduces"), std::string::npos);
 
   // A judged sample beyond tolerance still fails the case, known defect or not.
@@ -223,6 +277,87 @@ TEST(KnownDefectResults, JsonRoundTripAndExactMerge) {
   nlohmann::json edited = nlohmann::json::parse(text);
   edited["cases"][0]["known_defects"][0]["status"] = "no_longer_reproduces";
   EXPECT_THROW(reports::FromJson(edited, "results.json"), InputError);
+}
+
+// The same case whose tally is a documented behaviour (oneDNN's int8 arithmetic without VNNI).
+CaseResult CaseWithDocumentedBehaviour(uint64_t explained, bool strict) {
+  CaseResult c = CaseWithKnownDefect(explained, 0);
+  c.known_defects[0].id = "onednn-pre-vnni";
+  c.known_defects[0].kind = LedgerKind::documented_behaviour;
+  c.tolerance.documented_behaviour_fails = strict;
+  finish_case_result(c, 1);
+  return c;
+}
+
+TEST(KnownDefectResults, DocumentedBehaviourIsCountedListedAndNotFailing) {
+  const CaseResult c = CaseWithDocumentedBehaviour(5, false);
+  EXPECT_EQ(c.verdict, Verdict::documented_behaviour);
+  EXPECT_NE(c.reason.find("documented behaviour: onednn-pre-vnni (5 samples)"), std::string::npos) << c.reason;
+  EXPECT_EQ(explained_samples(c, LedgerKind::documented_behaviour), 5u);
+  EXPECT_EQ(explained_samples(c, LedgerKind::known_defect), 0u);
+  const RunResult run = RunOf({c});
+  EXPECT_FALSE(run.any_failure());
+  const std::string text = reports::RenderTable(run, false);
+  EXPECT_NE(text.find("documented behaviour onednn-pre-vnni: 5 samples in 1 cases (max |e| 30), not failing"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("1 documented behaviour (not failing)"), std::string::npos) << text;
+  const std::string junit = reports::ToJUnit(run);
+  EXPECT_EQ(junit.find("<failure"), std::string::npos) << junit;
+  EXPECT_NE(junit.find("property name=\"documented_behaviour.onednn-pre-vnni\""), std::string::npos) << junit;
+  EXPECT_NE(reports::ToMarkdown(run).find("Documented behaviour onednn-pre-vnni: reproduces"), std::string::npos);
+  // A known defect in the same case takes the verdict; both are named.
+  CaseResult both = c;
+  KnownDefectTally defect = CaseWithKnownDefect(2, 500).known_defects[0];
+  both.known_defects.push_back(defect);
+  finish_case_result(both, 1);
+  EXPECT_EQ(both.verdict, Verdict::known_defect);
+  EXPECT_NE(both.reason.find("onednn-x (2 samples); documented behaviour: onednn-pre-vnni (5 samples)"), std::string::npos)
+      << both.reason;
+}
+
+TEST(KnownDefectResults, StrictFailsDocumentedBehaviour) {
+  const CaseResult c = CaseWithDocumentedBehaviour(5, true);
+  EXPECT_EQ(c.verdict, Verdict::fail);
+  EXPECT_NE(c.reason.find("failing under --strict"), std::string::npos) << c.reason;
+  EXPECT_TRUE(RunOf({c}).any_failure());
+  EXPECT_NE(reports::RenderTable(RunOf({c}), false).find("FAILING (--strict)"), std::string::npos);
+  // Strict does not touch known defects.
+  CaseResult defect = CaseWithKnownDefect(5, 0);
+  defect.tolerance.documented_behaviour_fails = true;
+  finish_case_result(defect, 1);
+  EXPECT_EQ(defect.verdict, Verdict::known_defect);
+}
+
+TEST(KnownDefectResults, DocumentedBehaviourRoundTripsThroughJson) {
+  for (bool strict : {false, true}) {
+    const RunResult run = RunOf({CaseWithDocumentedBehaviour(5, strict)});
+    const nlohmann::ordered_json j = reports::ToJson(run);
+    EXPECT_EQ(j["format"], "fusediff-results/5");
+    EXPECT_FALSE(j["cases"][0].contains("known_defects"));
+    ASSERT_EQ(j["cases"][0]["documented_behaviours"].size(), 1u);
+    EXPECT_EQ(j["cases"][0]["tolerance"].contains("documented_behaviour"), strict);
+    const RunResult back = reports::FromJson(nlohmann::json::parse(j.dump()), "results.json");
+    ASSERT_EQ(back.cases[0].known_defects.size(), 1u);
+    EXPECT_EQ(back.cases[0].known_defects[0].kind, LedgerKind::documented_behaviour);
+    EXPECT_EQ(back.cases[0].verdict, strict ? Verdict::fail : Verdict::documented_behaviour);
+    EXPECT_EQ(back.cases[0].tolerance.documented_behaviour_fails, strict);
+    EXPECT_EQ(reports::ToJson(back).dump(), j.dump());
+  }
+}
+
+// /5 judges a tally's status by its model's predicted samples; a /4 file by its draws: both read back.
+TEST(KnownDefectResults, StatusRuleFollowsTheFilesFormat) {
+  CaseResult c = CaseWithKnownDefect(0, 0);
+  c.known_defects[0].predicted_samples = 0;  // conditions met, the model changed nothing: nothing to conclude
+  finish_case_result(c, 1);
+  EXPECT_FALSE(c.known_defects[0].no_longer_reproduces());
+  nlohmann::json j = nlohmann::json::parse(reports::ToJson(RunOf({c})).dump());
+  EXPECT_EQ(j["cases"][0]["known_defects"][0]["status"], "reproduces");
+  EXPECT_NO_THROW(reports::FromJson(j, "now.json"));
+  j["format"] = "fusediff-results/4";
+  EXPECT_THROW(reports::FromJson(j, "old.json"), InputError);  // /4 wrote no_longer_reproduces for these draws
+  j["cases"][0]["known_defects"][0]["status"] = "no_longer_reproduces";
+  EXPECT_NO_THROW(reports::FromJson(j, "old.json"));
 }
 
 TEST(KnownDefectResults, CompareReportsADefectThatDisappearsOrAppears) {

@@ -19,18 +19,14 @@
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/graph.h"
 #include "fusediff/reference/reference.h"
+#include "onednn_test_util.h"
 
 namespace fusediff {
 namespace {
 
-// Skips the calling test where oneDNN would not run native bf16 kernels (no AVX512_BF16 / AMX, or a cap below).
-#define SKIP_WITHOUT_BF16()                                                                                    \
-  do {                                                                                                          \
-    const std::string isa = fused::onednn::EffectiveIsa();                                                      \
-    if (isa != "avx512_core_bf16" && isa != "avx512_core_amx") {                                                \
-      GTEST_SKIP() << "oneDNN dispatches to " << isa << ": no native bf16 dot product (AVX512_BF16 or AMX)";     \
-    }                                                                                                           \
-  } while (0)
+// The bf16 kernels these tests measured: AVX512_CORE_BF16 selected (test_support::SelectIsa); skipped where the CPU
+// has no native bf16 dot product.
+#define SKIP_WITHOUT_BF16() FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_bf16, "AVX512_CORE_BF16")
 
 // The relu cases of one float convolution, fused and unfused, as the suite declares them.
 std::vector<CaseSpec> Cases(const FloatConv& fc) {

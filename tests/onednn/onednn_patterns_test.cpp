@@ -25,14 +25,6 @@ using test_support::OneDnnGraph;
 using test_support::kInt8;
 using test_support::kUint8;
 
-
-
-bool DispatchesToVnni() {
-  const std::string isa = fused::onednn::EffectiveIsa();
-  return isa.find("vnni") != std::string::npos || isa.find("bf16") != std::string::npos ||
-         isa.find("amx") != std::string::npos;
-}
-
 // Runs one draw through the oneDNN path of `spec` and through the reference of its declared convention.
 struct Both {
   std::vector<int32_t> fused, reference;
@@ -62,7 +54,7 @@ TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
   const QuantParams residual{kInt8, 10785357 * 0x1p-24f, 0};
   EXPECT_EQ(reference::F32PostOpAdd(AddRule::onednn_binary, -(2.0f + 3 * 0x1p-21f), 7, residual), 2.5f);
   EXPECT_EQ(reference::F32PostOpAdd(AddRule::onednn_sum, -(2.0f + 3 * 0x1p-21f), 7, residual), 2.5f + 0x1p-22f);
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
 
   PatternDraw draw;
   draw.conv.batch(1).input_size(1, 1).input_channels(1).output_channels(1).kernel_size(1, 1);
@@ -92,7 +84,7 @@ TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
 // t = 0.25 / 0.125 = 2, + zy 5 = 7. The graph (cross-convention) rounds u = rne(1.25 / 0.5) = 2 first
 // (u = 1.0 real), s = onednn_unfused(1.0 - 1.0) = 0, y = 0 / 0.125 + 5 = 5.
 TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   PatternDraw draw;
   draw.conv.batch(1).input_size(1, 1).input_channels(1).output_channels(1).kernel_size(1, 1);
   draw.conv.input_quant(QuantParams{kUint8, 0.5f, 10}).weight_scales({0.25f}).weights({3}).bias({4});
@@ -125,7 +117,7 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
 // post-op, added before the rounding. x = (12, 7), zx = 10, w = (3, -2), bias 5: acc = 5 + 2*3 + (-3)(-2) = 17;
 // v = 17 * 0.125 = 2.125; relu; t = 2.125 / 0.25 + 3 = 11.5: rne 12 (TFLite's zero point after rounding: 11).
 TEST(OneDnnChains, InnerProductFoldsTheZeroPointsKnownAnswer) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   PatternDraw draw;
   draw.conv.batch(1).input_size(1, 1).input_channels(2).output_channels(1).kernel_size(1, 1);
   draw.conv.input_quant(QuantParams{kUint8, 0.5f, 10}).weight_scales({0.25f}).weights({3, -2}).bias({5});
@@ -163,7 +155,7 @@ TEST(OneDnnChains, ConvPoolFusionIsUnsupportedWithTheReason) {
 // tolerance of 1 (binary32 noise at a tie), all but a few exact. ConvTranspose2D draws with output padding are left
 // out: there oneDNN 2.6.3's jit deconvolution drops taps (docs/onednn.md, pinned in onednn_test.cpp).
 TEST(OneDnnChains, EveryChainAgreesWithItsDeclaredConvention) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   for (const ActivationKind kind : {ActivationKind::relu, ActivationKind::gelu_erf}) {
     for (const std::string pattern : {"conv2d+add+act", "fc+act", "conv2d+act+maxpool"}) {
@@ -215,7 +207,7 @@ TEST(OneDnnChains, EveryChainAgreesWithItsDeclaredConvention) {
 // 0, one weight scale, 7-bit weights where it needs them), each chain's output under it equals its output under the
 // default formulation; an output padding passed as an extended input gives the reference's answer.
 TEST(OneDnnChains, EveryFormulationGivesTheDefaultFormulationsOutputs) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   std::vector<Formulation> variants(6);
   variants[0].zero_points_absent = true;
@@ -295,7 +287,7 @@ TEST(OneDnnChains, EveryFormulationGivesTheDefaultFormulationsOutputs) {
 // The fully connected chain has no transposed draws: its cases pass end to end through the driver, the
 // cross-convention one is a measurement, all three see the same draws, and every worst sample replays.
 TEST(OneDnnChains, InnerProductCasesPassEndToEnd) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   options.samples = 3000;
   const std::vector<CaseSpec> specs = driver::OneDnnPatternComparisons(options, "fc+act", ActivationKind::sigmoid);

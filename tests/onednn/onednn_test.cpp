@@ -37,13 +37,6 @@ ConvCase OnePixel(float sx, int32_t zx, float sw, int8_t w, int32_t bias) {
   return conv;
 }
 
-// oneDNN's int8 kernels are exact only with VNNI: without it u8 x s8 pairs saturate in int16 and s8 sources get
-// halved weights (docs/onednn.md). Tests that expect agreement skip elsewhere.
-bool DispatchesToVnni() {
-  const std::string isa = fused::onednn::EffectiveIsa();
-  return isa.find("vnni") != std::string::npos || isa.find("bf16") != std::string::npos ||
-         isa.find("amx") != std::string::npos;
-}
 
 int32_t RunOne(OneDnnKernel& kernel, const ConvCase& conv, int32_t x) {
   std::vector<int32_t> y(1);
@@ -109,7 +102,7 @@ std::vector<CaseSpec> ThreeComparisons(const driver::SuiteOptions& options, Acti
 }
 
 TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   for (ActivationKind kind : {ActivationKind::gelu_erf, ActivationKind::sigmoid, ActivationKind::hard_swish}) {
     driver::SuiteOptions options;
     const std::vector<CaseSpec> specs = ThreeComparisons(options, kind);
@@ -154,6 +147,7 @@ TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) 
 // padding (a negative right padding) extends a kernel no wider than its stride; the gemm implementation of the
 // same primitive agrees with the reference. When this test fails, oneDNN has fixed it: update docs/onednn.md.
 TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   ConvCase conv;
   conv.op(ConvOp::conv_transpose2d).output_padding(0, 1);
   conv.batch(1).input_size(1, 1).input_channels(1).output_channels(1).kernel_size(1, 2).stride(1, 2);
@@ -168,6 +162,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   const std::vector<int64_t> acc = reference::Conv2DAccumulators(conv, std::vector<int32_t>{10});
   EXPECT_EQ(acc, (std::vector<int64_t>{31, 51, 1}));  // 1 + 10*3, 1 + 10*5, bias alone in the padded column
   if (::testing::Test::HasFailure()) return;
+  ASSERT_EQ(kernel->last_implementation(), "conv: jit_deconvolution:avx512_core_vnni");
   EXPECT_EQ(y, (std::vector<int32_t>{1, 1, 1})) << "oneDNN " << fused::onednn::LibraryVersion() << " via "
                                                    << kernel->implementations().front();
 
@@ -211,7 +206,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
 // The defect under a source zero point and an s8 source: the dropped column's zero-point compensation goes with it
 // (the model subtracts nothing for those taps), for every output of a 3-channel, 2-row draw.
 TEST(OneDnnKernel, JitDeconvolutionDefectFollowsTheModelWithZeroPoints) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   const KnownDefectLedger ledger =
       tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
   for (const bool s8 : {false, true}) {
@@ -266,7 +261,7 @@ TEST(OneDnnKernel, JitDeconvolutionDefectFollowsTheModelWithZeroPoints) {
 // The default run's oneDNN cases with the ledger: the defect's samples are counted as known_defect, every other
 // sample passes, and without the ledger the same draws fail.
 TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   const KnownDefectLedger ledger =
       tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
   driver::SuiteOptions options;
@@ -307,7 +302,7 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
 // Every formulation passes the same arithmetic: on draws made for a formulation (zero point 0, one weight scale,
 // 7-bit weights where it needs them), oneDNN's output under it equals its output under the default formulation.
 TEST(OneDnnKernel, EveryFormulationGivesTheDefaultFormulationsOutputs) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::gelu_tanh)[0];
   std::string why;
@@ -401,7 +396,7 @@ TEST(OneDnnKernel, RepetitionsOverDifferentPoisonAgree) {
 }
 
 TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
-  if (!DispatchesToVnni()) GTEST_SKIP() << "oneDNN dispatches to " << fused::onednn::EffectiveIsa() << " (no VNNI)";
+  FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   options.samples = 3000;
   std::vector<CaseSpec> specs = ThreeComparisons(options, ActivationKind::gelu_erf);

@@ -114,8 +114,18 @@ const KnownDefect* StrideHoleEntry(const KnownDefectLedger& ledger, const std::s
 
 const DefectCallAttributes kNoSourceZeroPoint{false, ScalarType::uint8};
 
-// Pinned by the ledger's stride-hole entries: fails once oneDNN computes the hole rows as the bias alone.
+// The kernels the ledger's entries were measured on: AVX512_CORE_VNNI unless a cap (the per-ISA ctest runs) says
+// otherwise; on a CPU without it oneDNN dispatches lower, where the same defect has entries too.
+void SelectMeasuredIsa() {
+  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+    test_support::SelectIsa(dnnl::cpu_isa::avx512_core_vnni);
+  }
+}
+
+// Pinned by the ledger's stride-hole entries: fails once oneDNN computes the hole rows as the bias alone. Where no
+// entry names the kernel that ran (another ISA's), the library must be right.
 TEST(OneDnnStrideHole, LibraryEqualsTheModelOverTheOwnedTail) {
+  SelectMeasuredIsa();
   // 3 and 4 channels: one block on every ISA (sse41's 4 x 4 too); C = 3 leaves a padded channel in the block.
   const ConvCase conv = HoleDeconv(3, 2, 3, 4, 2);
   const std::vector<int32_t> input = HoleInput(conv);
@@ -129,7 +139,11 @@ TEST(OneDnnStrideHole, LibraryEqualsTheModelOverTheOwnedTail) {
   const KnownDefectLedger ledger =
       tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
   const KnownDefect* entry = StrideHoleEntry(ledger, a.implementation);
-  ASSERT_NE(entry, nullptr) << "no stride-hole ledger entry for " << a.implementation;
+  if (entry == nullptr) {
+    EXPECT_EQ(std::vector<int64_t>(a.y.begin(), a.y.end()), reference::Conv2DAccumulators(conv, input))
+        << "no stride-hole ledger entry for " << a.implementation << ": the library must be right";
+    return;
+  }
   EXPECT_NE(entry->test.find("OneDnnStrideHole.LibraryEqualsTheModelOverTheOwnedTail"), std::string::npos);
   ASSERT_TRUE(draw_meets_rule(*entry, conv, kNoSourceZeroPoint));
   ConvCase changed = conv;
@@ -158,6 +172,7 @@ TEST(OneDnnStrideHole, LibraryEqualsTheModelOverTheOwnedTail) {
 // More than one ic block: the spurious row meets the next block's real weights, which the model cannot place. The
 // rule refuses the draw, and its hole-row outputs are neither the reference nor the model: judged, they fail.
 TEST(OneDnnStrideHole, MultiBlockDrawIsNotExplained) {
+  SelectMeasuredIsa();
   const ConvCase conv = HoleDeconv(2, 1, 17, 2, 1);  // 17 input channels: two ic blocks on every ISA
   const std::vector<int32_t> input = HoleInput(conv);
   const LibraryRun a = RunWithoutSourceZeroPoint(conv, input, 0);
@@ -168,7 +183,7 @@ TEST(OneDnnStrideHole, MultiBlockDrawIsNotExplained) {
   const KnownDefectLedger ledger =
       tables::ReadKnownDefects(std::string(FUSEDIFF_SOURCE_DIR) + "/fused/onednn/known_defects.json");
   const KnownDefect* entry = StrideHoleEntry(ledger, a.implementation);
-  ASSERT_NE(entry, nullptr) << a.implementation;
+  if (entry == nullptr) GTEST_SKIP() << "no stride-hole ledger entry for " << a.implementation << " (checked above)";
   EXPECT_FALSE(draw_meets_rule(*entry, conv, kNoSourceZeroPoint));
   ConvCase changed = conv;
   std::vector<int32_t> changed_input = input;
@@ -190,6 +205,7 @@ TEST(OneDnnStrideHole, MultiBlockDrawIsNotExplained) {
 // fusediff's own formulation (a source zero-point attribute, here of value 0, and the owned weights) is right on
 // the same draw: the default run's results do not change.
 TEST(OneDnnStrideHole, WithTheSourceZeroPointAttributeTheKernelIsRight) {
+  SelectMeasuredIsa();
   const ConvCase conv = HoleDeconv(3, 2, 3, 4, 2);
   const std::vector<int32_t> input = HoleInput(conv);
   const Convention graph = test_support::OneDnnGraph(ActivationKind::relu, {test_support::kInt8, 1.0f, 0},
