@@ -143,6 +143,22 @@ RC_GTEST_PROP(Accumulation, PairsEqualTheKernelsProductsByHand, ()) {
     }
 }
 
+// oneDNN's advice for CPUs without VNNI: u8 codes times 7-bit weights ([-64, 63]) never saturate a pair
+// (255 * 64 * 2 = 32640 < 32767), so both pair rules equal the exact sum; 8-bit weights may not.
+RC_GTEST_PROP(Accumulation, SevenBitWeightsOnU8CodesNeverSaturate, ()) {
+  const int32_t c = *rc::gen::inRange(1, 9);
+  ConvCase conv;
+  conv.input_size(2, 2).input_channels(c).output_channels(1).kernel_size(2, 2).input_quant({kU8, 1.0f, *rc::gen::inRange(0, 256)});
+  conv.weight_range(WeightRange::full).weight_scales({1.0f}).bias({0});
+  conv.weights(*rc::gen::container<std::vector<int8_t>>(static_cast<size_t>(4 * c),
+                                                         rc::gen::map(rc::gen::inRange(-64, 64), [](int v) { return static_cast<int8_t>(v); })));
+  const auto x = *rc::gen::container<std::vector<int32_t>>(conv.input_elements(), rc::gen::inRange(0, 256));
+  const std::vector<int64_t> exact = Conv2DAccumulators(conv, x);
+  for (Accumulation a : {Accumulation::int16_pairs_per_tap, Accumulation::int16_pairs_flattened}) {
+    RC_ASSERT(Conv2DAccumulators(ConvCase(conv).accumulation(a), x) == exact);
+  }
+}
+
 // Output padding passed as an extended input adds zero-point codes: exact arithmetic gives the same outputs.
 RC_GTEST_PROP(Accumulation, ExtendedInputKeepsExactOutputs, ()) {
   const int32_t stride = *rc::gen::inRange(1, 4), kw = *rc::gen::inRange(1, 4), opad = *rc::gen::inRange(0, stride);

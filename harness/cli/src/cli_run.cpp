@@ -219,7 +219,7 @@ Command AddRunCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--mutant", a->mutant, "Inject a known fused-path bug: use-output-scale");
   run->add_option("--worst", a->worst, "Worst samples kept per case")->check(CLI::Range(0, 1000));
-  run->add_option("--json", a->json, "Write results JSON (fusediff-results/4)");
+  run->add_option("--json", a->json, "Write results JSON (fusediff-results/5)");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
   run->add_option("--shard", a->shard,
