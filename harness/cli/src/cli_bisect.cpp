@@ -31,7 +31,7 @@ struct BisectArgs {
   uint64_t seed = 1;
   double perf_weight = 0.0, threshold = 0.5;
   int max_pairs = 10, warmup = 3, repeats = 15, dependency_budget = 100;
-  uint64_t max_bytes = bisect::kDefaultMaxBytes;
+  uint64_t max_bytes = kDefaultMaxBytes;
   std::optional<double> rtol, atol;
 };
 
@@ -120,10 +120,7 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   if (!(a.threshold >= 0)) throw InputError("--threshold: expected a non-negative number of output steps");
   if (a.dependency_budget < 0) throw InputError("--dependency-budget: expected a number of sessions >= 0");
   if ((a.rtol && !(*a.rtol >= 0)) || (a.atol && !(*a.atol >= 0))) throw InputError("--rtol/--atol: expected >= 0");
-  if (a.max_bytes > 0 && onnx_io::FileSize(a.model) > a.max_bytes) {
-    throw InputError(a.model + ": " + std::to_string(onnx_io::FileSize(a.model)) + " bytes, over --max-bytes " +
-                     std::to_string(a.max_bytes));
-  }
+  CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
   bisect::OptimizerList custom;
   bisect::BisectOptions options;
   if (!a.optimizer_list.empty()) {

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "fusediff/fused/ort_runtime.h"
+#include "fusediff/model/memory_budget.h"
 #include "fusediff/onnx/onnx_io.h"
 
 namespace fusediff::bisect {
 
-inline constexpr uint64_t kDefaultMaxBytes = uint64_t{4} << 30;  // 4 GiB: --max-bytes
 
 // One graph transformer or rewrite rule of the pinned ONNX Runtime.
 struct Optimizer {
