@@ -16,21 +16,13 @@
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/model/errors.h"
+#include "test_util.h"
 
 namespace fusediff::bisect {
 namespace {
 
-std::filesystem::path Scratch(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fusediff_outside_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-fused::ort::Runtime& Runtime() {
-  static const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
-  return *runtime;
-}
+using test::Runtime;
+using test::Scratch;
 
 // The command's exit status and what it printed.
 std::pair<int, std::string> Shell(const std::string& command) {
@@ -49,15 +41,7 @@ std::string OutsideModel(const std::filesystem::path& dir, const std::string& na
   return (dir / name / "model.onnx").string();
 }
 
-BisectOptions Quick(const std::filesystem::path& dir) {
-  BisectOptions o;
-  o.generate = 1;
-  o.warmup = 0;
-  o.repeats = 2;
-  o.work_dir = (dir / "work").string();
-  o.repro_dir = (dir / "repro").string();
-  return o;
-}
+BisectOptions Quick(const std::filesystem::path& dir) { return test::Quick(dir, 0, 2); }
 
 const Step* Find(const BisectResult& r, const std::string& kind, const std::string& subject) {
   for (const Step& s : r.steps) {

@@ -8,6 +8,7 @@
 
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/model/errors.h"
+#include "test_util.h"
 
 namespace fusediff::bisect {
 namespace {
@@ -52,25 +53,23 @@ class FakeRuntime final : public fused::ort::Runtime {
   int sessions = 0;
 };
 
-TEST(Refusals, ANameWhoseDependencyIsBlacklistedIsBlacklistedToo) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fusediff_refusal_fake";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string model = (dir / "m.onnx").string();
-  std::ofstream(model, std::ios::binary) << ModelBytes(false);
+// A bisect of a one-node model over the names in `order` (of A, B and C) on the fake runtime.
+BisectResult FakeBisect(const std::filesystem::path& dir, const std::string& order, int dependency_budget = 100) {
+  const std::string model = test::Write(dir / "m.onnx", ModelBytes(false));
+  std::string names;
+  for (char n : order) names += std::string(names.empty() ? "" : ", ") + "{\"name\": \"" + n + "\"}";
   const OptimizerList list = ParseOptimizerList(
-      R"({"format": "fusediff-ort-optimizers/1", "onnxruntime": "fake", "optimizers": [{"name": "A"}, {"name": "B"},
-          {"name": "C"}]})",
-      "list");
-  BisectOptions o;
-  o.generate = 1;
-  o.warmup = 0;
-  o.repeats = 1;
-  o.work_dir = (dir / "work").string();
-  o.repro_dir = (dir / "repro").string();
+      R"({"format": "fusediff-ort-optimizers/1", "onnxruntime": "fake", "optimizers": [)" + names + "]}", "list");
+  BisectOptions o = test::Quick(dir, 0, 1);
   o.optimizers = &list;
+  o.dependency_budget = dependency_budget;
   FakeRuntime runtime;
-  const BisectResult r = Bisect(runtime, model, o);
+  return Bisect(runtime, model, o);
+}
+
+TEST(Refusals, ANameWhoseDependencyIsBlacklistedIsBlacklistedToo) {
+  const std::filesystem::path dir = test::Scratch("fake");
+  const BisectResult r = FakeBisect(dir, "ABC");
   const auto step = [&](const std::string& kind, const std::string& subject) {
     return *std::find_if(r.steps.begin(), r.steps.end(),
                          [&](const Step& s) { return s.kind == kind && s.subject == subject; });
@@ -97,26 +96,8 @@ TEST(Refusals, ANameWhoseDependencyIsBlacklistedIsBlacklistedToo) {
 }
 
 TEST(Refusals, TheDependencySearchStopsAtItsBudget) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fusediff_refusal_budget";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string model = (dir / "m.onnx").string();
-  std::ofstream(model, std::ios::binary) << ModelBytes(false);
   // B is the last name: with a budget of one session the search tries C only and finds nothing.
-  const OptimizerList list = ParseOptimizerList(
-      R"({"format": "fusediff-ort-optimizers/1", "onnxruntime": "fake", "optimizers": [{"name": "A"}, {"name": "C"},
-          {"name": "B"}]})",
-      "list");
-  BisectOptions o;
-  o.generate = 1;
-  o.warmup = 0;
-  o.repeats = 1;
-  o.work_dir = (dir / "work").string();
-  o.repro_dir = (dir / "repro").string();
-  o.optimizers = &list;
-  o.dependency_budget = 1;
-  FakeRuntime runtime;
-  const BisectResult r = Bisect(runtime, model, o);
+  const BisectResult r = FakeBisect(test::Scratch("budget"), "ACB", 1);
   const Step& a = *std::find_if(r.steps.begin(), r.steps.end(), [](const Step& s) { return s.kind == "one_on" && s.subject == "A"; });
   EXPECT_TRUE(a.dependency.empty());
   EXPECT_EQ(a.dependency_sessions, 1);

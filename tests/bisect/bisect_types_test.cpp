@@ -11,23 +11,15 @@
 
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/model/errors.h"
+#include "test_util.h"
 
 namespace fusediff::bisect {
 namespace {
 
 using onnx_io::DType;
 
-std::filesystem::path Scratch(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fusediff_types_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string Write(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path.string();
-}
+using test::Scratch;
+using test::Write;
 
 std::string ErrorOf(const std::function<void()>& f) {
   try {

@@ -184,7 +184,8 @@ Command AddBisectCommand(CLI::App& app) {
                   "LO:HI: generated integer inputs the model gives no range for take [LO, HI) (default 0:16; a "
                   "Gather's indices take its table's rows, a *mask* input 0 or 1)");
   cmd->add_option("--max-bytes", a->max_bytes,
-                  "Refuse inputs, outputs and kept outputs beyond this many bytes (default 4294967296 = 4 GiB)");
+                  "Refuse a model, inputs, outputs and kept outputs beyond this many bytes (default " +
+                      std::to_string(kDefaultMaxBytes) + " = 4 GiB; 0: no limit)");
   cmd->add_option("--dependency-budget", a->dependency_budget,
                   "Sessions per refused step in the search for the transformers it needs (default 100)");
   cmd->add_option("--rtol", a->rtol, "Expected-output check: relative tolerance (default: data.json, else 1e-3)");
