@@ -208,6 +208,14 @@ Diff Differences(const Outputs& baseline, const Outputs& step) {
   return diff;
 }
 
+const OutputDelta* LargestDelta(const Step& s) {
+  const OutputDelta* largest = s.deltas.empty() ? nullptr : &s.deltas.front();
+  for (const auto& d : s.deltas) {
+    if (d.max_units == s.max_units && d.max_units > 0) largest = &d;
+  }
+  return largest;
+}
+
 bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on) {
   // The union of the singles, merged in key order (each Diff is sorted and has one entry a key): it explains all-on
   // when it is all-on itself (every element moved by all-on moved by a single to the same value, every element a
@@ -657,7 +665,9 @@ class Bisector {
       ExpectedTolerances(path_, options_, r_.expected);
       for (size_t k = 0; k < sets_.size(); ++k) CheckExpected(model_, sets_[k], (*results)[k], r_.expected);
     }
-    const size_t kept = static_cast<size_t>(std::min<uint64_t>(uint64_t{256} << 20, options_.max_bytes / 4));
+    // Distinct output contents kept to recognize repeats: 256 MiB, or a quarter of a smaller budget.
+    const uint64_t cap = uint64_t{256} << 20;
+    const size_t kept = static_cast<size_t>(options_.max_bytes == 0 ? cap : std::min(cap, options_.max_bytes / 4));
     measurements_ = std::make_unique<Measurements>(model_, baseline_, sets_.size(), kept);
     Attempt a;
     a.graph = base_graph_;
@@ -901,11 +911,8 @@ class Bisector {
   }
 
   static std::string MovesText(const Step& s) {
-    std::string unit;
-    for (const auto& d : s.deltas) {
-      if (d.max_units == s.max_units) unit = d.unit;
-    }
-    return fmt::format("moves the outputs ({:.4g} {})", s.max_units, unit);
+    const OutputDelta* d = LargestDelta(s);
+    return fmt::format("moves the outputs ({:.4g} {})", s.max_units, d != nullptr ? d->unit : "");
   }
 
   Step& StepOf(const std::string& kind, const std::string& subject) {

@@ -71,19 +71,14 @@ std::string NodesText(const Step& s) {
 
 // The largest delta with its unit ("2.5 f32_ulp_of_max"), "-" for a refused step.
 std::string AccText(const Step& s) {
-  if (s.verdict == "refused") return "-";
-  std::string unit = s.deltas.empty() ? "" : s.deltas.front().unit;
-  for (const auto& d : s.deltas) {
-    if (d.max_units == s.max_units && d.max_units > 0) unit = d.unit;
-  }
-  return fmt::format("{:.4g} {}", s.max_units, unit);
+  const OutputDelta* d = LargestDelta(s);
+  return s.verdict == "refused" || d == nullptr ? "-" : fmt::format("{:.4g} {}", s.max_units, d->unit);
 }
 
-// The largest delta relative to its output's largest baseline magnitude.
+// That delta relative to its output's largest baseline magnitude.
 std::string RelText(const Step& s) {
-  double rel = 0;
-  for (const auto& d : s.deltas) rel = std::max(rel, d.max_rel);
-  return s.verdict == "refused" ? "-" : fmt::format("{:.3g}", rel);
+  const OutputDelta* d = LargestDelta(s);
+  return s.verdict == "refused" || d == nullptr ? "-" : fmt::format("{:.3g}", d->max_rel);
 }
 
 std::string VerdictText(const Step& s) {

@@ -154,6 +154,9 @@ struct Step {
   std::string reproduction;           // the folder of its standalone reproduction, where one was written
 };
 
+// The output a step's largest delta is in (the first output where none moved; null without outputs).
+const OutputDelta* LargestDelta(const Step& s);
+
 // ONNX's test-data check: the baseline (every transformer off) against a test set's output_K.pb, as
 // numpy.testing.assert_allclose judges it in ONNX's runner: |actual - expected| <= atol + rtol * |expected|, NaN
 // equal to NaN, and the same type and shape.
