@@ -108,7 +108,7 @@ std::string Label(const Step& s) { return s.subject.empty() ? s.kind : s.kind + 
 // The refused sessions: each shown step's message, what it needs and its reproduction.
 std::string RefusalsText(const BisectResult& r) {
   if (r.refused_steps == 0) return "";
-  std::string t = fmt::format("refused: {} sessions\n", r.refused_steps);
+  std::string t = fmt::format("refused steps: {}\n", r.refused_steps);
   for (const Step* s : TableRows(r)) {
     if (s->verdict != "refused") continue;
     t += "  " + Label(*s) + " (at " + s->refusal_phase + "): " + s->refusal + "\n";
