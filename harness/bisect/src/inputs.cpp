@@ -322,9 +322,11 @@ class Reader {
   uint64_t read_ = 0;
 };
 
+// An input file of a folder: input_K.pb, or a .npy or raw file that is not an expected output (output_K).
 bool IsInputFile(const std::filesystem::path& p) {
   const std::string name = p.filename().string();
-  return (name.rfind("input_", 0) == 0 && p.extension() == ".pb") || p.extension() == ".npy" || IsRaw(p);
+  if (p.extension() == ".pb") return name.rfind("input_", 0) == 0;
+  return (p.extension() == ".npy" || IsRaw(p)) && name.rfind("output_", 0) != 0;
 }
 
 // Files in an order that follows K numerically (input_2 before input_10), then by name.
