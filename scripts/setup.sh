@@ -20,6 +20,9 @@ packages=(
   libbenchmark-dev                        # Google Benchmark (bench/)
   python3-numpy python3-scipy             # bench/gate_numpy.py: the NumPy/SciPy baseline of the gate benchmark
   libonnx-dev libprotobuf-dev             # ONNX files (export-onnx, bisect): ONNX 1.12 onnx-ml.proto, protobuf
+  libeigen3-dev                           # Eigen (header only): float16 and bfloat16 tensors in harness/onnx
+  python3-onnx                            # outside-built test models (tests/bisect/outside_models.py)
+  libonnx-testdata                        # ONNX's backend test models and data (scripts/corpus.sh, ctest bisect.corpus_sample)
 )
 
 missing=()

@@ -12,6 +12,7 @@
 
 #include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/memory_budget.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
 
@@ -556,6 +557,7 @@ RunResult FromJson(const json& j, const std::string& source) {
 }
 
 RunResult ReadResultsFile(const std::string& path) {
+  CheckFileWithinBudget(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream text;

@@ -19,35 +19,15 @@
 #include "fusediff/bisect/export.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/model/errors.h"
+#include "test_util.h"
 
 namespace fusediff::bisect {
 namespace {
 
-std::filesystem::path Scratch(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fusediff_bisect_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string Write(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path.string();
-}
-
-fused::ort::Runtime& Runtime() {
-  static const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
-  return *runtime;
-}
-
-BisectOptions Quick(const std::filesystem::path& dir) {
-  BisectOptions o;
-  o.generate = 1;
-  o.warmup = 1;
-  o.repeats = 3;
-  o.work_dir = (dir / "work").string();
-  return o;
-}
+using test::Quick;
+using test::Runtime;
+using test::Scratch;
+using test::Write;
 
 TEST(OrtBaseline, ExportedPatternsEqualTheReference) {
   const std::filesystem::path dir = Scratch("baseline");

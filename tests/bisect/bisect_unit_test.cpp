@@ -62,7 +62,7 @@ TEST(Measurements, NodeDeltaCountsEveryOpTypeThatChanged) {
 
 onnx_io::ModelInfo OneOutput(std::optional<onnx_io::TensorQuant> q) {
   onnx_io::ModelInfo m;
-  m.outputs.push_back({"y", onnx_io::DType::int8, {4}});
+  m.outputs.push_back({"y", q ? onnx_io::DType::int8 : onnx_io::DType::float32, {4}});
   m.output_quant.push_back(q);
   return m;
 }
@@ -70,7 +70,7 @@ onnx_io::ModelInfo OneOutput(std::optional<onnx_io::TensorQuant> q) {
 TEST(Measurements, QuantizedOutputsAreComparedInCodes) {
   onnx_io::TensorQuant q;
   q.codes = true;
-  const Outputs base{{{1, 2, 3, 4}}, {4}}, step{{{1, 3, 1, 4}}, {4}};
+  const Outputs base{{{1, 2, 3, 4}}, {4}, {}}, step{{{1, 3, 1, 4}}, {4}, {}};
   const auto d = CompareOutputs(OneOutput(q), base, step);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].unit, "lsb");
@@ -82,14 +82,14 @@ TEST(Measurements, QuantizedOutputsAreComparedInCodes) {
 TEST(Measurements, DequantizedOutputsAreComparedInTheirScale) {
   onnx_io::TensorQuant q;
   q.scale = 0.25;
-  const Outputs base{{{0.5, 1.0, 0, 0}}, {4}}, step{{{0.75, 1.0, 0, -0.5}}, {4}};
+  const Outputs base{{{0.5, 1.0, 0, 0}}, {4}, {}}, step{{{0.75, 1.0, 0, -0.5}}, {4}, {}};
   const auto d = CompareOutputs(OneOutput(q), base, step);
   EXPECT_DOUBLE_EQ(d[0].max_units, 2);  // -0.5 / 0.25
   EXPECT_EQ(d[0].histogram, (std::map<int64_t, uint64_t>{{-2, 1}, {1, 1}}));
 }
 
 TEST(Measurements, FloatOutputsAreComparedInUlpsOfTheirLargestValue) {
-  const Outputs base{{{1.0, 0.5, 0, 0}}, {4}}, step{{{1.0, 0.5 + std::ldexp(1.0, -22), 0, 0}}, {4}};
+  const Outputs base{{{1.0, 0.5, 0, 0}}, {4}, {}}, step{{{1.0, 0.5 + std::ldexp(1.0, -22), 0, 0}}, {4}, {}};
   const auto d = CompareOutputs(OneOutput(std::nullopt), base, step);
   EXPECT_EQ(d[0].unit, "f32_ulp_of_max");
   EXPECT_DOUBLE_EQ(d[0].step, std::ldexp(1.0, -23));
@@ -109,7 +109,8 @@ TEST(Explain, TheUnionOfSinglesMustEqualAllOnValueForValue) {
 }
 
 TEST(Explain, DifferencesAreInKeyOrderAndSkipEqualOutputs) {
-  const Outputs base{{{1, 2, 3}, {4, 5}}, {3, 2}}, step{{{1, 7, 3}, {4, 5}}, {3, 2}}, nan{{{1, NAN, 3}, {4, 5}}, {3, 2}};
+  const Outputs base{{{1, 2, 3}, {4, 5}}, {3, 2}, {}}, step{{{1, 7, 3}, {4, 5}}, {3, 2}, {}},
+      nan{{{1, NAN, 3}, {4, 5}}, {3, 2}, {}};
   EXPECT_EQ(Differences(base, step), (Diff{{{0, 1}, 7}}));
   EXPECT_TRUE(Differences(base, base).empty());
   EXPECT_TRUE(Differences(nan, nan).empty());  // NaN where the baseline has NaN is no difference

@@ -10,7 +10,8 @@
 //   {"op":"time","session":ID,"feeds":[TENSOR],"warmup":W,"repeats":R} -> {"ms":[...]}
 //   {"op":"release","session":ID}
 // TENSOR = {"name","type" (ORT's name: float32, int8, uint8, int32, ...),"dims":[...],"data":BASE64 little-endian}.
-// Each answer is {"ok":true,...,"ort_ms":MS inside ONNX Runtime} or {"ok":false,"error":TEXT}. `config` entries are passed as session config
+// Each answer is {"ok":true,...,"ort_ms":MS inside ONNX Runtime} or {"ok":false,"error":TEXT,"phase":"create"|"run"}
+// (phase: where ONNX Runtime refused: creating the session or running it). `config` entries are passed as session config
 // entries exactly as given (sessionOptions.extra with a flat key: the binding adds KEY as it is), so the caller
 // owns the exact value of optimization.disable_specified_optimizers. One intra-op thread: repeatable timing and
 // results on a shared machine.
@@ -24,14 +25,30 @@ try {
   process.exit(2);
 }
 
+// onnxruntime-common's Tensor takes float16 as the bits in a Uint16Array and bool as a Uint8Array; it has no bfloat16.
 const arrays = {
   float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
   uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
+  float16: Uint16Array, bool: Uint8Array,
 };
+
+// An error of ONNX Runtime's, marked with where it refused.
+function refused(phase, e) {
+  const error = e instanceof Error ? e : new Error(String(e));
+  error.phase = phase;
+  return error;
+}
+async function inOrtPhase(phase, f) {
+  try {
+    return await inOrt(f);
+  } catch (e) {
+    throw refused(phase, e);
+  }
+}
 
 function toOrt(t) {
   const Ctor = arrays[t.type];
-  if (!Ctor) throw new Error('unsupported tensor type ' + t.type + ' for ' + t.name);
+  if (!Ctor) throw refused('run', new Error('the Node runner cannot pass ' + t.type + ' tensors (' + t.name + '): onnxruntime-node has no such tensor type; use the in-process runtime'));
   const bytes = Buffer.from(t.data, 'base64');
   if (bytes.length % Ctor.BYTES_PER_ELEMENT !== 0) throw new Error('tensor ' + t.name + ': ragged data');
   const copy = new Uint8Array(bytes.length);
@@ -75,7 +92,7 @@ async function handle(req) {
                         executionMode: 'sequential', executionProviders: ['cpu'], logSeverityLevel: 3 };
       if (req.optimized) options.optimizedModelFilePath = req.optimized;
       if (req.config && Object.keys(req.config).length > 0) options.extra = req.config;
-      const session = await inOrt(() => ort.InferenceSession.create(req.model, options));
+      const session = await inOrtPhase('create', () => ort.InferenceSession.create(req.model, options));
       const id = nextId++;
       sessions.set(id, session);
       return { session: id, inputs: session.inputNames, outputs: session.outputNames };
@@ -84,7 +101,7 @@ async function handle(req) {
       const session = sessions.get(req.session);
       if (!session) throw new Error('no session ' + req.session);
       const feeds = feedsOf(req.feeds);
-      const result = await inOrt(() => session.run(feeds));
+      const result = await inOrtPhase('run', () => session.run(feeds));
       return { outputs: session.outputNames.map((n) => fromOrt(n, result[n])) };
     }
     case 'evaluate': {  // create, run every set, time the first (if asked), release: one round trip per session
@@ -94,7 +111,7 @@ async function handle(req) {
       try {
         for (const set of req.sets) {
           const feeds = feedsOf(set);
-          const result = await inOrt(() => session.run(feeds));
+          const result = await inOrtPhase('run', () => session.run(feeds));
           answer.results.push(session.outputNames.map((n) => fromOrt(n, result[n])));
         }
         if (req.repeats > 0) {
@@ -144,7 +161,7 @@ lines.on('line', (line) => {
       answer = Object.assign({ ok: true }, await handle(JSON.parse(line)));
       answer.ort_ms = ortMs;
     } catch (e) {
-      answer = { ok: false, error: String(e && e.message ? e.message : e) };
+      answer = { ok: false, error: String(e && e.message ? e.message : e), phase: (e && e.phase) || 'create' };
     }
     process.stdout.write(JSON.stringify(answer) + '\n');
   });

@@ -72,9 +72,9 @@ class InProcessRuntime final : public Runtime {
     version_ = std::string("onnxruntime ") + base->GetVersionString() + " (in process: " +
                std::filesystem::path(library).filename().string() + " of onnxruntime-node)";
     // The environment is ONNX Runtime's own set-up (logging, the CPU provider's registries): its time counts inside.
-    Check(Call([&] { return api_->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "fusediff", &env_); }), false);
-    Check(Call([&] { return api_->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &cpu_); }), false);
-    Check(Call([&] { return api_->GetAllocatorWithDefaultOptions(&allocator_); }), false);
+    Check(Call([&] { return api_->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "fusediff", &env_); }), nullptr);
+    Check(Call([&] { return api_->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &cpu_); }), nullptr);
+    Check(Call([&] { return api_->GetAllocatorWithDefaultOptions(&allocator_); }), nullptr);
   }
 
   ~InProcessRuntime() override { Close(); }
@@ -95,23 +95,23 @@ class InProcessRuntime final : public Runtime {
   SessionHandle Create(const SessionSpec& spec) override {
     if (env_ == nullptr) throw std::runtime_error("ONNX Runtime: the runtime is closed");
     OrtSessionOptions* options = nullptr;
-    Check(Call([&] { return api_->CreateSessionOptions(&options); }), false);
+    Check(Call([&] { return api_->CreateSessionOptions(&options); }), nullptr);
     OrtSession* session = nullptr;
     const GraphOptimizationLevel level = Level(spec.level);
     const std::string disabled = DisableOptimizersValue(spec.disabled);
     try {
-      Check(Call([&] { return api_->SetSessionGraphOptimizationLevel(options, level); }), true);
-      Check(Call([&] { return api_->SetIntraOpNumThreads(options, 1); }), false);
-      Check(Call([&] { return api_->SetInterOpNumThreads(options, 1); }), false);
-      Check(Call([&] { return api_->SetSessionExecutionMode(options, ORT_SEQUENTIAL); }), false);
-      Check(Call([&] { return api_->SetSessionLogSeverityLevel(options, 3); }), false);
+      Check(Call([&] { return api_->SetSessionGraphOptimizationLevel(options, level); }), "create");
+      Check(Call([&] { return api_->SetIntraOpNumThreads(options, 1); }), nullptr);
+      Check(Call([&] { return api_->SetInterOpNumThreads(options, 1); }), nullptr);
+      Check(Call([&] { return api_->SetSessionExecutionMode(options, ORT_SEQUENTIAL); }), nullptr);
+      Check(Call([&] { return api_->SetSessionLogSeverityLevel(options, 3); }), nullptr);
       if (!spec.optimized_model.empty()) {
-        Check(Call([&] { return api_->SetOptimizedModelFilePath(options, spec.optimized_model.c_str()); }), false);
+        Check(Call([&] { return api_->SetOptimizedModelFilePath(options, spec.optimized_model.c_str()); }), nullptr);
       }
       if (!spec.disabled.empty()) {
-        Check(Call([&] { return api_->AddSessionConfigEntry(options, kDisableOptimizersKey, disabled.c_str()); }), true);
+        Check(Call([&] { return api_->AddSessionConfigEntry(options, kDisableOptimizersKey, disabled.c_str()); }), "create");
       }
-      Check(Call([&] { return api_->CreateSession(env_, spec.model.c_str(), options, &session); }), true);
+      Check(Call([&] { return api_->CreateSession(env_, spec.model.c_str(), options, &session); }), "create");
     } catch (...) {
       Call([&] { api_->ReleaseSessionOptions(options); });
       throw;
@@ -155,13 +155,13 @@ class InProcessRuntime final : public Runtime {
               }
               return static_cast<OrtStatus*>(nullptr);
             }),
-            true);
+            "run");
       const double before = ort_s_;
       Check(Call([&] {
               return api_->Run(session, nullptr, input_names.data(), inputs.data(), inputs.size(), output_names.data(),
                                output_names.size(), outputs.data());
             }),
-            true);
+            "run");
       run_s_ = ort_s_ - before;
       if (out != nullptr) CopyOutputs(h.outputs, outputs, *out);
     } catch (...) {
@@ -214,12 +214,13 @@ class InProcessRuntime final : public Runtime {
     throw InputError("graph optimization level '" + level + "': expected disabled, basic, extended, layout or all");
   }
 
-  // Throws ONNX Runtime's message: an InputError where ORT refused the model or the feeds.
-  void Check(OrtStatus* status, bool input_error) {
+  // Throws ONNX Runtime's message: Refused where ORT refused the model ("create") or the feeds ("run"), a
+  // runtime_error (exit 3) where a call that takes no user input failed (`refusal` null).
+  void Check(OrtStatus* status, const char* refusal) {
     if (status == nullptr) return;
     const std::string message = std::string("ONNX Runtime: ") + api_->GetErrorMessage(status);
     api_->ReleaseStatus(status);
-    if (input_error) throw InputError(message);
+    if (refusal != nullptr) throw Refused(refusal, message);
     throw std::runtime_error(message);
   }
 
@@ -232,7 +233,7 @@ class InProcessRuntime final : public Runtime {
   std::vector<std::string> Names(OrtSession* session, bool inputs) {
     size_t count = 0;
     Check(Call([&] { return inputs ? api_->SessionGetInputCount(session, &count) : api_->SessionGetOutputCount(session, &count); }),
-          false);
+          nullptr);
     std::vector<std::string> names;
     for (size_t i = 0; i < count; ++i) {
       char* name = nullptr;
@@ -240,9 +241,9 @@ class InProcessRuntime final : public Runtime {
               return inputs ? api_->SessionGetInputName(session, i, allocator_, &name)
                             : api_->SessionGetOutputName(session, i, allocator_, &name);
             }),
-            false);
+            nullptr);
       names.emplace_back(name);
-      Check(Call([&] { return api_->AllocatorFree(allocator_, name); }), false);
+      Check(Call([&] { return api_->AllocatorFree(allocator_, name); }), nullptr);
     }
     return names;
   }
@@ -287,22 +288,16 @@ class InProcessRuntime final : public Runtime {
       });
     }
     Call(release_infos);
-    Check(status, false);
+    Check(status, nullptr);
     for (size_t o = 0; o < views.size(); ++o) {
       onnx_io::Tensor& t = out[o];
       t.name = names[o];
-      switch (views[o].type) {
-        case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: t.type = onnx_io::DType::float32; break;
-        case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: t.type = onnx_io::DType::uint8; break;
-        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: t.type = onnx_io::DType::int8; break;
-        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: t.type = onnx_io::DType::int16; break;
-        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: t.type = onnx_io::DType::int32; break;
-        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: t.type = onnx_io::DType::int64; break;
-        default:
-          throw InputError("ONNX Runtime output " + names[o] + ": element type " +
-                           std::to_string(static_cast<int>(views[o].type)) +
-                           " is not one fusediff reads (float32, uint8, int8, int16, int32, int64)");
+      const auto type = static_cast<int32_t>(views[o].type);  // ONNX Runtime numbers types as ONNX does
+      if (!onnx_io::is_supported_dtype(type)) {
+        onnx_io::ThrowUnsupported("ONNX Runtime output " + names[o], "element type",
+                                  "element type " + std::to_string(type) + " is not one fusediff reads");
       }
+      t.type = static_cast<onnx_io::DType>(type);
       const size_t bytes = views[o].count * onnx_io::element_size(t.type);
       t.bytes.resize(bytes);
       if (bytes > 0) std::memcpy(t.bytes.data(), views[o].data, bytes);

@@ -200,7 +200,7 @@ class NodeRuntime final : public Runtime {
     nlohmann::json a = nlohmann::json::parse(answer);
     if (!a.value("ok", false)) {
       const std::string error = "ONNX Runtime: " + a.value("error", std::string("unknown error"));
-      if (input_error) throw InputError(error);
+      if (input_error) throw Refused(a.value("phase", std::string("create")), error);
       throw std::runtime_error(error);
     }
     ort_ms_ += a.value("ort_ms", 0.0);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -97,14 +98,46 @@ std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& b
   return delta;
 }
 
+double UlpAt(double m, onnx_io::DType type) {
+  // Precision p (significand bits) and the smallest normal exponent of each float type.
+  int p = 24, emin = -126;
+  if (type == onnx_io::DType::float16) p = 11, emin = -14;
+  if (type == onnx_io::DType::bfloat16) p = 8;
+  if (type == onnx_io::DType::float64) p = 53, emin = -1022;
+  const int e = m > 0 && std::isfinite(m) ? std::max(std::ilogb(m), emin) : 0;
+  return std::ldexp(1.0, e - p + 1);
+}
+
+std::string UnitOf(onnx_io::DType type, const std::optional<onnx_io::TensorQuant>& q) {
+  if (q) return "lsb";
+  switch (type) {
+    case onnx_io::DType::float32: return "f32_ulp_of_max";
+    case onnx_io::DType::float16: return "f16_ulp_of_max";
+    case onnx_io::DType::bfloat16: return "bf16_ulp_of_max";
+    case onnx_io::DType::float64: return "f64_ulp_of_max";
+    default: return "int";
+  }
+}
+
 namespace {
 // Equality of two values read from the same output type (NaN equals NaN of the same bits only through
 // both being NaN: a NaN where the baseline had a number is a difference).
 bool Same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
+// Element i of output o is the same in both: integers of 64 bits by their bits, everything else by value.
+bool SameAt(const Outputs& a, const Outputs& b, size_t o, size_t i) {
+  if (o < a.exact.size() && !a.exact[o].empty()) return a.exact[o][i] == b.exact[o][i];
+  return Same(a.values[o][i], b.values[o][i]);
+}
+
 // The fast path of every comparison: most sessions reproduce the baseline bit for bit, and equal bits are Same.
-bool Identical(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+template <typename T>
+bool Identical(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+bool IdenticalOutput(const Outputs& a, const Outputs& b, size_t o) {
+  const bool exact = o < a.exact.size() && o < b.exact.size();
+  return Identical(a.values[o], b.values[o]) && (!exact || Identical(a.exact[o], b.exact[o]));
 }
 }  // namespace
 
@@ -118,36 +151,29 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
     const std::vector<double>& b = baseline.values[o];
     const std::vector<double>& s = step.values[o];
     d.elements = b.size();
-    const bool identical = Identical(b, s);
-    if (q) {
-      d.unit = "lsb";
-      d.step = q->codes ? 1.0 : q->scale;
-      if (identical) {
-        out.push_back(std::move(d));
-        continue;
-      }
+    d.unit = UnitOf(model.outputs[o].type, q);
+    const bool counted = d.unit == "lsb" || d.unit == "int";  // units with a histogram of signed deltas
+    if (q) d.step = q->codes ? 1.0 : q->scale;
+    const bool identical = IdenticalOutput(baseline, step, o);
+    if (counted && identical) {
+      out.push_back(std::move(d));
+      continue;
     }
     double max_base = 0;
     for (double v : b) max_base = std::max(max_base, std::fabs(v));
-    if (!q) {
-      // A float output without a quantization: one unit is one binary32 ulp at the output's largest magnitude.
-      d.unit = "f32_ulp_of_max";
-      const float m = static_cast<float>(max_base > 0 ? max_base : 1.0);
-      d.step = static_cast<double>(std::nextafter(m, INFINITY) - m);
-    }
-    const bool lsb = d.unit == "lsb";
+    if (!counted) d.step = UlpAt(max_base > 0 ? max_base : 1.0, model.outputs[o].type);
     // Counts of the deltas within +-kDense units in an array (the usual case), the others in the map directly.
     constexpr int64_t kDense = 64;
-    std::vector<uint64_t> dense(lsb && !identical ? 2 * kDense + 1 : 0, 0);
+    std::vector<uint64_t> dense(counted && !identical ? 2 * kDense + 1 : 0, 0);
     for (size_t i = 0; i < (identical ? 0 : b.size()); ++i) {
-      if (Same(b[i], s[i])) continue;
+      if (SameAt(baseline, step, o, i)) continue;
       ++d.differing;
       const double delta = s[i] - b[i];
       const double units = std::isfinite(delta) ? delta / d.step : INFINITY;
       d.max_units = std::max(d.max_units, std::fabs(units));
       d.max_abs = std::max(d.max_abs, std::fabs(delta));
       if (max_base > 0) d.max_rel = std::max(d.max_rel, std::fabs(delta) / max_base);
-      if (lsb && std::isfinite(units)) {
+      if (counted && std::isfinite(units)) {
         const int64_t k = static_cast<int64_t>(std::llround(units));
         if (k >= -kDense && k <= kDense) {
           ++dense[static_cast<size_t>(k + kDense)];
@@ -169,19 +195,25 @@ Diff Differences(const Outputs& baseline, const Outputs& step) {
   std::vector<bool> differs(baseline.values.size());
   size_t count = 0;
   for (size_t o = 0; o < baseline.values.size(); ++o) {
-    differs[o] = !Identical(baseline.values[o], step.values[o]);
-    for (size_t i = 0; differs[o] && i < baseline.values[o].size(); ++i) {
-      count += !Same(baseline.values[o][i], step.values[o][i]);
-    }
+    differs[o] = !IdenticalOutput(baseline, step, o);
+    for (size_t i = 0; differs[o] && i < baseline.values[o].size(); ++i) count += !SameAt(baseline, step, o, i);
   }
   Diff diff;
   diff.reserve(count);
   for (size_t o = 0; o < baseline.values.size(); ++o) {
     for (size_t i = 0; differs[o] && i < baseline.values[o].size(); ++i) {
-      if (!Same(baseline.values[o][i], step.values[o][i])) diff.push_back({{o, i}, step.values[o][i]});
+      if (!SameAt(baseline, step, o, i)) diff.push_back({{o, i}, step.values[o][i]});
     }
   }
   return diff;
+}
+
+const OutputDelta* LargestDelta(const Step& s) {
+  const OutputDelta* largest = s.deltas.empty() ? nullptr : &s.deltas.front();
+  for (const auto& d : s.deltas) {
+    if (d.max_units == s.max_units && d.max_units > 0) largest = &d;
+  }
+  return largest;
 }
 
 bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on) {
@@ -287,12 +319,17 @@ class Session {
  public:
   Session(fused::ort::Runtime& rt, double& seconds, SavedModels& saved) : rt_(rt), seconds_(seconds), saved_(saved) {}
 
+  // Adds f's wall time to the runtime's, a refused session's included.
   template <typename F>
-  auto Timed(F&& f) {
+  void Timed(F&& f) {
     const auto start = std::chrono::steady_clock::now();
-    auto result = f();
+    try {
+      f();
+    } catch (...) {
+      seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      throw;
+    }
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
   }
 
   // Creates the session, saves its optimized model, runs every set of `feeds`; returns the outputs as ONNX Runtime
@@ -303,25 +340,27 @@ class Session {
     // baseline comes out slower than a session that changes nothing.
     const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
     if (perf != nullptr) first_timing_ = false;
-    Timed([&] {
-      rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0, eval_);
-      return 0;
-    });
+    Timed([&] { rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0, eval_); });
     if (perf != nullptr) *perf = Summarize(eval_.ms);
     node_counts = SavedGraph(spec.optimized_model);
     return eval_.results;
   }
 
-  // Every set's outputs as doubles, per output concatenated in set order.
+  // Every set's outputs as doubles, per output concatenated in set order (64-bit integers also as their bits).
   static Outputs Decode(const Results& results, const onnx_io::ModelInfo& model) {
     Outputs out;
     out.values.resize(model.outputs.size());
     out.set_elements.resize(model.outputs.size());
+    out.exact.resize(model.outputs.size());
     for (const std::vector<onnx_io::Tensor>& result : results) {
       if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
       for (size_t o = 0; o < result.size(); ++o) {
-        out.set_elements[o] = result[o].elements();
-        AppendValues(result[o], out.values[o]);
+        const onnx_io::Tensor& t = result[o];
+        out.set_elements[o] = t.elements();
+        AppendValues(t, out.values[o]);
+        if (t.type == onnx_io::DType::int64 || t.type == onnx_io::DType::uint64) {
+          for (size_t i = 0; i < t.elements(); ++i) out.exact[o].push_back(t.bits(i));
+        }
       }
     }
     return out;
@@ -357,11 +396,17 @@ class Session {
   static void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
     switch (t.type) {
       case onnx_io::DType::float32: return AppendAs<float>(t, out);
-      case onnx_io::DType::uint8: return AppendAs<uint8_t>(t, out);
+      case onnx_io::DType::uint8: case onnx_io::DType::bool_: return AppendAs<uint8_t>(t, out);
       case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
       case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
       case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
       case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
+      case onnx_io::DType::float64: return AppendAs<double>(t, out);
+      default: {  // float16, bfloat16 and the unsigned types of 16 to 64 bits: element by element
+        const size_t at = out.size();
+        out.resize(at + t.elements());
+        for (size_t i = 0; i < t.elements(); ++i) out[at + i] = t.value(i);
+      }
     }
   }
 
@@ -390,8 +435,9 @@ struct Measured {
 // Runtime returned; only a new content is decoded and compared element by element.
 class Measurements {
  public:
-  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets)
-      : model_(model), baseline_(baseline), sets_(sets) {}
+  // Keeps at most `kept_bytes` of distinct output contents to recognize repeats.
+  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets, size_t kept_bytes)
+      : model_(model), baseline_(baseline), sets_(sets), kept_limit_(kept_bytes) {}
 
   const Measured& Of(const Results& results) {
     Flatten(results, shapes_);
@@ -408,7 +454,7 @@ class Measurements {
     for (const auto& set : results) {
       for (const onnx_io::Tensor& t : set) size += t.bytes.size();
     }
-    if (kept_bytes_ + size <= kKeptBytes) {  // a model of large outputs and many distinct contents stays bounded
+    if (kept_bytes_ + size <= kept_limit_) {  // a model of large outputs and many distinct contents stays bounded
       m->kept = true;
       m->shapes = shapes_;
       m->bytes.reserve(size);
@@ -450,11 +496,12 @@ class Measurements {
   const onnx_io::ModelInfo& model_;
   const Outputs& baseline_;
   size_t sets_;
-  static constexpr size_t kKeptBytes = size_t{256} << 20;
+  size_t kept_limit_;
   std::vector<int64_t> shapes_;  // the content looked up, reused
   size_t kept_bytes_ = 0;
   std::vector<std::unique_ptr<Measured>> seen_;
 };
+
 
 std::vector<std::string> AllBut(const std::vector<std::string>& names, const std::vector<std::string>& keep) {
   std::vector<std::string> out;
@@ -465,202 +512,460 @@ std::vector<std::string> AllBut(const std::vector<std::string>& names, const std
   return out;
 }
 
-}  // namespace
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
-BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path, const BisectOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const double ort_at_start = runtime.ort_seconds();
-  const OptimizerList& list = options.optimizers != nullptr ? *options.optimizers : PinnedOptimizers();
-  const onnx_io::ModelInfo model = onnx_io::ReadModel(model_path);
-  const std::vector<InputSet> sets = options.input_paths.empty() ? GenerateInputs(model, options.generate, options.seed)
-                                                                 : ReadInputs(model, options.input_paths);
-  if (options.work_dir.empty()) throw InputError("bisect: no folder for the optimized models");
-  if (sets.empty()) throw InputError(model_path + ": no input sets");
-  std::filesystem::create_directories(options.work_dir);
+std::string Join(const std::vector<std::string>& names, const char* separator) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
 
-  BisectResult r;
-  r.model = model_path;
-  r.runtime_version = runtime.version();
-  r.optimizer_list = "onnxruntime " + list.onnxruntime + " (" + list.source + " at " + list.source_commit + ")";
-  for (const InputSet& s : sets) {
-    if (!r.sets_per_family.count(s.family)) r.families.push_back(s.family);
-    ++r.sets_per_family[s.family];
+// A session tried: its measurement against the baseline, or ONNX Runtime's refusal.
+struct Attempt {
+  const Measured* measured = nullptr;  // null where refused
+  Graph graph;
+  std::string refusal, phase;
+  bool built() const { return measured != nullptr; }
+};
+
+// One bisect: the sessions in order (baseline, completeness, all on, one on, leave one out, what refused steps
+// need, pairs, the blacklist) and their steps.
+class Bisector {
+ public:
+  Bisector(fused::ort::Runtime& runtime, const std::string& model_path, const BisectOptions& options)
+      : runtime_(runtime), path_(model_path), options_(options),
+        list_(options.optimizers != nullptr ? *options.optimizers : PinnedOptimizers()), names_(list_.names()),
+        model_(onnx_io::ReadModel(model_path)), saved_(options), session_(runtime, r_.ort_seconds, saved_) {}
+
+  BisectResult Run() {
+    const auto start = std::chrono::steady_clock::now();
+    const double ort_at_start = runtime_.ort_seconds();
+    Prepare();
+    Baseline();
+    Completeness();
+    AllOn();
+    for (const auto& name : names_) OneOn(name);
+    for (const auto& name : names_) LeaveOneOut(name);
+    for (Step& s : r_.steps) {
+      if (s.kind == "one_on" && s.verdict == "refused") FindDependency(s.subject);
+    }
+    Pairs();
+    Blacklist();
+    Reproductions();
+    r_.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r_.inside_ort_seconds = runtime_.ort_seconds() - ort_at_start;
+    return std::move(r_);
   }
-  SavedModels saved(options);
-  Session session(runtime, r.ort_seconds, saved);
-  std::vector<std::vector<onnx_io::Tensor>> all_feeds;  // every set, built once for every session
-  for (const InputSet& set : sets) all_feeds.push_back(set.feeds);
-  const std::vector<std::vector<onnx_io::Tensor>> first_feeds = {sets.front().feeds};
-  const std::vector<std::string> names = list.names();
 
-  Graph base_nodes;
-  std::optional<Perf> base_perf;
-  auto spec_for = [&](const std::string& level, std::vector<std::string> disabled, const std::string& tag) {
+ private:
+  void Prepare() {
+    if (options_.work_dir.empty()) throw InputError("bisect: no folder for the optimized models");
+    InputOptions io{options_.generate, options_.seed, options_.int_range, options_.shapes, options_.max_bytes};
+    sets_ = options_.input_paths.empty() ? GenerateInputs(model_, io) : ReadInputs(model_, options_.input_paths, io);
+    if (sets_.empty()) throw InputError(path_ + ": no input sets");
+    std::filesystem::create_directories(options_.work_dir);
+    r_.model = path_;
+    r_.runtime_version = runtime_.version();
+    r_.optimizer_list = "onnxruntime " + list_.onnxruntime + " (" + list_.source + " at " + list_.source_commit + ")";
+    for (const InputSet& s : sets_) {
+      if (!r_.sets_per_family.count(s.family)) r_.families.push_back(s.family);
+      ++r_.sets_per_family[s.family];
+      all_feeds_.push_back(s.feeds);
+      for (const onnx_io::Tensor& t : s.feeds) input_bytes_ += t.bytes.size();
+    }
+    first_feeds_ = {sets_.front().feeds};
+    if (options_.input_paths.empty()) {
+      for (size_t i = 0; i < model_.inputs.size(); ++i) {
+        const std::string note = InputRangeNote(model_, i, options_.int_range);
+        if (!note.empty()) r_.input_notes.push_back(note);
+      }
+    }
+  }
+
+  fused::ort::SessionSpec Spec(const std::string& level, std::vector<std::string> disabled, const std::string& tag) {
     fused::ort::SessionSpec spec;
-    spec.model = model_path;
+    spec.model = path_;
     spec.level = level;
     spec.disabled = std::move(disabled);
-    spec.optimized_model = saved.PathFor(tag);
+    spec.optimized_model = saved_.PathFor(tag);
     return spec;
-  };
+  }
 
-  const Results& base_results = session.Evaluate(spec_for("disabled", {}, "baseline"), all_feeds, base_nodes, &base_perf,
-                                                 options.warmup, options.repeats);
-  const Outputs baseline = Session::Decode(base_results, model);
-  Measurements measurements(model, baseline, sets.size());
-  const Measured& base_measured = measurements.Of(base_results);
-  auto make_step = [&](const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
-                       const Measured& m, const Graph& nodes, const std::optional<Perf>& perf) {
+  // Every set through the session; timed (perf) where asked. ONNX Runtime's refusal is the attempt's result.
+  Attempt Try(const fused::ort::SessionSpec& spec, std::optional<Perf>* perf = nullptr) {
+    Attempt a;
+    try {
+      const Results& results = session_.Evaluate(spec, all_feeds_, a.graph, perf, options_.warmup, options_.repeats);
+      a.measured = &measurements_->Of(results);
+    } catch (const fused::ort::Refused& e) {
+      a.refusal = e.what();
+      a.phase = e.phase();
+    }
+    return a;
+  }
+
+  // A built session's graph differs from the baseline's: its latency, timed on the first set in a session of its own.
+  std::optional<Perf> TimeIfFired(const fused::ort::SessionSpec& spec, const Attempt& a) {
+    std::optional<Perf> perf;
+    if (!a.built() || a.graph.digest == base_graph_.digest) return perf;
+    Graph again;
+    try {
+      session_.Evaluate(spec, first_feeds_, again, &perf, options_.warmup, options_.repeats);
+    } catch (const fused::ort::Refused&) {
+      perf.reset();  // built and ran every set a moment ago: a refusal now leaves the step untimed
+    }
+    return perf;
+  }
+
+  Step MakeStep(const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
+                const Attempt& a, const std::optional<Perf>& perf) {
     Step s;
     s.kind = kind;
     s.subject = subject;
     s.disabled = spec.disabled;
     s.level = spec.level;
-    s.node_delta = NodeDelta(base_nodes.counts, nodes.counts);
-    for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
-    s.fired = nodes.digest != base_nodes.digest;
-    s.deltas = m.deltas;
-    for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
-    for (const auto& f : r.families) s.differing_by_family[f] = 0;
-    for (size_t k = 0; k < sets.size(); ++k) s.differing_by_family[sets[k].family] += m.differing_by_set[k];
-    s.perf = perf;
-    if (perf && base_perf && base_perf->median_ms > 0) {
-      s.time_saved = (base_perf->median_ms - perf->median_ms) / base_perf->median_ms;
-      s.within_noise = std::fabs(base_perf->median_ms - perf->median_ms) <=
-                       (base_perf->q3_ms - base_perf->q1_ms) + (perf->q3_ms - perf->q1_ms);
+    for (const auto& f : r_.families) s.differing_by_family[f] = 0;
+    if (!a.built()) {
+      s.verdict = "refused";
+      s.refusal = a.refusal;
+      s.refusal_phase = a.phase;
+      ++r_.refused_steps;
+      return s;
     }
-    s.loss = s.max_units - options.perf_weight * s.time_saved;
+    s.node_delta = NodeDelta(base_graph_.counts, a.graph.counts);
+    for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
+    s.fired = a.graph.digest != base_graph_.digest;
+    s.deltas = a.measured->deltas;
+    for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
+    for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
+    s.perf = perf;
+    if (perf && base_perf_ && base_perf_->median_ms > 0) {
+      s.time_saved = (base_perf_->median_ms - perf->median_ms) / base_perf_->median_ms;
+      s.within_noise = std::fabs(base_perf_->median_ms - perf->median_ms) <=
+                       (base_perf_->q3_ms - base_perf_->q1_ms) + (perf->q3_ms - perf->q1_ms);
+    }
+    s.loss = s.max_units - options_.perf_weight * s.time_saved;
     return s;
-  };
-  {
-    Step b = make_step("baseline", "", spec_for("disabled", {}, "baseline"), base_measured, base_nodes, base_perf);
-    r.steps.push_back(b);
   }
 
-  // The completeness check: every listed name disabled at level all must be level disabled.
-  {
-    const auto spec = spec_for("all", names, "completeness");
-    Graph nodes;
-    const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
-    Step s = make_step("completeness", "", spec, out, nodes, std::nullopt);
-    r.steps.push_back(s);
-    if (s.fired || s.max_units > 0 || !out.diff.empty()) {
+  void Baseline() {
+    const auto spec = Spec("disabled", {}, "baseline");
+    const Results* results = nullptr;
+    try {
+      results = &session_.Evaluate(spec, all_feeds_, base_graph_, &base_perf_, options_.warmup, options_.repeats);
+    } catch (const fused::ort::Refused& e) {
+      throw InputError(path_ + ": the engine refuses the model itself (level disabled, every transformer off; at " +
+                       e.phase() + "): " + e.what());
+    }
+    baseline_ = Session::Decode(*results, model_);
+    CheckKeptSize(*results);
+    if (!options_.input_paths.empty()) {
+      ExpectedTolerances(path_, options_, r_.expected);
+      for (size_t k = 0; k < sets_.size(); ++k) CheckExpected(model_, sets_[k], (*results)[k], r_.expected);
+    }
+    // Distinct output contents kept to recognize repeats: 256 MiB, or a quarter of a smaller budget.
+    const uint64_t cap = uint64_t{256} << 20;
+    const size_t kept = static_cast<size_t>(options_.max_bytes == 0 ? cap : std::min(cap, options_.max_bytes / 4));
+    measurements_ = std::make_unique<Measurements>(model_, baseline_, sets_.size(), kept);
+    Attempt a;
+    a.graph = base_graph_;
+    a.measured = &measurements_->Of(*results);
+    r_.steps.push_back(MakeStep("baseline", "", spec, a, base_perf_));
+  }
+
+  // The outputs as ONNX Runtime returns them and as doubles (the baseline and one step) within --max-bytes.
+  void CheckKeptSize(const Results& results) {
+    uint64_t returned = 0, elements = 0, largest = 0;
+    size_t largest_at = 0;
+    for (const auto& set : results) {
+      for (size_t o = 0; o < set.size(); ++o) {
+        returned += set[o].bytes.size();
+        elements += set[o].elements();
+        if (set[o].bytes.size() >= largest) largest = set[o].bytes.size(), largest_at = o;
+      }
+    }
+    const uint64_t total = input_bytes_ + returned + 16 * elements;
+    if (options_.max_bytes > 0 && total > options_.max_bytes) {
+      const onnx_io::Tensor& t = results.front()[largest_at];
+      throw InputError(path_ + ": output '" + model_.outputs[largest_at].name + "' (" + onnx_io::to_string(t.type) + " " +
+                       onnx_io::DimsText(t.dims) + ", " + std::to_string(t.bytes.size()) + " bytes a set): the inputs, " +
+                       std::to_string(results.size()) + " sets of outputs and the outputs kept for comparison need " +
+                       std::to_string(total) + " bytes, over --max-bytes " + std::to_string(options_.max_bytes));
+    }
+  }
+
+  // Level all with every listed name disabled must be level disabled: otherwise the list is stale.
+  void Completeness() {
+    const auto spec = Spec("all", names_, "completeness");
+    const Attempt a = Try(spec);
+    if (!a.built()) {
+      throw InputError(path_ + ": the engine refuses the model at level all even with all " +
+                       std::to_string(names_.size()) + " listed transformers disabled (at " + a.phase +
+                       "), where level disabled builds: the refusal comes from a part no name disables, so a bisect "
+                       "cannot separate the transformers: " + a.refusal);
+    }
+    Step s = MakeStep("completeness", "", spec, a, std::nullopt);
+    r_.steps.push_back(s);
+    if (s.fired || s.max_units > 0 || !a.measured->diff.empty()) {
       std::string what;
       for (const auto& [op, d] : s.node_delta) what += (what.empty() ? "" : ", ") + op + (d > 0 ? " +" : " ") + std::to_string(d);
-      throw InputError(model_path + ": the transformer list (" + r.optimizer_list +
-                       ") is stale for this ONNX Runtime: with all " + std::to_string(names.size()) +
+      throw InputError(path_ + ": the transformer list (" + r_.optimizer_list +
+                       ") is stale for this ONNX Runtime: with all " + std::to_string(names_.size()) +
                        " names disabled, level all still differs from level disabled (nodes: " +
-                       (what.empty() ? "same" : what) + "; " + std::to_string(out.diff.size()) +
+                       (what.empty() ? "same" : what) + "; " + std::to_string(a.measured->diff.size()) +
                        " output elements); a transformer is missing from the list, so a bisect would pin nothing");
     }
   }
 
-  Graph all_nodes;
-  std::optional<Perf> all_perf;
-  const auto all_spec = spec_for("all", {}, "all_on");
-  const Measured& all_on =
-      measurements.Of(session.Evaluate(all_spec, all_feeds, all_nodes, &all_perf, options.warmup, options.repeats));
-  r.steps.push_back(make_step("all_on", "", all_spec, all_on, all_nodes, all_perf));
-  const Diff& all_diff = all_on.diff;
-
-  // One on: each name alone. Timed only where it fired (otherwise its session is the baseline's graph).
-  std::vector<const Diff*> single_diffs;
-  std::map<std::string, const Diff*> single_by_name;
-  std::vector<std::string> fired;
-  for (const auto& name : names) {
-    const auto spec = spec_for("all", AllBut(names, {name}), "one_on_" + name);
-    Graph nodes;
-    const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
+  void AllOn() {
+    const auto spec = Spec("all", {}, "all_on");
     std::optional<Perf> perf;
-    if (nodes.digest != base_nodes.digest) {  // timed in a session of its own, on the set that is timed
-      Graph again;
-      session.Evaluate(spec, first_feeds, again, &perf, options.warmup, options.repeats);
+    all_on_ = Try(spec, &perf);
+    all_index_ = r_.steps.size();
+    r_.steps.push_back(MakeStep("all_on", "", spec, all_on_, perf));
+  }
+
+  // Each name alone. Timed only where it fired (otherwise its session is the baseline's graph).
+  void OneOn(const std::string& name) {
+    const auto spec = Spec("all", AllBut(names_, {name}), "one_on_" + name);
+    const Attempt a = Try(spec);
+    Step s = MakeStep("one_on", name, spec, a, TimeIfFired(spec, a));
+    if (a.built()) {
+      if (s.fired) fired_.push_back(name);
+      if (!a.measured->diff.empty()) single_diffs_.push_back(&a.measured->diff);
+      single_by_name_[name] = &a.measured->diff;
+      s.verdict = !s.fired && a.measured->diff.empty() ? "not_fired" : (s.loss > options_.threshold ? "blacklist" : "keep");
+      if (s.verdict == "blacklist") AddToBlacklist(name, MovesText(s));
     }
-    Step s = make_step("one_on", name, spec, out, nodes, perf);
-    const Diff& diff = out.diff;
-    if (s.fired) fired.push_back(name);
-    if (!diff.empty()) single_diffs.push_back(&diff);
-    single_by_name[name] = &diff;
-    s.verdict = !s.fired && diff.empty() ? "not_fired" : (s.loss > options.threshold ? "blacklist" : "keep");
-    if (s.verdict == "blacklist") r.blacklist.push_back(name);
-    r.steps.push_back(std::move(s));
+    r_.steps.push_back(std::move(s));
   }
 
   // Leave one out: the usual manual search. A name "restores" when disabling it alone brings all-on within the
-  // threshold; with two independent causes, neither does.
-  for (const auto& name : names) {
-    const auto spec = spec_for("all", {name}, "leave_one_out_" + name);
-    Graph nodes;
-    const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
-    Step s = make_step("leave_one_out", name, spec, out, nodes, std::nullopt);
+  // threshold; with two independent causes, neither does. Where all-on is refused, a name whose absence makes it
+  // build "restores_build".
+  void LeaveOneOut(const std::string& name) {
+    const auto spec = Spec("all", {name}, "leave_one_out_" + name);
+    const Attempt a = Try(spec);
+    Step s = MakeStep("leave_one_out", name, spec, a, std::nullopt);
+    if (!a.built()) {
+      r_.steps.push_back(std::move(s));
+      return;
+    }
+    if (!all_on_.built()) {
+      s.verdict = "restores_build";
+      if (s.fired && !Contains(fired_, name)) fired_.push_back(name);
+      r_.steps.push_back(std::move(s));
+      return;
+    }
     // fired: the optimized model differs from all-on's (leaving it out changed the graph).
-    s.node_delta = NodeDelta(all_nodes.counts, nodes.counts);
+    s.node_delta = NodeDelta(all_on_.graph.counts, a.graph.counts);
     s.nodes_changed = 0;
     for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
-    s.fired = nodes.digest != all_nodes.digest;
-    const Step& all_step = r.steps[2];
-    s.verdict = all_step.max_units > options.threshold && s.max_units <= options.threshold ? "restores" : "no_effect";
+    s.fired = a.graph.digest != all_on_.graph.digest;
+    const Step& all_step = r_.steps[all_index_];
+    s.verdict = all_step.max_units > options_.threshold && s.max_units <= options_.threshold ? "restores" : "no_effect";
     // A name that changes all-on's graph when left out acts there, though perhaps only after another (a fusion
     // that needs ConvBNFusion's fold first): a pair candidate like those that fire alone.
-    if (s.fired && std::find(fired.begin(), fired.end(), name) == fired.end()) fired.push_back(name);
-    r.steps.push_back(std::move(s));
+    if (s.fired && !Contains(fired_, name)) fired_.push_back(name);
+    r_.steps.push_back(std::move(s));
+  }
+
+  // A refused one-on step: the smallest set of other names that, enabled too, makes the session build. Singles in
+  // the list's order, then pairs among the names that act on this model (fired alone or in all-on), within the
+  // budget; the first that builds is measured as a step of its own.
+  void FindDependency(const std::string& name) {
+    std::vector<std::vector<std::string>> candidates;
+    for (const auto& n : names_) {
+      if (n != name) candidates.push_back({n});
+    }
+    for (size_t i = 0; i < fired_.size(); ++i) {
+      for (size_t j = i + 1; j < fired_.size(); ++j) {
+        if (fired_[i] != name && fired_[j] != name) candidates.push_back({fired_[i], fired_[j]});
+      }
+    }
+    int tried = 0;
+    std::vector<std::string> found;
+    Attempt built;
+    fused::ort::SessionSpec spec;
+    for (const auto& c : candidates) {
+      if (tried >= options_.dependency_budget) break;
+      ++tried;
+      std::vector<std::string> enabled = c;
+      enabled.push_back(name);
+      spec = Spec("all", AllBut(names_, enabled), "with_dependency_" + name + "_" + Join(c, "_"));
+      built = Try(spec);
+      if (built.built()) {
+        found = c;
+        break;
+      }
+    }
+    Step& refused = StepOf("one_on", name);
+    refused.dependency = found;
+    refused.dependency_sessions = tried;
+    if (found.empty()) return;
+    Step s = MakeStep("with_dependency", name + "+" + Join(found, "+"), spec, built, TimeIfFired(spec, built));
+    // Blacklisted where it moves the outputs beyond what its dependency moves alone.
+    std::vector<const Diff*> alone;
+    for (const auto& d : found) {
+      if (single_by_name_.count(d)) alone.push_back(single_by_name_[d]);
+    }
+    const bool adds = alone.size() != found.size() || !Explains(alone, built.measured->diff);
+    s.verdict = adds && s.loss > options_.threshold ? "blacklist" : "keep";
+    if (s.verdict == "blacklist") AddToBlacklist(name, MovesText(s) + " with " + Join(found, "+") + " enabled");
+    r_.steps.push_back(std::move(s));
   }
 
   // Pairs, only where the singles do not explain all-on, only among names that fired (alone, or in all-on as seen
-  // by leaving them out).
-  r.explained_by_singles = Explains(single_diffs, all_diff);
-  if (!r.explained_by_singles) {
-    for (size_t i = 0; i < fired.size(); ++i) {
-      for (size_t j = i + 1; j < fired.size(); ++j) {
-        if (r.pairs_run >= options.max_pairs) {
-          ++r.pairs_skipped;
+  // by leaving them out). Nothing to explain where all-on is refused.
+  void Pairs() {
+    r_.explained_by_singles = !all_on_.built() || Explains(single_diffs_, all_on_.measured->diff);
+    if (r_.explained_by_singles) return;
+    for (size_t i = 0; i < fired_.size(); ++i) {
+      for (size_t j = i + 1; j < fired_.size(); ++j) {
+        if (r_.pairs_run >= options_.max_pairs) {
+          ++r_.pairs_skipped;
           continue;
         }
-        ++r.pairs_run;
-        const auto spec = spec_for("all", AllBut(names, {fired[i], fired[j]}), "pair_" + fired[i] + "_" + fired[j]);
-        Graph nodes;
-        const Measured& out = measurements.Of(session.Evaluate(spec, all_feeds, nodes, nullptr, 0, 0));
-        Step s = make_step("pair", fired[i] + "+" + fired[j], spec, out, nodes, std::nullopt);
-        // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
-        const bool additive = Explains({single_by_name[fired[i]], single_by_name[fired[j]]}, out.diff);
-        s.verdict = additive ? "additive" : (s.loss > options.threshold ? "interacts_blacklist" : "interacts");
-        if (s.verdict == "interacts_blacklist" &&
-            std::find(r.blacklist.begin(), r.blacklist.end(), fired[i]) == r.blacklist.end() &&
-            std::find(r.blacklist.begin(), r.blacklist.end(), fired[j]) == r.blacklist.end()) {
-          r.blacklist.push_back(fired[i]);  // the interaction needs both; disabling one removes it
+        ++r_.pairs_run;
+        const auto spec = Spec("all", AllBut(names_, {fired_[i], fired_[j]}), "pair_" + fired_[i] + "_" + fired_[j]);
+        const Attempt a = Try(spec);
+        Step s = MakeStep("pair", fired_[i] + "+" + fired_[j], spec, a, std::nullopt);
+        if (a.built() && single_by_name_.count(fired_[i]) && single_by_name_.count(fired_[j])) {
+          // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
+          const bool additive = Explains({single_by_name_[fired_[i]], single_by_name_[fired_[j]]}, a.measured->diff);
+          s.verdict = additive ? "additive" : (s.loss > options_.threshold ? "interacts_blacklist" : "interacts");
+        } else if (a.built()) {
+          s.verdict = s.loss > options_.threshold ? "interacts_blacklist" : "interacts";
         }
-        r.steps.push_back(std::move(s));
+        if (s.verdict == "interacts_blacklist" && !Contains(r_.blacklist, fired_[i]) && !Contains(r_.blacklist, fired_[j])) {
+          AddToBlacklist(fired_[i], "interacts with " + fired_[j]);  // the interaction needs both; one removes it
+        }
+        r_.steps.push_back(std::move(s));
       }
     }
   }
 
-  r.blacklist_config = std::string(fused::ort::kDisableOptimizersKey) + "=" +
-                       fused::ort::DisableOptimizersValue(r.blacklist);
-  // The blacklist re-run, and proof that each blacklisted name is one ORT knows: leaving it out of the blacklist
-  // changes the saved optimized model.
-  {
-    const auto spec = spec_for("all", r.blacklist, "blacklist");
-    Graph nodes;
+  // The blacklist's own session, and proof that each name on it is one ONNX Runtime knows. Where that session is
+  // refused, the names it needs off are added in turn (those whose absence lets all-on build, those whose
+  // dependency the blacklist disables, the refused ones without a dependency found) until it builds.
+  void Blacklist() {
     std::optional<Perf> perf;
-    const Measured& out =
-        measurements.Of(session.Evaluate(spec, all_feeds, nodes, &perf, options.warmup, options.repeats));
-    Step s = make_step("blacklist", "", spec, out, nodes, perf);
-    r.blacklist_within_tolerance = s.max_units <= options.threshold;
-    s.verdict = r.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
-    r.steps.push_back(std::move(s));
-    for (const auto& name : r.blacklist) {
+    auto spec = Spec("all", r_.blacklist, "blacklist");
+    Attempt a = Try(spec, &perf);
+    for (int stage = 0; !a.built() && stage < 3; ++stage) {
+      if (!Extend(stage)) continue;
+      spec = Spec("all", r_.blacklist, "blacklist");
+      a = Try(spec, &perf);
+    }
+    for (const Step& s : r_.steps) {
+      if (s.kind == "one_on" && s.verdict == "refused" && !s.dependency.empty() && !Contains(r_.blacklist, s.subject)) {
+        r_.dependency_notes.push_back(s.subject + " needs " + Join(s.dependency, " and ") + " (alone it is refused)");
+      }
+    }
+    r_.blacklist_config = std::string(fused::ort::kDisableOptimizersKey) + "=" +
+                          fused::ort::DisableOptimizersValue(r_.blacklist);
+    Step s = MakeStep("blacklist", "", spec, a, a.built() ? perf : std::nullopt);
+    r_.blacklist_builds = a.built();
+    r_.blacklist_refusal = a.refusal;
+    r_.blacklist_within_tolerance = a.built() && s.max_units <= options_.threshold;
+    if (a.built()) s.verdict = r_.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
+    r_.steps.push_back(std::move(s));
+    for (const auto& name : r_.blacklist) {
       std::vector<std::string> without;
-      for (const auto& n : r.blacklist) {
+      for (const auto& n : r_.blacklist) {
         if (n != name) without.push_back(n);
       }
       Graph other;
-      session.Evaluate(spec_for("all", without, "blacklist_without_" + name), first_feeds, other, nullptr, 0, 0);
-      r.blacklist_name_effective[name] = other.digest != nodes.digest;
+      bool changes = true;  // a session refused without it: the name matters to ONNX Runtime
+      try {
+        session_.Evaluate(Spec("all", without, "blacklist_without_" + name), first_feeds_, other, nullptr, 0, 0);
+        changes = !a.built() || other.digest != a.graph.digest;
+      } catch (const fused::ort::Refused&) {
+      }
+      r_.blacklist_name_effective[name] = changes;
     }
   }
-  r.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.inside_ort_seconds = runtime.ort_seconds() - ort_at_start;
-  return r;
+
+  // Adds the names of one stage to the blacklist; false when it added none.
+  bool Extend(int stage) {
+    size_t before = r_.blacklist.size();
+    for (const Step& s : r_.steps) {
+      if (stage == 0 && s.kind == "leave_one_out" && s.verdict == "restores_build") {
+        AddToBlacklist(s.subject, "all-on is refused with it");
+      }
+      if (s.kind != "one_on" || s.verdict != "refused") continue;
+      const bool needs_disabled = std::any_of(s.dependency.begin(), s.dependency.end(),
+                                              [&](const std::string& d) { return Contains(r_.blacklist, d); });
+      if (stage == 1 && needs_disabled) AddToBlacklist(s.subject, "needs " + Join(s.dependency, " and ") + ", which the blacklist disables");
+      if (stage == 2 && s.dependency.empty()) AddToBlacklist(s.subject, "refused alone, no dependency found");
+    }
+    return r_.blacklist.size() > before;
+  }
+
+  void AddToBlacklist(const std::string& name, const std::string& reason) {
+    if (Contains(r_.blacklist, name)) return;
+    r_.blacklist.push_back(name);
+    r_.blacklist_reasons[name] = reason;
+  }
+
+  static std::string MovesText(const Step& s) {
+    const OutputDelta* d = LargestDelta(s);
+    return fmt::format("moves the outputs ({:.4g} {})", s.max_units, d != nullptr ? d->unit : "");
+  }
+
+  Step& StepOf(const std::string& kind, const std::string& subject) {
+    for (Step& s : r_.steps) {
+      if (s.kind == kind && s.subject == subject) return s;
+    }
+    throw std::logic_error("no step " + kind + " " + subject);
+  }
+
+  // A standalone reproduction of all-on's refusal and of each refused one-on step (at most kReproductions).
+  void Reproductions() {
+    constexpr int kReproductions = 20;
+    int written = 0;
+    for (Step& s : r_.steps) {
+      if (s.verdict != "refused" || (s.kind != "all_on" && s.kind != "one_on") || written >= kReproductions) continue;
+      if (r_.repro_dir.empty()) r_.repro_dir = ReproductionRoot(options_.repro_dir);
+      fused::ort::SessionSpec spec;
+      spec.model = path_;
+      spec.level = s.level;
+      spec.disabled = s.disabled;
+      const std::string tag = std::to_string(++written) + "_" + s.kind + (s.subject.empty() ? "" : "_" + s.subject);
+      s.reproduction = WriteReproduction((std::filesystem::path(r_.repro_dir) / tag).string(), spec, s.refusal_phase,
+                                         s.refusal, all_feeds_, r_.runtime_version);
+    }
+  }
+
+  fused::ort::Runtime& runtime_;
+  const std::string path_;
+  const BisectOptions& options_;
+  const OptimizerList& list_;
+  const std::vector<std::string> names_;
+  const onnx_io::ModelInfo model_;
+  BisectResult r_;
+  SavedModels saved_;
+  Session session_;
+  std::vector<InputSet> sets_;
+  std::vector<std::vector<onnx_io::Tensor>> all_feeds_, first_feeds_;  // built once for every session
+  uint64_t input_bytes_ = 0;
+  Graph base_graph_;
+  std::optional<Perf> base_perf_;
+  Outputs baseline_;
+  std::unique_ptr<Measurements> measurements_;
+  Attempt all_on_;
+  size_t all_index_ = 0;
+  std::vector<const Diff*> single_diffs_;
+  std::map<std::string, const Diff*> single_by_name_;
+  std::vector<std::string> fired_;
+};
+
+}  // namespace
+
+BisectResult Bisect(fused::ort::Runtime& runtime, const std::string& model_path, const BisectOptions& options) {
+  return Bisector(runtime, model_path, options).Run();
 }
 
 }  // namespace fusediff::bisect

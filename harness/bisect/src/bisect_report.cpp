@@ -42,7 +42,24 @@ nlohmann::ordered_json StepJson(const Step& s) {
   }
   j["loss"] = s.loss;
   if (!s.verdict.empty()) j["verdict"] = s.verdict;
+  if (!s.refusal.empty()) j["refusal"] = {{"phase", s.refusal_phase}, {"message", s.refusal}};
+  if (s.kind == "one_on" && !s.refusal.empty()) {
+    j["dependency"] = {{"names", s.dependency}, {"sessions_tried", s.dependency_sessions}};
+  }
+  if (!s.reproduction.empty()) j["reproduction"] = s.reproduction;
   return j;
+}
+
+nlohmann::ordered_json ExpectedJson(const ExpectedCheck& c) {
+  nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
+  for (const ExpectedOutput& e : c.outputs) {
+    nlohmann::ordered_json o = {{"set", e.set}, {"output", e.output}, {"elements", e.elements},
+                                {"mismatched", e.mismatched}, {"max_abs", e.max_abs}};
+    if (!e.problem.empty()) o["problem"] = e.problem;
+    outputs.push_back(o);
+  }
+  return {{"rtol", c.rtol}, {"atol", c.atol}, {"tolerance_source", c.tolerance_source}, {"agree", c.agree},
+          {"outputs", outputs}};
 }
 
 std::string NodesText(const Step& s) {
@@ -50,6 +67,22 @@ std::string NodesText(const Step& s) {
   for (const auto& [op, d] : s.node_delta) t += fmt::format("{}{}{} ", op, d > 0 ? "+" : "", d);
   if (!t.empty()) t.pop_back();
   return t.empty() ? "-" : t;
+}
+
+// The largest delta with its unit ("2.5 f32_ulp_of_max"), "-" for a refused step.
+std::string AccText(const Step& s) {
+  const OutputDelta* d = LargestDelta(s);
+  return s.verdict == "refused" || d == nullptr ? "-" : fmt::format("{:.4g} {}", s.max_units, d->unit);
+}
+
+// That delta relative to its output's largest baseline magnitude.
+std::string RelText(const Step& s) {
+  const OutputDelta* d = LargestDelta(s);
+  return s.verdict == "refused" || d == nullptr ? "-" : fmt::format("{:.3g}", d->max_rel);
+}
+
+std::string VerdictText(const Step& s) {
+  return s.verdict == "refused" ? "refused (" + s.refusal_phase + ")" : s.verdict;
 }
 
 std::string PerfText(const Step& s) {
@@ -72,6 +105,43 @@ std::vector<const Step*> TableRows(const BisectResult& r) {
 
 std::string Label(const Step& s) { return s.subject.empty() ? s.kind : s.kind + " " + s.subject; }
 
+// The refused sessions: each shown step's message, what it needs and its reproduction.
+std::string RefusalsText(const BisectResult& r) {
+  if (r.refused_steps == 0) return "";
+  std::string t = fmt::format("refused steps: {}\n", r.refused_steps);
+  for (const Step* s : TableRows(r)) {
+    if (s->verdict != "refused") continue;
+    t += "  " + Label(*s) + " (at " + s->refusal_phase + "): " + s->refusal + "\n";
+    if (s->kind == "one_on") {
+      t += s->dependency.empty()
+               ? fmt::format("    needs: nothing found in {} sessions (singles, then pairs of the names that act)\n",
+                             s->dependency_sessions)
+               : fmt::format("    needs: {} (found in {} sessions)\n", fused::ort::DisableOptimizersValue(s->dependency),
+                             s->dependency_sessions);
+    }
+    if (!s->reproduction.empty()) t += "    reproduction: " + s->reproduction + "\n";
+  }
+  return t;
+}
+
+std::string ExpectedText(const ExpectedCheck& c) {
+  if (!c.checked) return "";
+  size_t bad = 0;
+  for (const ExpectedOutput& e : c.outputs) bad += !e.problem.empty() || e.mismatched > 0;
+  std::string t = fmt::format("expected outputs (the test data's, rtol {:g}, atol {:g}, {}): ", c.rtol, c.atol,
+                              c.tolerance_source);
+  t += bad == 0 ? fmt::format("level disabled agrees ({} outputs)\n", c.outputs.size())
+                : fmt::format("{} of {} outputs disagree\n", bad, c.outputs.size());
+  for (const ExpectedOutput& e : c.outputs) {
+    if (!e.problem.empty()) t += "  " + e.output + " (" + e.set + "): " + e.problem + "\n";
+    if (e.problem.empty() && e.mismatched > 0) {
+      t += fmt::format("  {} ({}): {} of {} elements beyond the tolerance (max |delta| {:.4g})\n", e.output, e.set,
+                       e.mismatched, e.elements, e.max_abs);
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const BisectReportOptions& o) {
@@ -91,6 +161,11 @@ nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const 
   nlohmann::ordered_json fam = nlohmann::ordered_json::object();
   for (const auto& f : r.families) fam[f] = r.sets_per_family.at(f);
   j["input_sets"] = fam;
+  j["input_ranges"] = r.input_notes;
+  j["max_bytes"] = o.max_bytes;
+  if (r.expected.checked) j["expected_outputs"] = ExpectedJson(r.expected);
+  j["refused_steps"] = r.refused_steps;
+  if (!r.repro_dir.empty()) j["reproductions"] = r.repro_dir;
   j["explained_by_singles"] = r.explained_by_singles;
   j["pairs"] = {{"run", r.pairs_run}, {"skipped_over_cap", r.pairs_skipped}};
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
@@ -99,8 +174,12 @@ nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const 
   j["blacklist"] = {{"names", r.blacklist},
                     {"session_config", {{"key", fused::ort::kDisableOptimizersKey},
                                         {"value", fused::ort::DisableOptimizersValue(r.blacklist)}}},
+                    {"reasons", r.blacklist_reasons},
+                    {"dependency_notes", r.dependency_notes},
+                    {"builds", r.blacklist_builds},
                     {"each_name_changes_optimized_model", r.blacklist_name_effective},
                     {"rerun_within_tolerance", r.blacklist_within_tolerance}};
+  if (!r.blacklist_builds) j["blacklist"]["refusal"] = r.blacklist_refusal;
   // fusediff's overhead: the wall time from starting the runtime to closing it outside ONNX Runtime's own calls
   // (loading the library, creating its environment and sessions, runs, releases), as a fraction of that time.
   const double total = r.runtime_start_seconds + r.total_seconds + r.runtime_close_seconds;
@@ -130,7 +209,10 @@ std::string ToJUnit(const BisectResult& r) {
                    failures);
   for (const Step* s : one_on) {
     x += fmt::format("  <testcase classname=\"bisect\" name=\"{}\"", reports::XmlEscape(s->subject));
-    if (s->verdict == "blacklist") {
+    if (s->verdict == "refused") {
+      x += fmt::format("><skipped message=\"ONNX Runtime refused it at {}: {}\"/></testcase>\n",
+                       reports::XmlEscape(s->refusal_phase), reports::XmlEscape(s->refusal));
+    } else if (s->verdict == "blacklist") {
       x += fmt::format("><failure message=\"max {:.6g} output units, loss {:.6g}\"/></testcase>\n", s->max_units,
                        s->loss);
     } else {
@@ -143,17 +225,31 @@ std::string ToJUnit(const BisectResult& r) {
 
 std::string ToText(const BisectResult& r) {
   std::string t = fmt::format("{}: {}\n", r.model, r.runtime_version);
-  t += fmt::format("{:<44} {:<5} {:<34} {:>9} {:>22} {:>9}  {}\n", "step", "fired", "nodes changed", "dacc max",
-                   "dperf", "loss", "verdict");
+  // Every column names its unit: dacc in its output's unit (lsb, int, fNN_ulp_of_max), rel as a fraction of the
+  // output's largest baseline magnitude, the time saved in % of the baseline's median with the step's median in us,
+  // the loss in dacc's units.
+  t += fmt::format("{:<44} {:<5} {:<34} {:>24} {:>10} {:>26} {:>12}  {}\n", "step", "fired", "nodes changed",
+                   "dacc max (unit)", "rel (of max)", "time saved % (median us)", "loss (units)", "verdict");
   for (const Step* s : TableRows(r)) {
-    t += fmt::format("{:<44} {:<5} {:<34} {:>9.4g} {:>22} {:>9.4g}  {}\n", Label(*s), s->fired ? "yes" : "no",
-                     NodesText(*s), s->max_units, PerfText(*s), s->loss, s->verdict);
+    t += fmt::format("{:<44} {:<5} {:<34} {:>24} {:>10} {:>26} {:>12.4g}  {}\n", Label(*s), s->fired ? "yes" : "no",
+                     NodesText(*s), AccText(*s), RelText(*s), PerfText(*s), s->loss, VerdictText(*s));
   }
-  size_t restores = 0;
-  for (const Step& s : r.steps) restores += s.kind == "leave_one_out" && s.verdict == "restores";
-  t += fmt::format("leave-one-out: {} of the names restore the baseline alone; singles explain all-on: {}; pairs {}\n",
-                   restores, r.explained_by_singles ? "yes" : "no", r.pairs_run);
+  size_t restores = 0, loo_refused = 0;
+  for (const Step& s : r.steps) {
+    restores += s.kind == "leave_one_out" && (s.verdict == "restores" || s.verdict == "restores_build");
+    loo_refused += s.kind == "leave_one_out" && s.verdict == "refused";
+  }
+  t += fmt::format("leave-one-out: {} of the names restore the baseline{} alone{}; singles explain all-on: {}; pairs {}\n",
+                   restores, r.steps.size() > 2 && r.steps[2].verdict == "refused" ? " build" : "",
+                   loo_refused > 0 ? fmt::format(" ({} refused)", loo_refused) : "", r.explained_by_singles ? "yes" : "no",
+                   r.pairs_run);
+  t += RefusalsText(r);
+  for (const auto& note : r.input_notes) t += "generated " + note + "\n";
+  t += ExpectedText(r.expected);
   t += "blacklist: " + (r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) + "\n";
+  for (const auto& name : r.blacklist) t += "  " + name + ": " + r.blacklist_reasons.at(name) + "\n";
+  for (const auto& note : r.dependency_notes) t += "  keep: " + note + "\n";
+  if (!r.blacklist_builds) t += "  the blacklist's own session is refused too: " + r.blacklist_refusal + "\n";
   return t;
 }
 
@@ -163,13 +259,14 @@ std::string ToHtml(const BisectResult& r) {
                   "padding:2px 8px;font-size:13px}th{background:#eee}.blacklist{background:#fdd}</style></head><body>";
   h += "<section id=\"bisect\"><h2>Which fusion moves the outputs</h2>";
   h += "<p>" + reports::HtmlEscape(r.model) + " on " + reports::HtmlEscape(r.runtime_version) + "</p>";
-  h += "<table><tr><th>transformer</th><th>fired</th><th>nodes changed</th><th>&Delta;acc (max, output units)</th>"
-       "<th>&Delta;perf</th><th>loss</th><th>verdict</th></tr>";
+  h += "<table><tr><th>transformer</th><th>fired</th><th>nodes changed</th><th>&Delta;acc (max, unit)</th>"
+       "<th>rel (of max)</th><th>time saved % (median us)</th><th>loss (units)</th><th>verdict</th></tr>";
   for (const Step* s : TableRows(r)) {
-    h += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{}</td><td>{:.4g}</td><td>{}</td></tr>",
+    const std::string verdict = s->verdict == "refused" ? VerdictText(*s) + ": " + s->refusal : s->verdict;
+    h += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{}</td></tr>",
                      s->verdict == "blacklist" ? " class=\"blacklist\"" : "", reports::HtmlEscape(Label(*s)),
-                     s->fired ? "yes" : "no", reports::HtmlEscape(NodesText(*s)), s->max_units, reports::HtmlEscape(PerfText(*s)), s->loss,
-                     reports::HtmlEscape(s->verdict));
+                     s->fired ? "yes" : "no", reports::HtmlEscape(NodesText(*s)), reports::HtmlEscape(AccText(*s)),
+                     RelText(*s), reports::HtmlEscape(PerfText(*s)), s->loss, reports::HtmlEscape(verdict));
   }
   h += "</table>";
   // Delta acc (y) against time saved (x), one point per one-on step that fired.

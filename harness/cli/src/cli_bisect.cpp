@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,13 +25,57 @@ namespace fusediff::cli {
 namespace {
 
 struct BisectArgs {
-  std::string model, json, junit, html, work_dir, optimizer_list;
-  std::vector<std::string> inputs;
+  std::string model, json, junit, html, work_dir, optimizer_list, int_range;
+  std::vector<std::string> inputs, shapes;
   int generate = 4;
   uint64_t seed = 1;
   double perf_weight = 0.0, threshold = 0.5;
-  int max_pairs = 10, warmup = 3, repeats = 15;
+  int max_pairs = 10, warmup = 3, repeats = 15, dependency_budget = 100;
+  uint64_t max_bytes = kDefaultMaxBytes;
+  std::optional<double> rtol, atol;
 };
+
+int64_t Integer(const std::string& text, const std::string& field) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw InputError(field + ": '" + text + "' is not an integer");
+  return v;
+}
+
+// --shape NAME=D0,D1,...
+std::map<std::string, std::vector<int64_t>> ParseShapes(const std::vector<std::string>& given) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& g : given) {
+    const size_t eq = g.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("--shape: '" + g + "': expected NAME=D0,D1,...");
+    std::vector<int64_t> dims;
+    std::stringstream s(g.substr(eq + 1));
+    std::string d;
+    while (std::getline(s, d, ',')) {
+      dims.push_back(Integer(d, "--shape " + g.substr(0, eq)));
+      if (dims.back() < 0) throw InputError("--shape " + g.substr(0, eq) + ": dimension " + d + " is negative");
+    }
+    shapes[g.substr(0, eq)] = dims;
+  }
+  return shapes;
+}
+
+// --int-range LO:HI, the half-open [LO, HI).
+bisect::IntRange ParseIntRange(const std::string& text) {
+  bisect::IntRange r;
+  if (text.empty()) return r;
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw InputError("--int-range: '" + text + "': expected LO:HI");
+  r.lo = Integer(text.substr(0, colon), "--int-range LO");
+  r.hi = Integer(text.substr(colon + 1), "--int-range HI");
+  if (r.hi <= r.lo) throw InputError("--int-range: HI must be greater than LO (the range is [LO, HI))");
+  return r;
+}
 
 // A scratch folder for the optimized models, removed when the bisect ends (unless --work-dir names one).
 class ScratchDir {
@@ -72,6 +118,9 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   if (a.generate < 1 || a.generate > 1000) throw InputError("--generate: expected 1 to 1000 sets per family");
   if (a.repeats < 1 || a.warmup < 0) throw InputError("--repeats must be >= 1 and --warmup >= 0");
   if (!(a.threshold >= 0)) throw InputError("--threshold: expected a non-negative number of output steps");
+  if (a.dependency_budget < 0) throw InputError("--dependency-budget: expected a number of sessions >= 0");
+  if ((a.rtol && !(*a.rtol >= 0)) || (a.atol && !(*a.atol >= 0))) throw InputError("--rtol/--atol: expected >= 0");
+  CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
   bisect::OptimizerList custom;
   bisect::BisectOptions options;
   if (!a.optimizer_list.empty()) {
@@ -85,6 +134,13 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   const double start_inside = runtime->ort_seconds();
   ScratchDir scratch(a.work_dir);
   options.input_paths = a.inputs;
+  options.shapes = ParseShapes(a.shapes);
+  options.int_range = ParseIntRange(a.int_range);
+  options.max_bytes = a.max_bytes;
+  options.dependency_budget = a.dependency_budget;
+  options.rtol = a.rtol;
+  options.atol = a.atol;
+  if (!a.work_dir.empty()) options.repro_dir = (std::filesystem::path(a.work_dir) / "reproductions").string();
   options.generate = a.generate;
   options.seed = a.seed;
   options.perf_weight = a.perf_weight;
@@ -105,7 +161,7 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   r.runtime_close_inside_ort_seconds = runtime->ort_seconds() - before_close;
   context.out << bisect::ToText(r);
   const Provenance provenance = driver::BuildProvenance(JoinCommandLine(context.args));
-  const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed};
+  const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed, a.max_bytes};
   if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(r, provenance, ro).dump(2) + "\n");
   if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(r));
   if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(r));
@@ -120,7 +176,20 @@ Command AddBisectCommand(CLI::App& app) {
                 "blacklist (exit 0 none over threshold, 1 blacklist non-empty, 2 bad input)");
   auto a = std::make_shared<BisectArgs>();
   cmd->add_option("model", a->model, "The ONNX model")->required();
-  cmd->add_option("--inputs", a->inputs, "Input files (.pb, .npy) or folders (ONNX test-data layout)");
+  cmd->add_option("--inputs", a->inputs,
+                  "Input files (.pb, .npy, raw .raw/.bin with --shape) or folders (ONNX test-data layout: input_K.pb "
+                  "binds by name, or unnamed to the K-th non-initializer input; output_K.pb is checked)");
+  cmd->add_option("--shape", a->shapes, "NAME=D0,D1,...: the shape of a raw input file or of a generated input");
+  cmd->add_option("--int-range", a->int_range,
+                  "LO:HI: generated integer inputs the model gives no range for take [LO, HI) (default 0:16; a "
+                  "Gather's indices take its table's rows, a *mask* input 0 or 1)");
+  cmd->add_option("--max-bytes", a->max_bytes,
+                  "Refuse a model, inputs, outputs and kept outputs beyond this many bytes (default " +
+                      std::to_string(kDefaultMaxBytes) + " = 4 GiB; 0: no limit)");
+  cmd->add_option("--dependency-budget", a->dependency_budget,
+                  "Sessions per refused step in the search for the transformers it needs (default 100)");
+  cmd->add_option("--rtol", a->rtol, "Expected-output check: relative tolerance (default: data.json, else 1e-3)");
+  cmd->add_option("--atol", a->atol, "Expected-output check: absolute tolerance (default: data.json, else 1e-7)");
   cmd->add_option("--generate", a->generate, "Generated input sets per family (default 4)");
   cmd->add_option("--seed", a->seed, "Seed of the generated inputs");
   cmd->add_option("--perf-weight", a->perf_weight, "w in loss = max|delta| - w * time saved / baseline (default 0)");
@@ -128,10 +197,12 @@ Command AddBisectCommand(CLI::App& app) {
   cmd->add_option("--max-pairs", a->max_pairs, "At most this many pair sessions (default 10)");
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before timing (default 3)");
   cmd->add_option("--repeats", a->repeats, "Timed runs per measured session (default 15)");
-  cmd->add_option("--json", a->json, "Write fusediff-bisect/1 JSON");
+  cmd->add_option("--json", a->json, "Write fusediff-bisect/2 JSON");
   cmd->add_option("--junit", a->junit, "Write JUnit XML (one test case per transformer)");
   cmd->add_option("--html", a->html, "Write the HTML section (table and delta-acc vs delta-perf plot)");
-  cmd->add_option("--work-dir", a->work_dir, "Keep the optimized models ONNX Runtime saves in this folder");
+  cmd->add_option("--work-dir", a->work_dir,
+                  "Keep the optimized models ONNX Runtime saves in this folder, and reproductions of refused sessions "
+                  "in its reproductions/ (without it: a fusediff-repro-XXXXXX folder in the temporary directory)");
   cmd->add_option("--optimizer-list", a->optimizer_list,
                   "A fusediff-ort-optimizers/1 list instead of the pinned one (checked for completeness)");
   return Command{cmd, [a](const CommandContext& context) { return DoBisect(*a, context); }};

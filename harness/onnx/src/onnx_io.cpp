@@ -11,6 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <limits>
+#include <type_traits>
+
+#include <Eigen/Core>  // Eigen::half, Eigen::bfloat16: binary16 and bfloat16 conversions (round to nearest even)
 
 #include "fusediff/model/errors.h"
 
@@ -18,10 +22,14 @@ namespace fusediff::onnx_io {
 
 namespace {
 
+std::string CannotOpen(const std::string& path) {
+  return path + (errno == ENOENT ? ": no such file" : ": cannot be read (" + std::string(std::strerror(errno)) + ")");
+}
+
 // One open, fstat and read: a bisect reads every session's saved model back.
 std::string ReadBytes(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(path + (errno == ENOENT ? ": no such file" : ": cannot be read (" + std::string(std::strerror(errno)) + ")"));
+  if (fd < 0) throw InputError(CannotOpen(path));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -40,64 +48,97 @@ std::string ReadBytes(const std::string& path) {
   return bytes;
 }
 
-bool IsSupported(int32_t t) { return t == 1 || t == 2 || t == 3 || t == 5 || t == 6 || t == 7; }
+// One row per supported type: its ONNX number, ONNX Runtime's JS name, size and NumPy descr.
+struct TypeRow {
+  DType type;
+  const char* name;
+  size_t size;
+  const char* npy;
+};
+constexpr TypeRow kTypes[] = {
+    {DType::float32, "float32", 4, "<f4"},   {DType::uint8, "uint8", 1, "|u1"},
+    {DType::int8, "int8", 1, "|i1"},         {DType::uint16, "uint16", 2, "<u2"},
+    {DType::int16, "int16", 2, "<i2"},       {DType::int32, "int32", 4, "<i4"},
+    {DType::int64, "int64", 8, "<i8"},       {DType::bool_, "bool", 1, "|b1"},
+    {DType::float16, "float16", 2, "<f2"},   {DType::float64, "float64", 8, "<f8"},
+    {DType::uint32, "uint32", 4, "<u4"},     {DType::uint64, "uint64", 8, "<u8"},
+    {DType::bfloat16, "bfloat16", 2, "|V2"},
+};
+
+const TypeRow* RowOf(int32_t t) {
+  for (const TypeRow& r : kTypes) {
+    if (static_cast<int32_t>(r.type) == t) return &r;
+  }
+  return nullptr;
+}
+
+const TypeRow& RowOf(DType t) { return *RowOf(static_cast<int32_t>(t)); }
+
+std::string SupportedNames() {
+  std::string names;
+  for (const TypeRow& r : kTypes) names += (names.empty() ? "" : ", ") + std::string(r.name);
+  return names;
+}
 
 DType FromProto(int32_t t, const std::string& what) {
-  if (!IsSupported(t)) {
-    throw InputError(what + ": element type " + std::to_string(t) +
-                     " is not supported (float32, uint8, int8, int16, int32, int64)");
+  if (RowOf(t) != nullptr) return static_cast<DType>(t);
+  const std::string name = onnx::TensorProto::DataType_IsValid(t)
+                               ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
+                               : std::to_string(t);
+  ThrowUnsupported(what, t == onnx::TensorProto::STRING ? "string type" : "element type",
+                   "element type " + name + " (fusediff reads " + SupportedNames() + ")");
+}
+
+// The values a TensorProto keeps outside raw_data, in the field the ONNX spec assigns to each type (onnx.proto,
+// TensorProto): float_data, double_data, int64_data, uint64_data (uint32 and uint64), else int32_data (the 8- and
+// 16-bit types, float16 and bfloat16 as their bits, int32, bool). Each value's low bytes are the element
+// (little-endian); a float or double is copied whole.
+template <typename Field>
+void CopyField(const Field& field, Tensor& t, const std::string& what) {
+  const size_t n = t.elements();
+  if (static_cast<size_t>(field.size()) != n) {
+    throw InputError(what + ": holds " + std::to_string(field.size()) + " values, the dims need " + std::to_string(n));
   }
-  return static_cast<DType>(t);
+  const size_t size = element_size(t.type);
+  for (size_t i = 0; i < n; ++i) {
+    const auto v = field.Get(static_cast<int>(i));
+    if constexpr (std::is_floating_point_v<std::remove_const_t<decltype(v)>>) {
+      std::memcpy(t.bytes.data() + size * i, &v, sizeof v);
+    } else {
+      const uint64_t u = static_cast<uint64_t>(v);
+      std::memcpy(t.bytes.data() + size * i, &u, size);
+    }
+  }
 }
 
 Tensor FromProtoTensor(const onnx::TensorProto& p, const std::string& what) {
   Tensor t;
   t.name = p.name();
   t.type = FromProto(p.data_type(), what);
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) ThrowUnsupported(what, "external data", "the tensor's data is in another file");
+  if (p.has_segment()) ThrowUnsupported(what, "segmented tensor", "the tensor is one segment of a larger one");
   for (int64_t d : p.dims()) {
     if (d < 0) throw InputError(what + ": negative dimension " + std::to_string(d));
     t.dims.push_back(d);
   }
-  const size_t n = t.elements();
-  const size_t size = element_size(t.type);
+  const std::optional<uint64_t> size = ByteSize(t.type, t.dims);
+  if (!size) throw InputError(what + ": its dims overflow 64 bits");
   if (p.has_raw_data()) {
     const std::string& raw = p.raw_data();
-    if (raw.size() != n * size) {
+    if (raw.size() != *size) {
       throw InputError(what + ": raw_data holds " + std::to_string(raw.size()) + " bytes, the dims need " +
-                       std::to_string(n * size));
+                       std::to_string(*size));
     }
     t.bytes.assign(raw.begin(), raw.end());
     return t;
   }
-  t.bytes.resize(n * size);
-  auto fail = [&](size_t have) {
-    throw InputError(what + ": holds " + std::to_string(have) + " values, the dims need " + std::to_string(n));
-  };
+  t.bytes.resize(*size);
   switch (t.type) {
-    case DType::float32:
-      if (static_cast<size_t>(p.float_data_size()) != n) fail(static_cast<size_t>(p.float_data_size()));
-      std::memcpy(t.bytes.data(), p.float_data().data(), n * 4);
-      break;
-    case DType::int64:
-      if (static_cast<size_t>(p.int64_data_size()) != n) fail(static_cast<size_t>(p.int64_data_size()));
-      std::memcpy(t.bytes.data(), p.int64_data().data(), n * 8);
-      break;
-    default: {  // int8, uint8, int16, int32 live in int32_data
-      if (static_cast<size_t>(p.int32_data_size()) != n) fail(static_cast<size_t>(p.int32_data_size()));
-      for (size_t i = 0; i < n; ++i) {
-        const int32_t v = p.int32_data(static_cast<int>(i));
-        if (t.type == DType::int32) {
-          std::memcpy(t.bytes.data() + 4 * i, &v, 4);
-        } else if (t.type == DType::int16) {
-          const int16_t w = static_cast<int16_t>(v);
-          std::memcpy(t.bytes.data() + 2 * i, &w, 2);
-        } else if (t.type == DType::int8) {
-          t.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(v));
-        } else {
-          t.bytes[i] = static_cast<uint8_t>(v);
-        }
-      }
-    }
+    case DType::float32: CopyField(p.float_data(), t, what); break;
+    case DType::float64: CopyField(p.double_data(), t, what); break;
+    case DType::int64: CopyField(p.int64_data(), t, what); break;
+    case DType::uint32: case DType::uint64: CopyField(p.uint64_data(), t, what); break;
+    default: CopyField(p.int32_data(), t, what); break;
   }
   return t;
 }
@@ -122,7 +163,7 @@ std::vector<int64_t> DimsOf(const onnx::ValueInfoProto& v) {
 std::optional<Tensor> ScalarInitializer(const onnx::GraphProto& g, const std::string& name) {
   for (const auto& init : g.initializer()) {
     if (init.name() != name) continue;
-    if (!IsSupported(init.data_type())) return std::nullopt;
+    if (RowOf(init.data_type()) == nullptr || init.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
     Tensor t = FromProtoTensor(init, "initializer " + name);
     if (t.elements() != 1) return std::nullopt;
     return t;
@@ -149,32 +190,75 @@ std::optional<TensorQuant> QuantOf(const onnx::GraphProto& g, const onnx::NodePr
 
 }  // namespace
 
-std::string to_string(DType t) {
-  switch (t) {
-    case DType::float32: return "float32";
-    case DType::uint8: return "uint8";
-    case DType::int8: return "int8";
-    case DType::int16: return "int16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-  }
-  return "?";
-}
+bool is_supported_dtype(int32_t onnx_type) { return RowOf(onnx_type) != nullptr; }
+
+std::string to_string(DType t) { return RowOf(t).name; }
 
 DType parse_dtype(const std::string& text, const std::string& field) {
-  for (DType t : {DType::float32, DType::uint8, DType::int8, DType::int16, DType::int32, DType::int64}) {
-    if (text == to_string(t)) return t;
+  for (const TypeRow& r : kTypes) {
+    if (text == r.name) return r.type;
   }
-  throw InputError(field + ": '" + text + "' is not a supported type (float32, uint8, int8, int16, int32, int64)");
+  throw InputError(field + ": '" + text + "' is not a supported type (" + SupportedNames() + ")");
 }
 
-size_t element_size(DType t) {
+size_t element_size(DType t) { return RowOf(t).size; }
+
+bool is_float(DType t) {
+  return t == DType::float32 || t == DType::float64 || t == DType::float16 || t == DType::bfloat16;
+}
+
+double lowest(DType t) {
   switch (t) {
-    case DType::float32: case DType::int32: return 4;
-    case DType::int64: return 8;
-    case DType::int16: return 2;
-    default: return 1;
+    case DType::float32: return std::numeric_limits<float>::lowest();
+    case DType::float64: return std::numeric_limits<double>::lowest();
+    case DType::float16: return -65504.0;
+    case DType::bfloat16: return -static_cast<double>(Eigen::NumTraits<Eigen::bfloat16>::highest());
+    case DType::int8: return -128;
+    case DType::int16: return -32768;
+    case DType::int32: return std::numeric_limits<int32_t>::min();
+    case DType::int64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    default: return 0;  // the unsigned types and bool
   }
+}
+
+double highest(DType t) {
+  switch (t) {
+    case DType::float32: return std::numeric_limits<float>::max();
+    case DType::float64: return std::numeric_limits<double>::max();
+    case DType::float16: return 65504.0;
+    case DType::bfloat16: return static_cast<double>(Eigen::NumTraits<Eigen::bfloat16>::highest());
+    case DType::uint8: return 255;
+    case DType::int8: return 127;
+    case DType::uint16: return 65535;
+    case DType::int16: return 32767;
+    case DType::uint32: return std::numeric_limits<uint32_t>::max();
+    case DType::int32: return std::numeric_limits<int32_t>::max();
+    case DType::uint64: return static_cast<double>(std::numeric_limits<uint64_t>::max());
+    case DType::int64: return static_cast<double>(std::numeric_limits<int64_t>::max());
+    case DType::bool_: return 1;
+  }
+  return 0;
+}
+
+void ThrowUnsupported(const std::string& where, const std::string& reason, const std::string& detail) {
+  throw InputError(where + ": unsupported feature [" + reason + "]: " + detail);
+}
+
+std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string text = "[";
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (k > 0) text += ',';
+    text += std::to_string(dims[k]);
+  }
+  return text + "]";
+}
+
+std::optional<uint64_t> ByteSize(DType type, const std::vector<int64_t>& dims) {
+  uint64_t n = element_size(type);
+  for (int64_t d : dims) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+  }
+  return n;
 }
 
 size_t Tensor::elements() const {
@@ -183,41 +267,72 @@ size_t Tensor::elements() const {
   return n;
 }
 
+namespace {
+template <typename T>
+T Load(const std::vector<uint8_t>& bytes, size_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + sizeof(T) * i, sizeof(T));
+  return v;
+}
+}  // namespace
+
 double Tensor::value(size_t i) const {
   switch (type) {
-    case DType::float32: { float v; std::memcpy(&v, bytes.data() + 4 * i, 4); return v; }
-    case DType::int32: { int32_t v; std::memcpy(&v, bytes.data() + 4 * i, 4); return v; }
-    case DType::int64: { int64_t v; std::memcpy(&v, bytes.data() + 8 * i, 8); return static_cast<double>(v); }
-    case DType::int16: { int16_t v; std::memcpy(&v, bytes.data() + 2 * i, 2); return v; }
-    case DType::int8: return static_cast<int8_t>(bytes[i]);
-    case DType::uint8: return bytes[i];
+    case DType::float32: return Load<float>(bytes, i);
+    case DType::float64: return Load<double>(bytes, i);
+    case DType::float16: return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(Load<uint16_t>(bytes, i)));
+    case DType::bfloat16: return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(Load<uint16_t>(bytes, i)));
+    case DType::int8: return Load<int8_t>(bytes, i);
+    case DType::uint8: case DType::bool_: return Load<uint8_t>(bytes, i);
+    case DType::int16: return Load<int16_t>(bytes, i);
+    case DType::uint16: return Load<uint16_t>(bytes, i);
+    case DType::int32: return Load<int32_t>(bytes, i);
+    case DType::uint32: return Load<uint32_t>(bytes, i);
+    case DType::int64: return static_cast<double>(Load<int64_t>(bytes, i));
+    case DType::uint64: return static_cast<double>(Load<uint64_t>(bytes, i));
   }
   return 0;
 }
 
-Tensor Tensor::FromFloats(std::string name, std::vector<int64_t> dims, const std::vector<float>& values) {
-  Tensor t{std::move(name), DType::float32, std::move(dims), {}};
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
+uint64_t Tensor::bits(size_t i) const {
+  const size_t size = element_size(type);
+  uint64_t u = 0;
+  std::memcpy(&u, bytes.data() + size * i, size);  // little-endian: the low bytes
+  return u;
 }
 
-Tensor Tensor::FromCodes(std::string name, DType type, std::vector<int64_t> dims, const std::vector<int32_t>& codes) {
+Tensor Tensor::FromValues(std::string name, DType type, std::vector<int64_t> dims, const std::vector<double>& values) {
   Tensor t{std::move(name), type, std::move(dims), {}};
-  t.bytes.resize(codes.size() * element_size(type));
-  for (size_t i = 0; i < codes.size(); ++i) {
-    if (type == DType::int32) {
-      std::memcpy(t.bytes.data() + 4 * i, &codes[i], 4);
-    } else if (type == DType::int16) {
-      const int16_t w = static_cast<int16_t>(codes[i]);
-      std::memcpy(t.bytes.data() + 2 * i, &w, 2);
-    } else if (type == DType::int8) {
-      t.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(codes[i]));
-    } else {
-      t.bytes[i] = static_cast<uint8_t>(codes[i]);
+  const size_t size = element_size(type);
+  t.bytes.resize(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint8_t* dst = t.bytes.data() + size * i;
+    const double v = values[i];
+    auto store = [&](auto x) { std::memcpy(dst, &x, sizeof x); };
+    switch (type) {
+      case DType::float32: store(static_cast<float>(v)); break;
+      case DType::float64: store(v); break;
+      case DType::float16: store(Eigen::numext::bit_cast<uint16_t>(Eigen::half(static_cast<float>(v)))); break;
+      case DType::bfloat16: store(Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(static_cast<float>(v)))); break;
+      case DType::int8: store(static_cast<int8_t>(v)); break;
+      case DType::uint8: case DType::bool_: store(static_cast<uint8_t>(v)); break;
+      case DType::int16: store(static_cast<int16_t>(v)); break;
+      case DType::uint16: store(static_cast<uint16_t>(v)); break;
+      case DType::int32: store(static_cast<int32_t>(v)); break;
+      case DType::uint32: store(static_cast<uint32_t>(v)); break;
+      case DType::int64: store(static_cast<int64_t>(v)); break;
+      case DType::uint64: store(static_cast<uint64_t>(v)); break;
     }
   }
   return t;
+}
+
+Tensor Tensor::FromFloats(std::string name, std::vector<int64_t> dims, const std::vector<float>& values) {
+  return FromValues(std::move(name), DType::float32, std::move(dims), std::vector<double>(values.begin(), values.end()));
+}
+
+Tensor Tensor::FromCodes(std::string name, DType type, std::vector<int64_t> dims, const std::vector<int32_t>& codes) {
+  return FromValues(std::move(name), type, std::move(dims), std::vector<double>(codes.begin(), codes.end()));
 }
 
 Tensor Tensor::FromInt64(std::string name, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
@@ -229,50 +344,55 @@ Tensor Tensor::FromInt64(std::string name, std::vector<int64_t> dims, const std:
 
 std::string ReadModelBytes(const std::string& path) { return ReadBytes(path); }
 
-ModelInfo ReadModel(const std::string& path) { return ParseModel(ReadBytes(path), path); }
+ModelInfo ReadModel(const std::string& path) {
+  ModelInfo info = ParseModel(ReadBytes(path), path);
+  if (info.nodes.empty()) throw InputError(path + ": the graph has no nodes");
+  if (info.outputs.empty()) throw InputError(path + ": the graph has no outputs");
+  return info;
+}
 
-ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
-  onnx::ModelProto m;
-  if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
-  if (m.graph().node_size() == 0) throw InputError(path + ": the graph has no nodes");
-  ModelInfo info;
-  info.path = path;
-  for (const auto& op : m.opset_import()) {
-    if (op.domain().empty() || op.domain() == "ai.onnx") info.opset = op.version();
-  }
-  const onnx::GraphProto& g = m.graph();
-  std::map<std::string, const onnx::NodeProto*> producer;
-  std::map<std::string, const onnx::NodeProto*> consumer;  // the first consumer
+namespace {
+
+// A graph input's or output's declared tensor type, or the unsupported feature it uses instead.
+ValueInfo TensorValue(const onnx::ValueInfoProto& v, const std::string& path, const char* role) {
+  const std::string what = std::string(role) + " '" + v.name() + "'";
+  const onnx::TypeProto& t = v.type();
+  if (t.has_sequence_type()) ThrowUnsupported(path, "sequence type", what + " is a sequence (fusediff bisects tensors)");
+  if (t.has_map_type()) ThrowUnsupported(path, "map type", what + " is a map (fusediff bisects tensors)");
+  if (t.has_optional_type()) ThrowUnsupported(path, "optional type", what + " is an optional (fusediff bisects tensors)");
+  if (t.has_sparse_tensor_type()) ThrowUnsupported(path, "sparse tensor", what + " is a sparse tensor");
+  if (!t.has_tensor_type()) throw InputError(path + ": " + what + " has no type");
+  return {v.name(), FromProto(t.tensor_type().elem_type(), path + ": " + what), DimsOf(v)};
+}
+
+std::string OpName(const onnx::NodeProto& n) {
+  return n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "." + n.op_type();
+}
+
+// [0, rows) for an input that indexes a Gather over a constant table (the smallest table where it indexes several).
+std::optional<IndexRange> GatherRange(const onnx::GraphProto& g, const std::string& input) {
+  std::optional<IndexRange> range;
   for (const auto& n : g.node()) {
-    const std::string op = n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "." + n.op_type();
-    ++info.node_counts[op];
-    info.nodes.push_back(op + "(" + (n.output_size() > 0 ? n.output(0) : std::string()) + ")");
-    for (const auto& o : n.output()) producer[o] = &n;
-    for (const auto& i : n.input()) consumer.emplace(i, &n);
+    if (OpName(n) != "Gather" || n.input_size() < 2 || n.input(1) != input) continue;
+    int64_t axis = 0;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "axis") axis = a.i();
+    }
+    for (const auto& init : g.initializer()) {
+      if (init.name() != n.input(0)) continue;
+      const int64_t rank = init.dims_size();
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) break;
+      const int64_t rows = init.dims(static_cast<int>(axis));
+      if (!range || rows < range->hi) {
+        range = IndexRange{0, rows, "Gather(table '" + init.name() + "' of " + std::to_string(rows) + " rows)"};
+      }
+    }
   }
-  std::map<std::string, bool> initializer;
-  for (const auto& init : g.initializer()) initializer[init.name()] = true;
-  for (const auto& v : g.input()) {
-    if (initializer.count(v.name())) continue;
-    if (!v.type().has_tensor_type()) throw InputError(path + ": input '" + v.name() + "' is not a tensor");
-    info.inputs.push_back({v.name(), FromProto(v.type().tensor_type().elem_type(), path + ": input '" + v.name() + "'"),
-                           DimsOf(v)});
-    const auto c = consumer.find(v.name());
-    info.input_quant.push_back(c != consumer.end() && c->second->op_type() == "QuantizeLinear"
-                                   ? QuantOf(g, *c->second, false)
-                                   : std::nullopt);
-  }
-  for (const auto& v : g.output()) {
-    if (!v.type().has_tensor_type()) throw InputError(path + ": output '" + v.name() + "' is not a tensor");
-    info.outputs.push_back({v.name(),
-                            FromProto(v.type().tensor_type().elem_type(), path + ": output '" + v.name() + "'"),
-                            DimsOf(v)});
-    std::optional<TensorQuant> q;
-    const auto p = producer.find(v.name());
-    if (p != producer.end() && p->second->op_type() == "QuantizeLinear") q = QuantOf(g, *p->second, true);
-    if (p != producer.end() && p->second->op_type() == "DequantizeLinear") q = QuantOf(g, *p->second, false);
-    info.output_quant.push_back(q);
-  }
+  return range;
+}
+
+uint64_t Digest(const onnx::GraphProto& g) {
   onnx::GraphProto content = g;
   content.clear_name();
   content.clear_doc_string();
@@ -290,9 +410,51 @@ ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
     for (unsigned char ch : part) digest = (digest ^ ch) * 1099511628211ull;
     digest = (digest ^ 0xff) * 1099511628211ull;
   }
-  info.graph_digest = digest;
-  if (info.inputs.empty()) throw InputError(path + ": the graph has no inputs besides initializers");
-  if (info.outputs.empty()) throw InputError(path + ": the graph has no outputs");
+  return digest;
+}
+
+}  // namespace
+
+ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
+  ModelInfo info;
+  info.path = path;
+  for (const auto& op : m.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") info.opset = op.version();
+  }
+  const onnx::GraphProto& g = m.graph();
+  std::map<std::string, const onnx::NodeProto*> producer;
+  std::map<std::string, const onnx::NodeProto*> consumer;  // the first consumer
+  for (const auto& n : g.node()) {
+    const std::string op = OpName(n);
+    // ONNX's training operators (onnx/defs/training: Gradient, Adagrad, Momentum, Adam) have no inference kernels.
+    if (n.domain() == "ai.onnx.preview.training") ThrowUnsupported(path, "training op", op + " (a training operator)");
+    ++info.node_counts[op];
+    info.nodes.push_back(op + "(" + (n.output_size() > 0 ? n.output(0) : std::string()) + ")");
+    for (const auto& o : n.output()) producer[o] = &n;
+    for (const auto& i : n.input()) consumer.emplace(i, &n);
+  }
+  std::map<std::string, bool> initializer;
+  for (const auto& init : g.initializer()) initializer[init.name()] = true;
+  for (const auto& v : g.input()) {
+    if (initializer.count(v.name())) continue;
+    info.inputs.push_back(TensorValue(v, path, "input"));
+    const auto c = consumer.find(v.name());
+    info.input_quant.push_back(c != consumer.end() && c->second->op_type() == "QuantizeLinear"
+                                   ? QuantOf(g, *c->second, false)
+                                   : std::nullopt);
+    info.input_range.push_back(GatherRange(g, v.name()));
+  }
+  for (const auto& v : g.output()) {
+    info.outputs.push_back(TensorValue(v, path, "output"));
+    std::optional<TensorQuant> q;
+    const auto p = producer.find(v.name());
+    if (p != producer.end() && p->second->op_type() == "QuantizeLinear") q = QuantOf(g, *p->second, true);
+    if (p != producer.end() && p->second->op_type() == "DequantizeLinear") q = QuantOf(g, *p->second, false);
+    info.output_quant.push_back(q);
+  }
+  info.graph_digest = Digest(g);
   return info;
 }
 
@@ -305,30 +467,56 @@ Tensor ReadTensorPb(const std::string& path) {
 std::string SerializeTensorPb(const Tensor& t) { return ToProto(t).SerializeAsString(); }
 
 namespace {
-std::string NpyDescr(DType t) {
-  switch (t) {
-    case DType::float32: return "<f4";
-    case DType::uint8: return "|u1";
-    case DType::int8: return "|i1";
-    case DType::int16: return "<i2";
-    case DType::int32: return "<i4";
-    case DType::int64: return "<i8";
+
+// The type a .npy descr names: the table's descr, or the same with another byte-order mark where that changes
+// nothing ('=' is native, little-endian here; a 1-byte type has no byte order).
+std::optional<DType> NpyType(const std::string& descr) {
+  if (descr.size() < 2) return std::nullopt;
+  for (const TypeRow& r : kTypes) {
+    const std::string want = r.npy;
+    if (descr == want) return r.type;
+    const bool order_free = descr[0] == '=' || descr[0] == '<' || (r.size == 1 && descr[0] == '|');
+    if (order_free && descr.substr(1) == want.substr(1)) return r.type;
   }
-  return "";
+  return std::nullopt;
 }
+
+std::vector<int64_t> NpyShape(const std::string& text, const std::string& path) {
+  const size_t open = text.find('('), close = text.find(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) {
+    throw InputError(path + ": .npy header: shape is not a tuple");
+  }
+  std::vector<int64_t> dims;
+  std::stringstream s(text.substr(open + 1, close - open - 1));
+  std::string item;
+  while (std::getline(s, item, ',')) {
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    size_t used = 0;
+    long long d = -1;
+    try {
+      d = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (d < 0 || item.find_first_not_of(' ', used) != std::string::npos) {
+      throw InputError(path + ": .npy header: shape entry '" + item + "' is not a non-negative integer");
+    }
+    dims.push_back(d);
+  }
+  return dims;
+}
+
 }  // namespace
 
 Tensor ReadNpy(const std::string& path, const std::string& name) {
   const std::string bytes = ReadBytes(path);
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw InputError(path + ": not a .npy file");
   const int major = static_cast<unsigned char>(bytes[6]);
-  size_t header_len = 0, offset = 0;
-  if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
-    offset = 10;
-  } else {
-    throw InputError(path + ": .npy format version " + std::to_string(major) + " (expected 1)");
-  }
+  // numpy/lib/format.py: version 1.0 has a 2-byte header length, 2.0 and 3.0 (utf-8 header) a 4-byte one.
+  if (major < 1 || major > 3) throw InputError(path + ": .npy format version " + std::to_string(major) + " (expected 1, 2 or 3)");
+  const size_t offset = major == 1 ? 10 : 12;
+  if (bytes.size() < offset) throw InputError(path + ": truncated .npy header");
+  size_t header_len = 0;
+  for (size_t k = offset; k-- > 8;) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[k]);
   if (bytes.size() < offset + header_len) throw InputError(path + ": truncated .npy header");
   const std::string header = bytes.substr(offset, header_len);
   auto field = [&](const std::string& key) {
@@ -339,35 +527,41 @@ Tensor ReadNpy(const std::string& path, const std::string& name) {
   const std::string descr_text = field("descr");
   const size_t q1 = descr_text.find('\'');
   const std::string descr = descr_text.substr(q1 + 1, descr_text.find('\'', q1 + 1) - q1 - 1);
-  Tensor t;
-  t.name = name;
-  bool found = false;
-  for (DType d : {DType::float32, DType::uint8, DType::int8, DType::int16, DType::int32, DType::int64}) {
-    if (descr == NpyDescr(d) || (element_size(d) == 1 && descr.substr(1) == NpyDescr(d).substr(1))) {
-      t.type = d;
-      found = true;
-    }
+  const std::optional<DType> type = NpyType(descr);
+  if (!type) {
+    std::string known;
+    for (const TypeRow& r : kTypes) known += (known.empty() ? "" : ", ") + std::string(r.npy);
+    throw InputError(path + ": .npy dtype '" + descr + "' is not supported (" + known + ")");
   }
-  if (!found) throw InputError(path + ": .npy dtype '" + descr + "' is not supported (<f4, i1, u1, <i2, <i4, <i8)");
   if (field("fortran_order").find("False") == std::string::npos) {
     throw InputError(path + ": .npy in Fortran order (expected C order)");
   }
-  const std::string shape = field("shape");
-  const size_t open = shape.find('('), close = shape.find(')');
-  std::string inner = shape.substr(open + 1, close - open - 1);
-  std::stringstream s(inner);
-  std::string item;
-  while (std::getline(s, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    t.dims.push_back(std::stoll(item));
-  }
-  const size_t need = t.elements() * element_size(t.type);
-  if (bytes.size() - offset - header_len != need) {
+  Tensor t{name, *type, NpyShape(field("shape"), path), {}};
+  const std::optional<uint64_t> need = ByteSize(t.type, t.dims);
+  if (!need || bytes.size() - offset - header_len != *need) {
     throw InputError(path + ": .npy data holds " + std::to_string(bytes.size() - offset - header_len) +
-                     " bytes, the shape needs " + std::to_string(need));
+                     " bytes, the shape needs " + (need ? std::to_string(*need) : std::string("more than 2^64")));
   }
   t.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(offset + header_len), bytes.end());
   return t;
+}
+
+Tensor ReadRaw(const std::string& path, const std::string& name, DType type, const std::vector<int64_t>& dims) {
+  const std::optional<uint64_t> need = ByteSize(type, dims);
+  const uint64_t have = FileSize(path);
+  if (!need || have != *need) {
+    throw InputError(path + ": holds " + std::to_string(have) + " bytes, " + to_string(type) + " " + DimsText(dims) +
+                     " needs " + (need ? std::to_string(*need) : std::string("more than 2^64")));
+  }
+  const std::string bytes = ReadBytes(path);
+  return Tensor{name, type, dims, std::vector<uint8_t>(bytes.begin(), bytes.end())};
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(CannotOpen(path));
+  if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file");
+  return static_cast<uint64_t>(st.st_size);
 }
 
 std::string SerializeNpy(const Tensor& t) {
@@ -376,7 +570,7 @@ std::string SerializeNpy(const Tensor& t) {
   if (t.dims.size() > 1) shape.erase(shape.size() - 2);
   if (t.dims.size() == 1) shape.erase(shape.size() - 1);
   shape += ")";
-  std::string header = "{'descr': '" + NpyDescr(t.type) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header = "{'descr': '" + std::string(RowOf(t.type).npy) + "', 'fortran_order': False, 'shape': " + shape + ", }";
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/memory_budget.h"
 #include "fusediff/tables/tables.h"
 
 namespace fusediff::tables {
@@ -14,6 +15,7 @@ namespace fusediff::tables {
 std::string ReadFileBytes(const std::string& file) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) throw InputError(file + ": is a folder (expected a file)");
+  CheckFileWithinBudget(file);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(file + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream bytes;

@@ -8,9 +8,21 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/model/errors.h"
 #include "fusediff/onnx/onnx_io.h"
 
 namespace fusediff::fused::ort {
+
+// ONNX Runtime refused a session: creating it ("create": loading, optimizing or checking the graph) or running it
+// ("run"). The message is ONNX Runtime's. A bisect records it as a step's verdict; uncaught, it exits 2.
+class Refused : public InputError {
+ public:
+  Refused(std::string phase, const std::string& message) : InputError(message), phase_(std::move(phase)) {}
+  const std::string& phase() const { return phase_; }
+
+ private:
+  std::string phase_;
+};
 
 // The session config key ONNX Runtime reads the disabled transformer and rewrite-rule names from
 // (onnxruntime_session_options_config_keys.h). Its value separates names by ';'
@@ -34,11 +46,11 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
   virtual std::string version() const = 0;  // "onnxruntime-node 1.30.0 (node 20.20.2)"
-  // Throws InputError when ORT refuses the model (message: ORT's).
+  // Throws Refused when ORT refuses the model (message: ORT's).
   virtual SessionHandle Create(const SessionSpec& spec) = 0;
   virtual std::vector<onnx_io::Tensor> Run(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) = 0;
   virtual void Release(const SessionHandle& s) = 0;
-  // Create, run every set, time the first set (`repeats` > 0: `throwaway` unmeasured runs, then `warmup`, then
+  // Create, run every set (Refused where ONNX Runtime refuses either), time the first set (`repeats` > 0: `throwaway` unmeasured runs, then `warmup`, then
   // `repeats` timed), release: one request per session. Fills `e`, reusing its buffers (a bisect evaluates
   // hundreds of sessions of the same shapes).
   struct Evaluation {

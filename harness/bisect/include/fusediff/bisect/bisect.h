@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "fusediff/fused/ort_runtime.h"
+#include "fusediff/model/memory_budget.h"
 #include "fusediff/onnx/onnx_io.h"
 
 namespace fusediff::bisect {
+
 
 // One graph transformer or rewrite rule of the pinned ONNX Runtime.
 struct Optimizer {
@@ -31,18 +33,48 @@ OptimizerList ParseOptimizerList(const std::string& json_text, const std::string
 const OptimizerList& PinnedOptimizers();
 
 // ---- inputs -----------------------------------------------------------------------------------------------------
-// One set of feeds for every model input, and the family that generated it ("file" for files).
+// One set of feeds for every model input, and the family that generated it ("file" for files). Sets read from an
+// ONNX test-data folder also carry its expected outputs (output_K.pb), in the model's output order.
 struct InputSet {
   std::string family;
   std::vector<onnx_io::Tensor> feeds;
+  std::string where;                        // the folder or file it came from (files only)
+  std::vector<std::optional<onnx_io::Tensor>> expected;  // empty, or per model output (nullopt: no file for it)
 };
+
+// The values generated for an integer input that is not a quantized code: [lo, hi).
+struct IntRange {
+  int64_t lo = 0, hi = 16;
+};
+
+struct InputOptions {
+  int per_family = 4;
+  uint64_t seed = 1;
+  IntRange int_range;  // --int-range: integer inputs the model says nothing about
+  // --shape NAME=DIMS: the shape of a raw input file (.raw, .bin), or of a generated input with symbolic dimensions.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  uint64_t max_bytes = 0;  // every input set together; 0: no limit
+};
+
 // normal, uniform, zero, small, large, positive, negative, aimed (QDQ inputs: quantization ties and saturation).
 const std::vector<std::string>& InputFamilies();
-// `per_family` sets of each family; counter-based: the same seed gives the same bytes.
+// `per_family` sets of each family; counter-based: the same seed gives the same bytes. Floats of every width from the
+// input's quantization range (or [-1, 1]); int8 and uint8 over their codes; the other integers within their range
+// (InputRangeOf); bool 0 or 1. A model without inputs gets one empty set. Throws InputError where the sets would
+// exceed max_bytes, naming the input and its size.
+std::vector<InputSet> GenerateInputs(const onnx_io::ModelInfo& model, const InputOptions& options);
 std::vector<InputSet> GenerateInputs(const onnx_io::ModelInfo& model, int per_family, uint64_t seed);
-// Files (.pb / .npy) or a folder of them (ONNX test-data layout: test_data_set_*/input_*.pb), bound to the model's
-// inputs by tensor name (.pb) or file stem (.npy); one set per test_data_set folder. Throws InputError for a file
-// that names no input, a missing input, or a type or shape that does not match.
+// The range an integer input is generated in and why: the model's (a Gather's table), a mask (its name holds
+// "mask": 0 or 1), or the stated default (--int-range). Empty for floats, int8/uint8 codes and bool.
+std::string InputRangeNote(const onnx_io::ModelInfo& model, size_t input, const IntRange& fallback);
+// Files (.pb / .npy / .raw with --shape) or folders of them (ONNX test-data layout: test_data_set_*/input_K.pb and
+// output_K.pb), one set per test_data_set folder. A named tensor binds to the model input of that name; an unnamed
+// one (ONNX's backend test data) binds by position: input_K.pb to the K-th input that is not an initializer, as
+// ONNX's test runner does (onnx/backend/test/runner, _add_model_test). A .npy or raw file binds by its stem (or
+// input_K). Throws InputError for a file that binds to no input, a missing input, or a type or shape that does not
+// match; every file's size is checked against max_bytes before it is read.
+std::vector<InputSet> ReadInputs(const onnx_io::ModelInfo& model, const std::vector<std::string>& paths,
+                                 const InputOptions& options);
 std::vector<InputSet> ReadInputs(const onnx_io::ModelInfo& model, const std::vector<std::string>& paths);
 
 // ---- measurements -----------------------------------------------------------------------------------------------
@@ -50,18 +82,24 @@ std::vector<InputSet> ReadInputs(const onnx_io::ModelInfo& model, const std::vec
 struct Outputs {
   std::vector<std::vector<double>> values;  // [output][element over all sets]
   std::vector<size_t> set_elements;         // [output] elements per input set
+  // [output] the bits of a 64-bit integer output's elements (empty for the others, which doubles hold exactly):
+  // integers are compared for exact equality.
+  std::vector<std::vector<uint64_t>> exact;
 };
 
 struct OutputDelta {
   std::string output;
-  std::string unit;         // "lsb" (a QDQ output: codes, or real values of a known scale) or "f32_ulp_of_max"
+  // "lsb": a QDQ output (codes, or real values of a known scale); "int": an integer or bool output, equal or not
+  // (one unit = 1); floats: "f32_ulp_of_max" (also f16, bf16, f64): one ulp of the output's type at its largest
+  // baseline magnitude.
+  std::string unit;
   double step = 1.0;        // one unit in the output's own values
   uint64_t elements = 0;
   uint64_t differing = 0;
   double max_units = 0;     // max |delta| / step
   double max_abs = 0;
   double max_rel = 0;       // max |delta| / max(|baseline|) over the output
-  std::map<int64_t, uint64_t> histogram;  // signed delta in units (rounded), differing elements only
+  std::map<int64_t, uint64_t> histogram;  // signed delta in units (rounded), differing elements only (lsb and int)
 };
 
 struct Perf {
@@ -75,15 +113,22 @@ std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& b
                                          const std::map<std::string, int64_t>& step);
 // One comparison, output by output, of a session's outputs with the baseline's.
 std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step);
-// The elements whose value differs: ((output, flat index), the step's value), in key order.
+// One unit of a float output of `type` at magnitude m: the type's ulp there (its smallest subnormal step below).
+double UlpAt(double m, onnx_io::DType type);
+// The unit an output is compared in (OutputDelta::unit) for its type and quantization.
+std::string UnitOf(onnx_io::DType type, const std::optional<onnx_io::TensorQuant>& q);
+// The elements whose value differs: ((output, flat index), the step's value), in key order. (A 64-bit integer beyond
+// 2^53 is found different by its bits; its value here is the nearest double.)
 using Diff = std::vector<std::pair<std::pair<size_t, size_t>, double>>;
 Diff Differences(const Outputs& baseline, const Outputs& step);
 // "Explain": the union of the single steps' differences equals all-on's, value for value.
 bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on);
 
 struct Step {
-  std::string kind;                  // baseline | all_on | one_on | leave_one_out | pair | blacklist | completeness
-  std::string subject;               // the transformer (pair: "A+B"); empty for baseline, all_on, blacklist
+  // baseline | completeness | all_on | one_on | leave_one_out | with_dependency (a refused one_on with what it needs)
+  // | pair | blacklist
+  std::string kind;
+  std::string subject;               // the transformer (pair, with_dependency: "A+B"); empty for baseline, all_on, blacklist
   std::vector<std::string> disabled;  // exactly what the session disabled
   std::string level;
   bool fired = false;                 // the saved optimized model's node list differs from the baseline's
@@ -96,13 +141,54 @@ struct Step {
   double time_saved = 0;              // (baseline median - step median) / baseline median
   bool within_noise = true;           // |median difference| <= the two interquartile ranges together
   double loss = 0;                    // max_units - w * time_saved
-  std::string verdict;                // one_on: blacklist | keep | not_fired; leave_one_out: restores | no_effect
+  // one_on: blacklist | keep | not_fired | refused; leave_one_out: restores | no_effect | refused | restores_build
+  // (all-on is refused, this one builds); with_dependency: blacklist | keep; pair: additive | interacts |
+  // interacts_blacklist | refused; blacklist: within_tolerance | over_threshold | refused
+  std::string verdict;
+  std::string refusal;                // ONNX Runtime's message where it refused the session (verdict "refused")
+  std::string refusal_phase;          // create | run
+  // A refused one_on: the smallest set of other names found that, enabled too, makes the session build (singles,
+  // then pairs, within BisectOptions::dependency_budget sessions); empty where none was found.
+  std::vector<std::string> dependency;
+  int dependency_sessions = 0;        // the sessions the search tried
+  std::string reproduction;           // the folder of its standalone reproduction, where one was written
+};
+
+// The output a step's largest delta is in (the first output where none moved; null without outputs).
+const OutputDelta* LargestDelta(const Step& s);
+
+// ONNX's test-data check: the baseline (every transformer off) against a test set's output_K.pb, as
+// numpy.testing.assert_allclose judges it in ONNX's runner: |actual - expected| <= atol + rtol * |expected|, NaN
+// equal to NaN, and the same type and shape.
+struct ExpectedOutput {
+  std::string set;                    // the folder
+  std::string output;
+  uint64_t elements = 0, mismatched = 0;
+  double max_abs = 0;                 // the largest |actual - expected|
+  std::string problem;                // a type or shape that differs (then nothing is compared)
+};
+struct ExpectedCheck {
+  bool checked = false;
+  double rtol = 1e-3, atol = 1e-7;
+  std::string tolerance_source;       // "ONNX runner default", "data.json", "--rtol/--atol"
+  std::vector<ExpectedOutput> outputs;
+  bool agree = true;
 };
 
 struct BisectOptions {
   std::vector<std::string> input_paths;  // files or folders; empty: generate
   int generate = 4;                      // sets per family when generating
   uint64_t seed = 1;
+  IntRange int_range;                    // InputOptions::int_range
+  std::map<std::string, std::vector<int64_t>> shapes;  // InputOptions::shapes
+  // Inputs, outputs and the outputs kept for comparison together, in bytes: a model or inputs beyond it are refused
+  // (InputError naming the tensor and its size) before anything that large is allocated.
+  uint64_t max_bytes = kDefaultMaxBytes;
+  int dependency_budget = 100;           // sessions per refused one_on step in the search for what it needs
+  std::optional<double> rtol, atol;      // the expected-output check's; default: data.json beside the model, else ONNX's
+  // Where standalone reproductions of refused sessions go; empty: a folder fusediff-repro-XXXXXX made in the
+  // temporary directory when the first one is written (and kept).
+  std::string repro_dir;
   double perf_weight = 0.0;              // w
   double threshold = 0.5;                // in output units (LSB)
   int max_pairs = 10;
@@ -119,6 +205,8 @@ struct BisectOptions {
 
 struct BisectResult {
   std::string model;
+  std::vector<std::string> input_notes;  // how each generated integer input was ranged (InputRangeNote)
+  ExpectedCheck expected;
   std::string runtime_version;
   std::string optimizer_list;          // "onnxruntime 1.30.0 (source ...)"
   std::vector<std::string> families;   // in order, with the number of sets each
@@ -130,7 +218,15 @@ struct BisectResult {
   std::vector<std::string> blacklist;
   std::string blacklist_config;        // optimization.disable_specified_optimizers=A;B
   std::map<std::string, bool> blacklist_name_effective;  // each name changes the saved optimized model
+  // Why each name is on it: "moves the outputs" | "moves the outputs with its dependency" | "interacts with B" |
+  // "all-on is refused with it" | "needs B, which the blacklist disables" | "refused alone, no dependency found".
+  std::map<std::string, std::string> blacklist_reasons;
+  std::vector<std::string> dependency_notes;  // "A needs B" for refused names the blacklist keeps enabled
   bool blacklist_within_tolerance = true;
+  bool blacklist_builds = true;        // the blacklist's own session was created and ran
+  std::string blacklist_refusal;
+  int refused_steps = 0;
+  std::string repro_dir;               // where reproductions were written ("" when none)
   double ort_seconds = 0;              // wall time in calls to the runtime, as fusediff sees them
   double inside_ort_seconds = 0;       // of which inside ONNX Runtime's own calls, timed around those calls alone
   double total_seconds = 0;            // the bisect's wall time
@@ -142,6 +238,26 @@ struct BisectResult {
   double runtime_close_seconds = 0;
   double runtime_close_inside_ort_seconds = 0;
 };
+
+// ---- the test data's expected outputs and refused sessions -------------------------------------------------------
+// The tolerances of the expected-output check: --rtol/--atol where given, else a data.json beside the model (ONNX's
+// backend test loader reads "rtol" and "atol" there: onnx/backend/test/loader), else the loader's defaults 1e-3 and
+// 1e-7. Throws InputError for a data.json that is not JSON or holds a tolerance that is not a non-negative number.
+void ExpectedTolerances(const std::string& model_path, const BisectOptions& options, ExpectedCheck& check);
+// One input set's outputs (as ONNX Runtime returned them, in the model's output order) against the set's expected
+// tensors, added to `check` (nothing where the set has none).
+void CheckExpected(const onnx_io::ModelInfo& model, const InputSet& set, const std::vector<onnx_io::Tensor>& outputs,
+                   ExpectedCheck& check);
+
+// `given`, created where missing, or a new folder fusediff-repro-XXXXXX in the temporary directory.
+std::string ReproductionRoot(const std::string& given);
+// A standalone reproduction of a session ONNX Runtime refused, in folder `dir`: model.onnx (a copy), options.txt (the
+// level and the exact session config entry), repro.js (onnxruntime-node: creates the session with those options and,
+// for a refusal at run, runs every input set, from inputs/; exit 1 and ONNX Runtime's message when it is refused
+// again, 0 when not). Returns `dir`.
+std::string WriteReproduction(const std::string& dir, const fused::ort::SessionSpec& spec, const std::string& phase,
+                              const std::string& message, const std::vector<std::vector<onnx_io::Tensor>>& sets,
+                              const std::string& runtime_version);
 
 // Throws InputError for a malformed model or inputs, and for an optimizer list the model shows to be stale (the
 // completeness check: level all with every listed name disabled must give level disabled's node list and outputs).
