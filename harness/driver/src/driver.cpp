@@ -317,11 +317,12 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     if (ledger) {
       PatternDraw changed = draw;
       std::vector<const KnownDefect*> entries;
+      const DefectCallAttributes call = call_attributes(used_formulation, draw.conv);
       for (size_t e = 0; e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
         if (!defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
                             info.implementation) ||
-            !draw_meets_rule(d, draw.conv, used_formulation)) {
+            !draw_meets_rule(d, draw.conv, call)) {
           continue;
         }
         auto [it, fresh] = partial.known.try_emplace(e);
@@ -333,7 +334,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
         ++tally->draws;
         tally->samples += batch.take;
-        apply_defect_model(d, &changed.conv, &changed.input, call_attributes(used_formulation, draw.conv));
+        apply_defect_model(d, &changed.conv, &changed.input, call);
         matched.push_back({tally, {}});
         entries.push_back(&d);
       }
@@ -343,7 +344,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       }
       for (size_t m = 0; matched.size() > 1 && m < matched.size(); ++m) {
         PatternDraw alone = draw;
-        apply_defect_model(*entries[m], &alone.conv, &alone.input, call_attributes(used_formulation, draw.conv));
+        apply_defect_model(*entries[m], &alone.conv, &alone.input, call);
         matched[m].alone = comparison->DeclaredOutputs(alone);
       }
     }
