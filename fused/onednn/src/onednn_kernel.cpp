@@ -67,22 +67,6 @@ std::string DescribeError(const dnnl::error& e, const std::string& what) {
          (e.status == dnnl_unimplemented ? ", unimplemented" : "") + ")";
 }
 
-// A host buffer of 8-bit codes for a memory object.
-struct Codes {
-  std::vector<uint8_t> u8;
-  std::vector<int8_t> s8;
-  void* data(DataType t) { return t == DataType::u8 ? static_cast<void*>(u8.data()) : static_cast<void*>(s8.data()); }
-  void resize(DataType t, size_t n) {
-    if (t == DataType::u8) u8.assign(n, 0);
-    else s8.assign(n, 0);
-  }
-  int32_t at(DataType t, size_t i) const { return t == DataType::u8 ? int32_t{u8[i]} : int32_t{s8[i]}; }
-  void poison(DataType t, uint32_t r) {
-    if (t == DataType::u8) Poison(u8.data(), u8.size(), r);
-    else Poison(s8.data(), s8.size(), r);
-  }
-};
-
 }  // namespace
 
 std::string LibraryVersion() {
@@ -275,9 +259,8 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
   std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
   int32_t src_zero_point = src_zero_point_value;
   int32_t dst_zero_point = dst_zero_point_value;
-  Codes dst;
-  dst.resize(dst_type, conv.output_elements());
-  dst.poison(dst_type, m.repetition);
+  detail::Codes dst(dst_type, conv.output_elements());
+  dst.poison(m.repetition);
   try {
     memory src_mem(src_md, m.engine, src.data());
     memory wei_user_mem(wei_user, m.engine, weights.data());
@@ -285,7 +268,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, made.weights_md, wei_user_mem,
                                            m.engine, m.stream, &owned);
     memory bias_mem(bias_md, m.engine, formulation.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
-    memory dst_mem(dst_md, m.engine, dst.data(dst_type));
+    memory dst_mem(dst_md, m.engine, dst.data());
     const memory::desc zp_md({1}, DataType::s32, Tag::x);
     memory src_zp(zp_md, m.engine, &src_zero_point), dst_zp(zp_md, m.engine, &dst_zero_point);
     const Scratchpad scratchpad(made.scratchpad_md, m.engine, m.repetition);
@@ -300,7 +283,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     m.stream.wait();
     if (!unfused) {
       m.note("conv: " + made.implementation);
-      for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(dst_type, i);
+      for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(i);
       return true;
     }
 
@@ -310,11 +293,10 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     std::vector<float> dequantized(conv.output_elements()), activated(conv.output_elements());
     Poison(dequantized.data(), dequantized.size() * sizeof(float), m.repetition);
     Poison(activated.data(), activated.size() * sizeof(float), m.repetition);
-    Codes out;
-    out.resize(m.output_type, conv.output_elements());
-    out.poison(m.output_type, m.repetition);
+    detail::Codes out(m.output_type, conv.output_elements());
+    out.poison(m.repetition);
     memory deq_mem(f32_md, m.engine, dequantized.data()), act_mem(f32_md, m.engine, activated.data());
-    memory out_mem(out_md, m.engine, out.data(m.output_type));
+    memory out_mem(out_md, m.engine, out.data());
 
     dnnl::primitive_attr dequantize_attr;  // v = su * (u - zu)
     dequantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -344,7 +326,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     m.stream.wait();
     m.note("conv: " + made.implementation + "; dequantize: " + dequantize_pd.impl_info_str() +
            "; eltwise: " + eltwise_pd.impl_info_str() + "; quantize: " + quantize_pd.impl_info_str());
-    for (size_t i = 0; i < y.size(); ++i) y[i] = out.at(m.output_type, i);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = out.at(i);
     return true;
   } catch (const dnnl::error& e) {
     return reject(DescribeError(e, problem));

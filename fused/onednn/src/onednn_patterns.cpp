@@ -36,17 +36,6 @@ using Args = std::unordered_map<int, memory>;
 enum class Chain { sum, binary, inner_product, max_pool };
 
 // 8-bit codes of one oneDNN data type (u8 or s8), stored as bytes.
-struct Codes {
-  DataType type = DataType::s8;
-  std::vector<uint8_t> bytes;
-  Codes(DataType t, size_t n) : type(t), bytes(n, 0) {}
-  void set(size_t i, int32_t code) { bytes[i] = static_cast<uint8_t>(code); }  // two's complement for s8
-  int32_t at(size_t i) const {
-    return type == DataType::u8 ? int32_t{bytes[i]} : int32_t{static_cast<int8_t>(bytes[i])};
-  }
-  void* data() { return bytes.data(); }
-};
-
 bool Reject(std::string* why, std::string reason) {
   if (why != nullptr) *why = std::move(reason);
   return false;
@@ -123,7 +112,7 @@ memory PatternPath::Dequantize(memory& codes, float scale, int32_t zero_point, s
 memory PatternPath::Quantize(memory& values, const Quant& q, std::string& impl) {
   const memory::desc md(values.get_desc().dims(), q.type, Tag::nhwc);
   codes_.emplace_back(q.type, md.get_size());
-  Poison(codes_.back().data(), codes_.back().bytes.size(), repetition_);
+  codes_.back().poison(repetition_);
   memory codes(md, engine_, codes_.back().data());
   dnnl::primitive_attr attr;  // q = sat(round_half_even(v * fl32(1/s) + zero_point))
   attr.set_output_scales(0, {1.0f / q.scale});
@@ -270,7 +259,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
   int32_t src_zero_point = zx, dst_zero_point = dst_q.zero_point;
   Codes dst(dst_q.type, conv.output_elements());
-  Poison(dst.data(), dst.bytes.size(), repetition_);
+  dst.poison(repetition_);
   // The sum post-op reads the residual from the destination, as its own 8-bit type (same size as dst's).
   if (chain_ == Chain::sum && !unfused()) {
     for (size_t i = 0; i < draw.residual.size(); ++i) dst.set(i, draw.residual[i]);
@@ -338,7 +327,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
       const memory::dims pooled_dims = {n, k, out_shape.height, out_shape.width};
       const memory::desc pooled_md(pooled_dims, y_.type, Tag::nhwc);
       codes_.emplace_back(y_.type, out_shape.elements());
-      Poison(codes_.back().data(), codes_.back().bytes.size(), repetition_);
+      codes_.back().poison(repetition_);
       Codes& pooled = codes_.back();
       memory pooled_mem(pooled_md, engine_, pooled.data());
       // The windows past the last whole one are dropped (floor): a right padding that may be negative.

@@ -79,6 +79,18 @@ dnnl::memory WeightsMemory(const ConvCase& conv, bool deconvolution, const dnnl:
 // 0xA5 + 0x4B r + 0x1F i mod 256, different for every repetition r < 256 at every byte (0x4B is odd), so output
 // that reads memory it never wrote differs between repetitions (--repeat).
 void Poison(void* data, size_t bytes, uint32_t r);
+// A host buffer of 8-bit codes (u8, or s8 in two's complement) for a memory object of that type.
+struct Codes {
+  dnnl::memory::data_type type = dnnl::memory::data_type::s8;
+  std::vector<uint8_t> bytes;
+  Codes(dnnl::memory::data_type t, size_t n) : type(t), bytes(n, 0) {}
+  void set(size_t i, int32_t code) { bytes[i] = static_cast<uint8_t>(code); }
+  int32_t at(size_t i) const {
+    return type == dnnl::memory::data_type::u8 ? int32_t{bytes[i]} : int32_t{static_cast<int8_t>(bytes[i])};
+  }
+  void* data() { return bytes.data(); }
+  void poison(uint32_t r) { Poison(bytes.data(), bytes.size(), r); }
+};
 // The attributes a formulation passes (model/formulation.h): a user-managed scratchpad (poisoned per repetition),
 // one common output scale or one per output channel, and the runtime s32 zero-point attributes that are present.
 dnnl::primitive_attr FormulationAttributes(const std::vector<float>& scales, bool common, bool src_zero_point,
