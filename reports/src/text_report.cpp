@@ -222,6 +222,10 @@ std::string RenderReplay(const ReplayTrace& t) {
                      fused_path_name(t.key.spec), to_string(t.key.spec.mutant));
   out += fmt::format("convention  {}{}\n", t.convention, t.fused_convention.empty() ? "" : "  (reference)");
   if (!t.fused_convention.empty()) out += fmt::format("            {}  (declared by the fused path)\n", t.fused_convention);
+  if (!t.key.spec.table_file.empty()) {
+    out += fmt::format("table       {} (sha256 {}, fingerprint {})\n", t.key.spec.table_file, t.key.spec.table_sha256,
+                       t.key.spec.table_fingerprint);
+  }
   if (!t.implementation.empty()) out += fmt::format("library     {}\n", t.implementation);
   if (!t.implementation_of_draw.empty()) out += fmt::format("ran         {}\n", t.implementation_of_draw);
   if (!t.formulation.empty()) out += fmt::format("formulation {}\n", t.formulation);

@@ -187,7 +187,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   out << fmt::format("{} samples in {:.2f} s ({:.0f} samples/s){}\n", samples_before_case, seconds,
                      samples_before_case / std::max(seconds, 1e-9),
                      shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
-  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(run).dump(2) + "\n");
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ResultsText(run));
   if (!a.csv.empty()) reports::WriteFileAtomically(a.csv, reports::ToCsv(run));
   if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, reports::ToJUnit(run));
   if (interrupted) {

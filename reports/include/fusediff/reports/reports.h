@@ -13,6 +13,9 @@
 
 namespace fusediff::reports {
 
+// /6 writes each case's per_code texts packed (covered_bitmap and error_ranges: zlib-compressed base64 of the /5
+// bitmap's hex digits and of "gap,length,min,max;" runs), adds a conv case's draws (its judged samples per draw,
+// packed: model/draw_tallies.h) and an external table's fingerprint, file and SHA-256, and the gate's worse rows.
 // /5 adds the verdict documented_behaviour, each case's documented_behaviours (ledger tallies of that kind, as
 // known_defects), the tolerance's documented_behaviour ("fails" under --strict), and judges a ledger tally's status
 // by its predicted samples (no_longer_reproduces: the model changed samples, none was explained).
@@ -21,7 +24,8 @@ namespace fusediff::reports {
 // (all absent for the built-in paths), and each BatchNorm case's batchnorm_error_bins; /3 the verdict known_defect
 // and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /4, /3, /2 and /1 files
 // (/2 and /1: conv2d+act, kept whole) are still read.
-inline constexpr const char* kResultsFormat = "fusediff-results/5";
+inline constexpr const char* kResultsFormat = "fusediff-results/6";
+inline constexpr const char* kResultsFormatV5 = "fusediff-results/5";
 inline constexpr const char* kResultsFormatV4 = "fusediff-results/4";
 inline constexpr const char* kResultsFormatV3 = "fusediff-results/3";
 inline constexpr const char* kResultsFormatV2 = "fusediff-results/2";
@@ -30,7 +34,14 @@ inline constexpr const char* kResultsFormatV1 = "fusediff-results/1";
 // The results as JSON (format "fusediff-results/1"); deterministic for the same seed except `created` and
 // `command_line` (no timings, keys in a fixed order).
 nlohmann::ordered_json ToJson(const RunResult& run);
-nlohmann::ordered_json StatsToJson(const ErrorStats& stats);
+// `derived`: with mean, std, min, max, percentiles and the exact fraction beside the count and histogram (a case's
+// overall statistics); without (/6: per region, implementation, formulation), since readers recompute them.
+nlohmann::ordered_json StatsToJson(const ErrorStats& stats, bool derived = true);
+// JSON text as people read it: one member per line, one space of indent per level, except that any value whose
+// compact text fits within `width` columns stays on one line. Ends with a newline.
+std::string DumpJson(const nlohmann::ordered_json& j, size_t width = 120);
+// The results file's text: DumpJson(ToJson(run)).
+std::string ResultsText(const RunResult& run);
 
 // Reads results JSON back, strictly: every field the writer writes must be present with the right type; the
 // statistics are rebuilt from the histograms (stored derived values are not trusted). Throws InputError
