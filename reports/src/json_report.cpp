@@ -238,18 +238,20 @@ ordered_json ErrorBinsToJson(const ErrorBins& bins) {
   return out;
 }
 
+ordered_json ActivationToJson(const Activation& a) {
+  ordered_json activation;
+  activation["kind"] = std::string(to_string(a.kind));
+  activation["params"] = ordered_json::object();
+  if (takes_alpha(a.kind)) activation["params"]["alpha"] = static_cast<double>(a.alpha);
+  return activation;
+}
+
 ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   ordered_json j;
   j["name"] = c.spec.name;
   j["source"] = std::string(to_string(c.spec.source));
   j["mix"] = format_region_mix(c.spec.mix);
-  ordered_json activation;
-  activation["kind"] = std::string(to_string(c.spec.convention.activation.kind));
-  activation["params"] = ordered_json::object();
-  if (takes_alpha(c.spec.convention.activation.kind)) {
-    activation["params"]["alpha"] = static_cast<double>(c.spec.convention.activation.alpha);
-  }
-  j["activation"] = std::move(activation);
+  j["activation"] = ActivationToJson(c.spec.convention.activation);
   j["convention"] = ConventionToJson(c.spec.convention);
   j["pattern"] = PatternToJson(c.spec.pattern, c.spec.fusion);
   j["fused"] = std::string(fused_path_name(c.spec));
@@ -345,6 +347,21 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   return j;
 }
 }  // namespace
+
+ordered_json CaseDefinitionToJson(const CaseSpec& spec) {
+  ordered_json j;
+  j["source"] = std::string(to_string(spec.source));
+  j["mix"] = format_region_mix(spec.mix);
+  j["activation"] = ActivationToJson(spec.convention.activation);
+  j["convention"] = ConventionToJson(spec.convention);
+  j["pattern"] = PatternToJson(spec.pattern, spec.fusion);
+  j["fused"] = std::string(fused_path_name(spec));
+  j["comparison"] = std::string(to_string(spec.comparison));
+  j["mutant"] = std::string(to_string(spec.mutant));
+  j["table"] = spec.table_fingerprint.empty() ? std::string("built in") : spec.table_fingerprint;
+  j["requested_samples"] = spec.samples;
+  return j;
+}
 
 ordered_json ToJson(const RunResult& run) {
   ordered_json j;

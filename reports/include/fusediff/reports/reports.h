@@ -77,14 +77,22 @@ std::string ToMarkdown(const RunResult& run);
 // 95% upper bound on the failure rate of a case with n independent samples and no failure ("rule of three").
 inline double FailureRateUpperBound95(uint64_t n) { return n == 0 ? 1.0 : std::min(1.0, 3.0 / static_cast<double>(n)); }
 
-// Nightly regression: BASELINE vs CURRENT, matched by case name.
+// Nightly regression: BASELINE vs CURRENT, matched by case name (docs/reports.md, "Nightly regression").
+//  - Same samples (same seed, definition and count, or an exhaustive sweep, whose samples are every code whatever the
+//    seed): any change is real. A regression when it passes the thresholds below or a code errs more than before.
+//  - Different samples: exact %, bias and the histogram's bins judged over draws (compare_stats.h), every p-value of
+//    the comparison through Holm at family-wise `level`; max |e| only where the baseline's draws would have shown it.
+//  - Always: a pass that becomes a fail is a regression; a cross-convention measurement moves or stays, never
+//    regresses; known-defect and documented-behaviour counts are their own category (ledger).
 struct CompareRules {
-  int64_t max_abs_growth_lsb = 0;         // flag when max |e| grows by more than this
-  double exact_fraction_drop = 0.001;     // flag when the exact fraction drops by more than this (absolute)
-  double abs_bias_growth_lsb = 0.01;      // flag when |bias| grows by more than this
+  int64_t max_abs_growth_lsb = 0;         // same samples: flag when max |e| grows by more than this
+  double exact_fraction_drop = 0.001;     // same samples: flag when the exact fraction drops by more than this
+  double abs_bias_growth_lsb = 0.01;      // same samples: flag when |bias| grows by more than this
   bool missing_case_is_regression = true;
   bool convention_change_is_regression = true;
-  bool resampled_is_regression = false;   // a case whose sample set changed is reported, not flagged
+  bool resampled_is_regression = false;   // a case whose sample set changed is judged over draws, not flagged
+  double level = 0.01;                    // different samples: family-wise level (Holm)
+  uint64_t min_draws = 10;                // different samples: fewer draws on a side are too few to judge
 };
 CompareRules ReadCompareRules(const std::string& path);  // JSON object with the fields above, all optional
 
@@ -92,17 +100,36 @@ struct CaseComparison {
   std::string name;
   const CaseResult* baseline = nullptr;  // null: the case is new
   const CaseResult* current = nullptr;   // null: the case disappeared
-  std::vector<std::string> findings;     // what changed beyond the thresholds ("max |e| 1 -> 3")
-  std::vector<std::string> notes;        // what changed but is not a regression (resampled, new case)
+  std::string samples;                   // "same samples", "exhaustive", "different samples" ("" when unmatched)
+  std::string subject;                   // what the case tests that changed: "mutant: none -> x" (or the table)
+  std::vector<std::string> findings;     // regressions ("max |e| 1 -> 3 LSB ...")
+  std::vector<std::string> ledger;       // known-defect and documented-behaviour changes that need a look
+  std::vector<std::string> moved;        // changes that are not regressions (no verdict, improved, unjudged)
+  std::vector<std::string> ledger_moved; // ledger entries met on one side's draws only (different samples)
+  std::vector<std::string> notes;        // context (a new case, a resampled case, the mutant or table that changed)
   bool regression = false;
 };
 struct RunComparison {
   bool sample_set_changed = false;
+  double level = 0.01;
+  bool missing_is_regression = true;
+  size_t tests = 0;        // tests over draws run (different samples)
+  size_t significant = 0;  // of those, rejected by Holm
   std::vector<CaseComparison> cases;  // baseline order, then new cases in current order
-  bool any_regression() const;
+  bool any_regression() const;        // a regression or a ledger change
 };
 RunComparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules);
-std::string RenderComparison(const RunComparison& comparison, const RunResult& baseline, const RunResult& current);
+
+// What the terminal shows: by default a line per case that changed (regression, ledger, moved, note), a line per
+// pattern x fused path for the unchanged rest, the rule and the closing "N passed, N failed" line; `all` adds
+// today's side-by-side table of every case; `only_regressions` prints the regression lines and nothing else.
+enum class CompareView { summary, all, only_regressions };
+std::string RenderComparison(const RunComparison& comparison, const RunResult& baseline, const RunResult& current,
+                             CompareView view = CompareView::summary);
+
+// The definition of a case as results JSON writes it (source, mix, activation, convention, pattern, fused path,
+// comparison, mutant, table, requested samples): what `compare` diffs field by field.
+nlohmann::ordered_json CaseDefinitionToJson(const CaseSpec& spec);
 
 // One CSV row per case: name, verdict, samples, exact fraction, bias, std, percentiles, max |e|, convention.
 std::string ToCsv(const RunResult& run);
