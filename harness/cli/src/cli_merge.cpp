@@ -46,7 +46,7 @@ Command AddMergeCommand(CLI::App& app) {
                    merged.provenance.created = now.created;
                    reports::WriteFileAtomically(a->out, reports::ResultsText(merged));
                    if (!a->junit.empty()) reports::WriteFileAtomically(a->junit, reports::ToJUnit(merged));
-                   ctx.out << reports::RenderTable(merged, false);
+                   ctx.out << reports::RenderTable(merged, {});
                    return merged.any_failure() ? kExitFail : kExitPass;
                  }};
 }

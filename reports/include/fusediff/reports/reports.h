@@ -134,10 +134,22 @@ nlohmann::ordered_json CaseDefinitionToJson(const CaseSpec& spec);
 // One CSV row per case: name, verdict, samples, exact fraction, bias, std, percentiles, max |e|, convention.
 std::string ToCsv(const RunResult& run);
 
-// The terminal table: case, judged samples, exact %, bias, p99 |e|, max |e|, known-defect samples, verdict; then one
-// line per failing case with its first replay and one per ledger entry (its counts, or "no longer reproduces").
-// `verbose`: every case's rejected samples, three worst replays per failing case and per known defect.
-std::string RenderTable(const RunResult& run, bool show_timing, bool verbose = false);
+// The terminal output of `run` and `merge`. By default: one line per case that is not a plain pass (fail, known
+// defect, documented behaviour, unsupported, nondeterministic; a failing case with its first replay), one line per
+// pattern x fused path summing up the rest (cross-convention measurements included), the ledger's entries, the
+// library attribution in a line or two, the oneDNN dispatch line, `before_closing`, and the closing line.
+// `all`: today's table of every case first, and the attribution tables whole. `verbose`: every case's rejected
+// samples, three worst replays per failing case and per known defect.
+struct TableOptions {
+  bool timing = false;  // a time column in the full table
+  bool verbose = false;
+  bool all = false;
+  std::string before_closing;  // e.g. the samples and time line of `run`
+};
+std::string RenderTable(const RunResult& run, const TableOptions& options);
+// "N passed, N failed[, N known defect (not failing)][, N documented behaviour (not failing)], N unsupported[, N
+// cross-convention measurements (no verdict)]; N cases, seed S".
+std::string ClosingLine(const RunResult& run);
 
 // Every stage of one replayed sample.
 std::string RenderReplay(const ReplayTrace& trace);
