@@ -418,13 +418,13 @@ std::string ChangedLines(const RunComparison& comparison) {
   }
   const auto gathered = [&](const std::map<std::string, std::vector<std::string>>& by, const std::string& what) {
     for (const auto& [key, names] : by) {
-      out += fmt::format("{}: {} {} ({}{})\n", key, names.size(), what, names.front(),
+      out += fmt::format("{}: {} case{} {} ({}{})\n", key, names.size(), names.size() == 1 ? "" : "s", what, names.front(),
                          names.size() > 1 ? fmt::format(" and {} more", names.size() - 1) : "");
     }
   };
-  gathered(missing, comparison.missing_is_regression ? "cases missing from CURRENT: REGRESSION" : "cases missing from CURRENT");
-  gathered(fresh, "new cases (no baseline)");
-  gathered(ledger_moved, "cases whose draws met its conditions on one side only (different samples: moved, not a regression)");
+  gathered(missing, comparison.missing_is_regression ? "missing from CURRENT: REGRESSION" : "missing from CURRENT");
+  gathered(fresh, "new (no baseline)");
+  gathered(ledger_moved, "whose draws met its conditions on one side only (different samples: moved, not a regression)");
   return out;
 }
 

@@ -252,8 +252,8 @@ void SetRange(const Field& entry, const QuantType& type, int64_t first, int64_t 
 }
 
 // per_code: /6 packs both texts (json_report.cpp PerCodeToJson); earlier formats hold the hex digits and an array of
-// [first code, last code, min e, max e].
-CodeErrors ReadPerCode(const Field& f, const QuantType& type, bool packed) {
+// [first code, last code, min e, max e]. Which one a file holds shows in error_ranges: a text or an array.
+CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
   const int32_t qmin = f["qmin"].i32();
   const uint64_t count = f["code_count"].u64();
   if (count == 0) return CodeErrors();  // unsupported case: nothing ran
@@ -261,6 +261,7 @@ CodeErrors ReadPerCode(const Field& f, const QuantType& type, bool packed) {
     f.fail(fmt::format("qmin {} and code_count {} of the intermediate type", type.qmin(), type.code_count()));
   }
   CodeErrors codes(qmin, static_cast<uint32_t>(count));
+  const bool packed = f["error_ranges"].raw().is_string();
   const Field bitmap = f["covered_bitmap"];
   ReadBitmap(bitmap, packed ? UnpackText(bitmap.str(), (count + 63) / 64 * 16, bitmap.path()) : bitmap.str(), codes);
   const Field ranges = f["error_ranges"];
@@ -474,8 +475,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
   }
   const Field coverage = f["coverage"];
   c.reference_escalations = coverage["reference_escalations"].u64();
-  const bool packed = format == kResultsFormat;
-  c.per_code = ReadPerCode(f["per_code"], keyed_boundary(c.spec.pattern, reference_convention(c.spec)).type, packed);
+  c.per_code = ReadPerCode(f["per_code"], keyed_boundary(c.spec.pattern, reference_convention(c.spec)).type);
   c.intermediate_codes_covered = coverage["intermediate_codes"].u64();
   const Field hard = coverage["hard_codes"];
   for (size_t i = 0; i < hard.array_size(); ++i) c.hard_codes.push_back(hard.at(i).i32());
@@ -558,7 +558,7 @@ std::vector<CodeRun> ReadRuns(const Field& f) {
   return runs;
 }
 
-CanonicalComparison ReadCanonical(const Field& f, bool packed) {
+CanonicalComparison ReadCanonical(const Field& f) {
   CanonicalComparison k;
   k.mode = f["mode"].str();
   if (k.mode != kGateModeRelative && k.mode != kGateModeAbsolute) f["mode"].fail("relative or absolute");
@@ -577,7 +577,7 @@ CanonicalComparison ReadCanonical(const Field& f, bool packed) {
       if (candidate.qmin() == per_code["qmin"].i32() && candidate.code_count() == count) type = candidate;
     }
   }
-  k.canonical_per_code = ReadPerCode(per_code, type, packed);
+  k.canonical_per_code = ReadPerCode(per_code, type);
   k.worse_codes = f["worse_codes"].u64();
   k.better_codes = f["better_codes"].u64();
   k.worse = ReadRuns(f["worse"]);
@@ -622,7 +622,7 @@ RunResult FromJson(const json& j, const std::string& source) {
     const Field gate = top["gate"];
     run.gate = GateProvenance{gate["descriptor"].str(), gate["table_file"].str(), gate["table_sha256"].str(),
                               gate["table_kind"].str(), gate["tolerance_source"].str(), std::nullopt, {}};
-    if (gate.has("canonical")) run.gate->canonical = ReadCanonical(gate["canonical"], format == kResultsFormat);
+    if (gate.has("canonical")) run.gate->canonical = ReadCanonical(gate["canonical"]);
     if (gate.has("illegal_fusion")) run.gate->illegal_fusion = gate["illegal_fusion"].str();
   }
   run.seed = top["seed"].u64();
