@@ -472,7 +472,7 @@ std::string ClosingLine(const RunComparison& comparison) {
   for (const CaseComparison& c : comparison.cases) {
     regressions += c.regression;
     ledger += !c.ledger.empty();
-    moved += !c.regression && c.ledger.empty() && !c.moved.empty();
+    moved += !c.regression && c.ledger.empty() && (!c.moved.empty() || !c.ledger_moved.empty());
     fresh += !c.baseline;
     missing += !c.current;
   }

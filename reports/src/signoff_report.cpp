@@ -271,6 +271,17 @@ std::string CanonicalHtml(const RunResult& run) {
   return out;
 }
 
+// The cases that are not a plain pass, each with why, before the summary of every case.
+std::string NeedsAttentionHtml(const RunResult& run) {
+  std::string items;
+  for (const CaseResult& c : run.cases) {
+    if (c.verdict == Verdict::pass || c.verdict == Verdict::cross_convention) continue;
+    items += fmt::format("<li><a href=\"#{}\">{}</a>: <span class=\"{}\">{}</span>: {}</li>", Anchor(c.spec.name),
+                         HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict), HtmlEscape(c.reason));
+  }
+  return items.empty() ? "" : "<h2>Cases that are not a plain pass</h2>\n<ul>" + items + "</ul>\n";
+}
+
 // The page's title and first line: a gate's verdict and mode, then the reason; a run's counts.
 struct Headline {
   std::string title, reason;
@@ -293,7 +304,8 @@ std::string ToHtml(const RunResult& run) {
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<title>" + HtmlEscape(headline.title + ": " + headline.reason) + "</title><style>"
-      "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
+      "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}h1{font-size:1.6em}"
+      "td.name{text-align:left;word-break:break-all;max-width:420px}"
       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
       "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
       ".pass{color:#185}.fail,.nondeterministic{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect,.documented_behaviour{color:#a60}"
@@ -305,16 +317,21 @@ std::string ToHtml(const RunResult& run) {
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
   out += CanonicalHtml(run);
 
-  out += "<h2>Summary</h2>\n<table><tr><th>case</th><th>verdict</th><th>evidence</th><th>samples</th><th>exact %</th>"
-         "<th>bias</th><th>std</th><th>p99 |e|</th><th>max |e|</th><th>tolerance</th></tr>";
+  out += NeedsAttentionHtml(run);
+  out += "<h2>Summary</h2>\n<table><tr><th style=\"text-align:left\">case</th><th>verdict</th><th>evidence</th><th>samples</th>"
+         "<th>exact %</th><th>bias</th><th>std</th><th>p99 |e|</th><th>max |e|</th><th>tolerance</th></tr>";
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
     const Evidence e = EvidenceOf(c);
-    out += fmt::format("<tr><td style=\"text-align:left\"><a href=\"#{}\">{}</a></td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>"
-                       "<td>{}</td><td>{:+.5f}</td><td>{:.5f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                       Anchor(c.spec.name), HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict),
-                       e.kind.substr(0, e.kind.find(':')), s.count(), Percent(s.exact_fraction()), s.mean(), s.stddev(), s.p99(),
-                       s.max_abs(), c.tolerance.max_abs_lsb);
+    const std::string name = fmt::format("<td class=\"name\"><a href=\"#{}\">{}</a></td><td class=\"{}\">{}</td>",
+                                         Anchor(c.spec.name), HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict));
+    if (c.verdict == Verdict::unsupported) {
+      out += "<tr>" + name + "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td></tr>";
+      continue;
+    }
+    out += fmt::format("<tr>{}<td>{}</td><td>{}</td><td>{}</td><td>{:+.5f}</td><td>{:.5f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                       name, e.kind.substr(0, e.kind.find(':')), s.count(), Percent(s.exact_fraction()), s.mean(),
+                       s.stddev(), s.p99(), s.max_abs(), c.tolerance.max_abs_lsb);
   }
   out += "</table>\n";
 
