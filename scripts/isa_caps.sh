@@ -19,7 +19,7 @@ for cap in SSE41 AVX2 AVX2_VNNI AVX512_CORE AVX512_CORE_VNNI AVX512_CORE_BF16 AV
     echo "isa_caps: $cap: not reachable on this CPU (oneDNN dispatches to ${dispatched:-?}): skipped"
     continue
   fi
-  summary="$(grep -E '^[0-9]+ cases: ' <<<"$out")"
+  summary="$(grep -E '^[0-9]+ passed, [0-9]+ failed' <<<"$out")"
   if [[ $rc -ne 0 ]]; then
     echo "isa_caps: $cap: fusediff run exited $rc: $summary"
     grep -E 'FAIL|NONDETERMINISTIC' <<<"$out" | head -5

@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev         # JSON, command line
   librandom123-dev                        # counter-based RNG (Philox)
   libssl-dev                              # SHA-256 of table files (libcrypto)
+  zlib1g-dev                              # results JSON: compressed per-code and per-draw texts
   clang libclang-rt-14-dev                # libFuzzer target (clang -fsanitize=fuzzer)
   python3 python3-mpmath                  # regenerating / cross-checking the golden activation values
   python3-yaml                            # parsing the Kubernetes example manifest (ctest examples.kubernetes)

@@ -1,11 +1,13 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "fusediff/reports/reports.h"
+#include "gate_summary.h"
 
 namespace fusediff::reports {
 
@@ -37,6 +39,15 @@ std::string RunList(const std::vector<CodeRun>& runs, uint64_t codes, const std:
   return out;
 }
 
+std::string WorseRowsText(const CanonicalComparison& k, size_t shown) {
+  if (k.worse_rows.empty()) return "";
+  std::string out = fmt::format("  {} {}{} worse than canonical (value, canonical value, signed error at its worst code, "
+                                "the codes it feeds):\n", k.worse_rows.size(), k.rows, k.worse_rows.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < k.worse_rows.size() && i < shown; ++i) out += "    " + WorseRowText(k.worse_rows[i], k.rows) + "\n";
+  if (k.worse_rows.size() > shown) out += fmt::format("    ... ({} {}s in all)\n", k.worse_rows.size(), k.rows);
+  return out;
+}
+
 // Candidate (the sweep) and canonical side by side, then where the candidate is worse and where it is better.
 std::string SideBySide(const ErrorStats& candidate, const CanonicalComparison& k, size_t shown_runs) {
   const ErrorStats& c = k.canonical;
@@ -49,6 +60,7 @@ std::string SideBySide(const ErrorStats& candidate, const CanonicalComparison& k
   out += fmt::format("  worse than canonical by more than k = {}: {} codes{}\n", k.slack, k.worse_codes,
                      k.worse_codes ? fmt::format(" in {}{} runs", worse_runs, worse_runs == kMaxCodeRuns ? "+" : "") : "");
   out += RunList(k.worse, k.worse_codes, k.rows, shown_runs);
+  out += WorseRowsText(k, 16);
   out += fmt::format("  better than canonical: {} codes{}\n", k.better_codes,
                      k.better_codes ? fmt::format(" in {}{} runs", k.better.size(), k.better.size() == kMaxCodeRuns ? "+" : "")
                                     : "");
@@ -56,6 +68,61 @@ std::string SideBySide(const ErrorStats& candidate, const CanonicalComparison& k
   return out;
 }
 }  // namespace
+
+std::string WorseRowText(const WorseRow& r, const std::string& rows) {
+  return fmt::format("{} {}: {} (canonical {}): e {:+d} at u = {} (canonical {:+d}); feeds u in [{}, {}], {} of them worse",
+                     rows, r.index, r.value, r.canonical_value, r.error, r.worst_u, r.canonical_error, r.u_lo, r.u_hi,
+                     r.worse_codes);
+}
+
+GateSummary SummarizeGate(const RunResult& run) {
+  GateSummary g;
+  g.accept = !run.any_failure();
+  const CanonicalComparison* k = run.gate && run.gate->canonical ? &*run.gate->canonical : nullptr;
+  if (run.gate && !run.gate->illegal_fusion.empty()) {
+    g.mode = "illegal fusion";
+    g.reason = "rule " + run.gate->illegal_fusion;
+    return g;
+  }
+  g.mode = k && k->mode == kGateModeRelative ? fmt::format("relative mode, k = {}", k->slack) : "absolute mode";
+  for (const CaseResult& c : run.cases) {
+    if (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic) {
+      g.reason = c.spec.name + ": " + c.reason;
+      return g;
+    }
+  }
+  const int64_t max = run.cases.empty() ? 0 : run.cases.front().stats.overall.max_abs();
+  const int64_t bound = run.cases.empty() ? 0 : run.cases.front().tolerance.max_abs_lsb;
+  g.reason = k && k->mode == kGateModeRelative
+                 ? fmt::format("every code within |e_canonical| + {}, max |e| {} <= {}, |bias| within the canonical "
+                               "table's + {} LSB", k->slack, max, bound, 0.1)
+                 : fmt::format("max |e| {} <= {} LSB on every code and conv sample", max, bound);
+  return g;
+}
+
+std::string GateHeadline(const GateSummary& g) {
+  return fmt::format("{} ({}): {}", g.accept ? "ACCEPT" : "REJECT", g.mode, g.reason);
+}
+
+std::vector<const WorstCaseReport*> SpreadForDisplay(const CaseResult& c, const RunResult& run, size_t count) {
+  std::vector<const WorstCaseReport*> out;
+  std::vector<bool> taken(c.worst.size(), false);
+  if (run.gate && run.gate->canonical) {
+    for (const WorseRow& r : run.gate->canonical->worse_rows) {
+      for (size_t i = 0; i < c.worst.size() && out.size() < count; ++i) {
+        const int32_t u = c.worst[i].sample.u;
+        if (taken[i] || u < r.u_lo || u > r.u_hi) continue;
+        out.push_back(&c.worst[i]);
+        taken[i] = true;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < c.worst.size() && out.size() < count; ++i) {
+    if (!taken[i]) out.push_back(&c.worst[i]);
+  }
+  return out;
+}
 
 std::string RenderGate(const RunResult& run, size_t listed_codes) {
   std::string out;
@@ -65,8 +132,9 @@ std::string RenderGate(const RunResult& run, size_t listed_codes) {
                        run.gate->table_sha256);
     if (!run.gate->illegal_fusion.empty()) {
       // Refused before any sample: the fusion itself changes the graph's meaning.
-      out += fmt::format("fusion      ILLEGAL, rule {}\nverdict: REJECT\n", run.gate->illegal_fusion);
-      return out;
+      out += fmt::format("fusion      ILLEGAL, rule {}\nverdict: {}\n", run.gate->illegal_fusion,
+                         GateHeadline(SummarizeGate(run)));
+      return out + ClosingLine(run);
     }
   }
   if (!run.cases.empty()) {
@@ -99,12 +167,12 @@ std::string RenderGate(const RunResult& run, size_t listed_codes) {
                        s.mean(), s.stddev(), s.p99(), s.max_abs());
     if (sweep && canonical) out += SideBySide(s, *canonical, 10);
     if (c.verdict == Verdict::fail) out += fmt::format("  REJECT: {}\n", c.reason);
-    const size_t shown = std::min<size_t>(c.worst.size(), 5);
-    if (shown > 0 && c.worst.front().sample.error != 0) {
+    const std::vector<const WorstCaseReport*> shown = SpreadForDisplay(c, run, 5);
+    if (!shown.empty() && shown.front()->sample.error != 0) {
       out += "  worst:";
-      for (size_t i = 0; i < shown && c.worst[i].sample.error != 0; ++i) {
-        const WorstCase& w = c.worst[i].sample;
-        out += fmt::format(" u={} (y_ref {}, y_table {}, e {:+d})", w.u, w.y_ref, w.y_fused, w.error);
+      for (const WorstCaseReport* report : shown) {
+        const WorstCase& w = report->sample;
+        if (w.error != 0) out += fmt::format(" u={} (y_ref {}, y_table {}, e {:+d})", w.u, w.y_ref, w.y_fused, w.error);
       }
       out += "\n";
     }
@@ -114,19 +182,21 @@ std::string RenderGate(const RunResult& run, size_t listed_codes) {
       for (const auto& [error, count] : s.histogram()) {
         if (std::llabs(error) > c.tolerance.max_abs_lsb) offending += count;
       }
+      // In code order, from the per-code errors (a sweep's range at a code is that code's error).
       std::string codes;
       size_t listed = 0;
-      for (const WorstCaseReport& w : c.worst) {
-        if (std::llabs(w.sample.error) <= c.tolerance.max_abs_lsb || listed == listed_codes) break;
-        codes += fmt::format("{}{}", codes.empty() ? "" : ", ", w.sample.u);
+      for (const auto& [u, range] : c.per_code.nonzero()) {
+        if (std::max(std::llabs(range.min), std::llabs(range.max)) <= c.tolerance.max_abs_lsb) continue;
+        if (listed == listed_codes) break;
+        codes += fmt::format("{}{}", codes.empty() ? "" : ", ", u);
         ++listed;
       }
       out += fmt::format("  offending codes ({} with |e| > {}): {}{}\n", offending, c.tolerance.max_abs_lsb, codes,
                          offending > listed ? fmt::format(" and {} more", offending - listed) : "");
     }
   }
-  out += fmt::format("\nverdict: {}\n", run.any_failure() ? "REJECT" : "ACCEPT");
-  return out;
+  out += fmt::format("\nverdict: {}\n", GateHeadline(SummarizeGate(run)));
+  return out + ClosingLine(run);
 }
 
 }  // namespace fusediff::reports

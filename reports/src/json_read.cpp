@@ -3,18 +3,22 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
+#include <charconv>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/memory_budget.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
+#include "packed_text.h"
 
 namespace fusediff::reports {
 
@@ -188,6 +192,67 @@ void ReadPattern(const Field& f, CaseSpec& spec) {
   }
 }
 
+// The integers of a packed text's records: "a,b,c;a,b,c;" with `width` fields each, every one checked.
+std::vector<std::vector<int64_t>> ReadRecords(const Field& f, size_t width, size_t max_bytes) {
+  const std::string text = UnpackText(f.str(), max_bytes, f.path().empty() ? "(top level)" : f.path());
+  std::vector<std::vector<int64_t>> records;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find(';', begin);
+    if (end == std::string::npos) f.fail("records ending in ';'");
+    std::vector<int64_t> record;
+    for (size_t at = begin; at <= end;) {
+      const size_t stop = std::min(text.find(',', at), end);
+      int64_t v = 0;
+      const auto [ptr, ec] = std::from_chars(text.data() + at, text.data() + stop, v);
+      if (ec != std::errc() || ptr != text.data() + stop) f.fail(fmt::format("integers (record {})", records.size()));
+      record.push_back(v);
+      at = stop + 1;
+    }
+    if (record.size() != width) f.fail(fmt::format("{} integers per record (record {})", width, records.size()));
+    records.push_back(std::move(record));
+    begin = end + 1;
+  }
+  return records;
+}
+
+// The covered bitmap's hex digits: 16 per 64 codes, word i bit j = code qmin + 64 i + j.
+void ReadBitmap(const Field& field, const std::string& bitmap, CodeErrors& codes) {
+  const uint64_t count = codes.code_count();
+  if (bitmap.size() != (count + 63) / 64 * 16) field.fail(fmt::format("{} hex digits", (count + 63) / 64 * 16));
+  for (size_t word = 0; word * 16 < bitmap.size(); ++word) {
+    uint64_t bits = 0;
+    for (size_t d = 0; d < 16; ++d) {
+      const char ch = bitmap[word * 16 + d];
+      const int digit = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (digit < 0) field.fail("lower-case hex digits");
+      bits = bits << 4 | static_cast<uint64_t>(digit);
+    }
+    for (uint32_t bit = 0; bit < 64; ++bit) {
+      if (!((bits >> bit) & 1)) continue;
+      if (word * 64 + bit >= count) field.fail("no bits past code_count");
+      codes.mark_covered(codes.qmin() + static_cast<int32_t>(word * 64 + bit));
+    }
+  }
+}
+
+// One run of codes [first, last] sharing the error range [lo, hi].
+void SetRange(const Field& entry, const QuantType& type, int64_t first, int64_t last, int64_t lo, int64_t hi,
+              CodeErrors& codes) {
+  if (first > last || !type.contains(static_cast<int32_t>(first)) || !type.contains(static_cast<int32_t>(last))) {
+    entry.fail("first <= last, both codes of the type");
+  }
+  if (lo > hi || (lo == 0 && hi == 0)) entry.fail("min <= max and a range other than [0, 0]");
+  for (int64_t code = first; code <= last; ++code) {
+    const int32_t u = static_cast<int32_t>(code);
+    if (!codes.covered(u)) entry.fail(fmt::format("covered codes only (code {} is not covered)", code));
+    if (codes.nonzero().count(u)) entry.fail(fmt::format("one range per code (code {} repeats)", code));
+    codes.set_range(u, CodeErrors::Range{lo, hi});
+  }
+}
+
+// per_code: /6 packs both texts (json_report.cpp PerCodeToJson); earlier formats hold the hex digits and an array of
+// [first code, last code, min e, max e]. Which one a file holds shows in error_ranges: a text or an array.
 CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
   const int32_t qmin = f["qmin"].i32();
   const uint64_t count = f["code_count"].u64();
@@ -196,38 +261,61 @@ CodeErrors ReadPerCode(const Field& f, const QuantType& type) {
     f.fail(fmt::format("qmin {} and code_count {} of the intermediate type", type.qmin(), type.code_count()));
   }
   CodeErrors codes(qmin, static_cast<uint32_t>(count));
-  const Field bitmap_field = f["covered_bitmap"];
-  const std::string bitmap = bitmap_field.str();
-  if (bitmap.size() != (count + 63) / 64 * 16) bitmap_field.fail(fmt::format("{} hex digits", (count + 63) / 64 * 16));
-  for (size_t word = 0; word * 16 < bitmap.size(); ++word) {
-    uint64_t bits = 0;
-    for (size_t d = 0; d < 16; ++d) {
-      const char ch = bitmap[word * 16 + d];
-      const int digit = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-      if (digit < 0) bitmap_field.fail("lower-case hex digits");
-      bits = bits << 4 | static_cast<uint64_t>(digit);
-    }
-    for (uint32_t bit = 0; bit < 64; ++bit) {
-      if (!((bits >> bit) & 1)) continue;
-      if (word * 64 + bit >= count) bitmap_field.fail("no bits past code_count");
-      codes.mark_covered(qmin + static_cast<int32_t>(word * 64 + bit));
-    }
-  }
+  const bool packed = f["error_ranges"].raw().is_string();
+  const Field bitmap = f["covered_bitmap"];
+  ReadBitmap(bitmap, packed ? UnpackText(bitmap.str(), (count + 63) / 64 * 16, bitmap.path()) : bitmap.str(), codes);
   const Field ranges = f["error_ranges"];
+  if (packed) {
+    int64_t next = qmin;
+    for (const std::vector<int64_t>& r : ReadRecords(ranges, 4, count * 48)) {
+      if (r[0] < 0 || r[1] < 1) ranges.fail("runs with gap >= 0 and length >= 1, in code order");
+      SetRange(ranges, type, next + r[0], next + r[0] + r[1] - 1, r[2], r[3], codes);
+      next += r[0] + r[1];
+    }
+    return codes;
+  }
   for (size_t i = 0; i < ranges.array_size(); ++i) {
     const Field entry = ranges.at(i);
     if (entry.array_size() != 4) entry.fail("[first code, last code, min error, max error]");
-    const int32_t first = entry.at(0).i32(), last = entry.at(1).i32();
-    const int64_t lo = entry.at(2).i64(), hi = entry.at(3).i64();
-    if (first > last || !type.contains(first) || !type.contains(last)) entry.fail("first <= last, both codes of the type");
-    if (lo > hi || (lo == 0 && hi == 0)) entry.fail("min <= max and a range other than [0, 0]");
-    for (int32_t code = first; code <= last; ++code) {
-      if (!codes.covered(code)) entry.fail(fmt::format("covered codes only (code {} is not covered)", code));
-      if (codes.nonzero().count(code)) entry.fail(fmt::format("one range per code (code {} repeats)", code));
-      codes.set_range(code, CodeErrors::Range{lo, hi});
-    }
+    SetRange(entry, type, entry.at(0).i32(), entry.at(1).i32(), entry.at(2).i64(), entry.at(3).i64(), codes);
   }
   return codes;
+}
+
+// A conv case's draws (json_report.cpp DrawsToJson): ascending, each with at least one sample, adding up to the
+// case's histogram.
+DrawTallies ReadDraws(const Field& f, const ErrorStats& overall) {
+  if (f["bins"].str() != "e<=-2,e=-1,e=0,e=+1,e>=+2") f["bins"].fail("\"e<=-2,e=-1,e=0,e=+1,e>=+2\"");
+  const Field tallies = f["tallies"];
+  DrawTallies draws;
+  uint64_t next = 0;
+  std::array<uint64_t, kDrawBins> bins{};
+  int64_t sum = 0;
+  for (const std::vector<int64_t>& r : ReadRecords(tallies, 8, f["count"].u64() * 200 + 64)) {
+    DrawTally t;
+    if (r[0] < 0) tallies.fail("draws in ascending order (gap >= 0)");
+    t.draw = next + static_cast<uint64_t>(r[0]);
+    for (size_t b = 0; b < kDrawBins; ++b) {
+      if (r[1 + b] < 0) tallies.fail("non-negative counts");
+      t.bins[b] = static_cast<uint64_t>(r[1 + b]);
+      bins[b] += t.bins[b];
+    }
+    t.sum = r[6];
+    t.max_abs = r[7];
+    if (t.count() == 0 || t.max_abs < 0) tallies.fail("draws with at least one sample and max_abs >= 0");
+    sum += t.sum;
+    draws.append(t);
+    next = t.draw + 1;
+  }
+  if (draws.draws().size() != f["count"].u64()) f["count"].fail(fmt::format("the {} draws of tallies", draws.draws().size()));
+  std::array<uint64_t, kDrawBins> expected{};
+  int64_t expected_sum = 0;
+  for (const auto& [error, n] : overall.histogram()) {
+    expected[draw_bin(error)] += n;
+    expected_sum += error * static_cast<int64_t>(n);
+  }
+  if (bins != expected || sum != expected_sum) tallies.fail("draws that add up to the case's error_lsb histogram");
+  return draws;
 }
 
 void ReadWorst(const Field& worst, WorstCases& kept, std::vector<WorstCaseReport>& out) {
@@ -305,7 +393,7 @@ void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std:
     }
     t.stats.worst = WorstCases(capacity);
     ReadWorst(k["worst"], t.stats.worst, t.worst);
-    const bool gone = format == kResultsFormat ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
+    const bool gone = (format == kResultsFormat || format == kResultsFormatV5) ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
     if (k["status"].str() != (gone ? "no_longer_reproduces" : "reproduces")) {
       k["status"].fail(gone ? "\"no_longer_reproduces\" (nothing explained)" : "\"reproduces\"");
     }
@@ -357,6 +445,13 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
     c.unsupported_sample_reason = f["unsupported_sample_reason"].str();
   }
   c.spec.mutant = f["mutant"].raw().is_null() ? Mutant::none : Parse(f["mutant"], parse_mutant);
+  if (f.has("table")) {  // an external table: its fingerprint is part of the case's identity
+    const Field table = f["table"];
+    c.spec.table_fingerprint = table["fingerprint"].str();
+    c.spec.table_file = table["file"].str();
+    c.spec.table_sha256 = table["sha256"].str();
+    if (c.spec.table_fingerprint.size() != 16) table["fingerprint"].fail("16 hex digits");
+  }
   try {
     validate(c.spec);
   } catch (const InputError& e) {
@@ -390,6 +485,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
   }
   c.stats.nondeterministic_worst = WorstCases(capacity);
   ReadWorst(f["worst"], c.stats.worst, c.worst);
+  if (f.has("draws")) c.stats.draws = ReadDraws(f["draws"], c.stats.overall);
   if (f.has("batchnorm_error_bins")) {  // format 4
     const Field bins = f["batchnorm_error_bins"];
     c.batchnorm_bins.emplace();
@@ -486,6 +582,15 @@ CanonicalComparison ReadCanonical(const Field& f) {
   k.better_codes = f["better_codes"].u64();
   k.worse = ReadRuns(f["worse"]);
   k.better = ReadRuns(f["better"]);
+  if (f.has("worse_rows")) {  // format 6
+    const Field rows = f["worse_rows"];
+    for (size_t i = 0; i < rows.array_size(); ++i) {
+      const Field r = rows.at(i);
+      k.worse_rows.push_back(WorseRow{r["index"].i32(), r["value"].str(), r["canonical_value"].str(), r["u_lo"].i32(),
+                                      r["u_hi"].i32(), r["worse_codes"].u64(), r["worst_u"].i32(), r["error"].i64(),
+                                      r["canonical_error"].i64()});
+    }
+  }
   return k;
 }
 
@@ -495,10 +600,10 @@ RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
   const std::string format = top["format"].str();
-  if (format != kResultsFormat && format != kResultsFormatV4 && format != kResultsFormatV3 && format != kResultsFormatV2 &&
-      format != kResultsFormatV1) {
-    top["format"].fail(fmt::format("\"{}\" (or \"{}\", \"{}\", \"{}\", \"{}\")", kResultsFormat, kResultsFormatV4,
-                                   kResultsFormatV3, kResultsFormatV2, kResultsFormatV1));
+  if (format != kResultsFormat && format != kResultsFormatV5 && format != kResultsFormatV4 && format != kResultsFormatV3 &&
+      format != kResultsFormatV2 && format != kResultsFormatV1) {
+    top["format"].fail(fmt::format("\"{}\" (or \"{}\", \"{}\", \"{}\", \"{}\", \"{}\")", kResultsFormat,
+                                   kResultsFormatV5, kResultsFormatV4, kResultsFormatV3, kResultsFormatV2, kResultsFormatV1));
   }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();

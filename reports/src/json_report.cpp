@@ -5,17 +5,19 @@
 
 #include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
+#include "packed_text.h"
 
 namespace fusediff::reports {
 
 using nlohmann::ordered_json;
 
-ordered_json StatsToJson(const ErrorStats& stats) {
+ordered_json StatsToJson(const ErrorStats& stats, bool derived) {
   ordered_json histogram = ordered_json::object();
   for (const auto& [error, count] : stats.histogram()) histogram[std::to_string(error)] = count;
   ordered_json j;
   j["count"] = stats.count();
   j["histogram"] = std::move(histogram);
+  if (!derived) return j;
   j["mean"] = stats.mean();
   j["std"] = stats.stddev();
   j["min"] = stats.min();
@@ -110,7 +112,9 @@ ordered_json RegionsToJson(RegionSet regions) {
 }
 
 // Coverage as a bitmap (16 hex digits per 64 codes, word i bit j = code qmin + 64 i + j) and the error range of
-// every code whose range is not [0, 0], run-length encoded: compact even for 65,536 codes.
+// every code whose range is not [0, 0], as runs of consecutive codes sharing a range, "gap,length,min,max;" with gap
+// the codes since the previous run (since qmin for the first): tables err in runs. Both texts packed (packed_text.h):
+// a default run's 170 cases hold about 90,000 runs.
 ordered_json PerCodeToJson(const CodeErrors& codes) {
   ordered_json j;
   j["qmin"] = codes.qmin();
@@ -118,20 +122,35 @@ ordered_json PerCodeToJson(const CodeErrors& codes) {
   std::string bitmap;
   bitmap.reserve(codes.covered_words().size() * 16);
   for (uint64_t word : codes.covered_words()) bitmap += fmt::format("{:016x}", word);
-  j["covered_bitmap"] = std::move(bitmap);
-  // Runs of consecutive codes with the same range, [first code, last code, min e, max e]: tables err in runs.
-  ordered_json ranges = ordered_json::array();
+  j["covered_bitmap"] = PackText(bitmap);
+  std::string ranges;
+  int64_t next = codes.qmin();  // the code after the previous run
   const auto& nonzero = codes.nonzero();
   for (auto it = nonzero.begin(); it != nonzero.end();) {
     auto last = it;
-    for (auto next = std::next(it); next != nonzero.end() && next->first == last->first + 1 && next->second == it->second;
-         ++next) {
-      last = next;
-    }
-    ranges.push_back(ordered_json::array({it->first, last->first, it->second.min, it->second.max}));
+    for (auto n = std::next(it); n != nonzero.end() && n->first == last->first + 1 && n->second == it->second; ++n) last = n;
+    ranges += fmt::format("{},{},{},{};", it->first - next, last->first - it->first + 1, it->second.min, it->second.max);
+    next = int64_t{last->first} + 1;
     it = std::next(last);
   }
-  j["error_ranges"] = std::move(ranges);
+  j["error_ranges"] = PackText(ranges);
+  return j;
+}
+
+// A conv case's draws (model/draw_tallies.h), "gap,b0,b1,b2,b3,b4,sum,max_abs;" per draw, gap the draws since the
+// previous one (since 0 for the first), packed.
+ordered_json DrawsToJson(const DrawTallies& draws) {
+  std::string text;
+  uint64_t next = 0;
+  for (const DrawTally& d : draws.draws()) {
+    text += fmt::format("{},{},{},{},{},{},{},{};", d.draw - next, d.bins[0], d.bins[1], d.bins[2], d.bins[3], d.bins[4],
+                        d.sum, d.max_abs);
+    next = d.draw + 1;
+  }
+  ordered_json j;
+  j["count"] = draws.draws().size();
+  j["bins"] = "e<=-2,e=-1,e=0,e=+1,e>=+2";
+  j["tallies"] = PackText(text);
   return j;
 }
 
@@ -159,6 +178,13 @@ ordered_json CanonicalToJson(const CanonicalComparison& k) {
   j["better_codes"] = k.better_codes;
   j["worse"] = RunsToJson(k.worse);
   j["better"] = RunsToJson(k.better);
+  ordered_json rows = ordered_json::array();
+  for (const WorseRow& r : k.worse_rows) {
+    rows.push_back({{"index", r.index}, {"value", r.value}, {"canonical_value", r.canonical_value}, {"u_lo", r.u_lo},
+                    {"u_hi", r.u_hi}, {"worse_codes", r.worse_codes}, {"worst_u", r.worst_u}, {"error", r.error},
+                    {"canonical_error", r.canonical_error}});
+  }
+  j["worse_rows"] = std::move(rows);
   return j;
 }
 
@@ -191,7 +217,7 @@ ordered_json LedgerTallyToJson(const KnownDefectTally& t) {
   item["predicted_samples"] = t.predicted_samples;
   item["explained"] = StatsToJson(t.stats.overall);
   ordered_json by_region = ordered_json::object();
-  for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)]);
+  for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)], false);
   item["regions"] = std::move(by_region);
   item["worst"] = WorstToJson(t.worst);
   item["status"] = t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces";
@@ -212,18 +238,20 @@ ordered_json ErrorBinsToJson(const ErrorBins& bins) {
   return out;
 }
 
+ordered_json ActivationToJson(const Activation& a) {
+  ordered_json activation;
+  activation["kind"] = std::string(to_string(a.kind));
+  activation["params"] = ordered_json::object();
+  if (takes_alpha(a.kind)) activation["params"]["alpha"] = static_cast<double>(a.alpha);
+  return activation;
+}
+
 ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   ordered_json j;
   j["name"] = c.spec.name;
   j["source"] = std::string(to_string(c.spec.source));
   j["mix"] = format_region_mix(c.spec.mix);
-  ordered_json activation;
-  activation["kind"] = std::string(to_string(c.spec.convention.activation.kind));
-  activation["params"] = ordered_json::object();
-  if (takes_alpha(c.spec.convention.activation.kind)) {
-    activation["params"]["alpha"] = static_cast<double>(c.spec.convention.activation.alpha);
-  }
-  j["activation"] = std::move(activation);
+  j["activation"] = ActivationToJson(c.spec.convention.activation);
   j["convention"] = ConventionToJson(c.spec.convention);
   j["pattern"] = PatternToJson(c.spec.pattern, c.spec.fusion);
   j["fused"] = std::string(fused_path_name(c.spec));
@@ -237,13 +265,16 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
     j["unsupported_sample_reason"] = c.unsupported_sample_reason;
   }
   j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
+  if (!c.spec.table_fingerprint.empty()) {  // an external table (fusediff gate): part of the case's identity
+    j["table"] = {{"fingerprint", c.spec.table_fingerprint}, {"file", c.spec.table_file}, {"sha256", c.spec.table_sha256}};
+  }
   j["samples"] = c.stats.overall.count();
   j["requested_samples"] = c.spec.samples;
   j["sample_set"] = CaseSampleSetId(seed, c.spec);
   j["complete"] = c.complete;
   j["error_lsb"] = StatsToJson(c.stats.overall);
   ordered_json regions = ordered_json::object();
-  for (Region r : kAllRegions) regions[std::string(to_string(r))] = StatsToJson(c.stats.by_region[static_cast<size_t>(r)]);
+  for (Region r : kAllRegions) regions[std::string(to_string(r))] = StatsToJson(c.stats.by_region[static_cast<size_t>(r)], false);
   j["regions"] = std::move(regions);
   ordered_json coverage;
   coverage["intermediate_codes"] = c.intermediate_codes_covered;
@@ -256,6 +287,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   coverage["hard_codes_covered"] = c.hard_codes_covered;
   j["coverage"] = std::move(coverage);
   j["per_code"] = PerCodeToJson(c.per_code);
+  if (!c.stats.draws.empty()) j["draws"] = DrawsToJson(c.stats.draws);
   j["worst_capacity"] = c.stats.worst.capacity();
   j["worst"] = WorstToJson(c.worst);
   for (LedgerKind kind : {LedgerKind::known_defect, LedgerKind::documented_behaviour}) {
@@ -281,12 +313,12 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   }
   if (!c.stats.by_implementation.empty()) {
     ordered_json by = ordered_json::object();
-    for (const auto& [name, stats] : c.stats.by_implementation) by[name] = StatsToJson(stats);
+    for (const auto& [name, stats] : c.stats.by_implementation) by[name] = StatsToJson(stats, false);
     j["by_implementation"] = std::move(by);
   }
   if (!c.stats.by_formulation.empty()) {
     ordered_json by = ordered_json::object();
-    for (const auto& [name, stats] : c.stats.by_formulation) by[name] = StatsToJson(stats);
+    for (const auto& [name, stats] : c.stats.by_formulation) by[name] = StatsToJson(stats, false);
     j["by_formulation"] = std::move(by);
   }
   if (!c.stats.paired.dimension.empty()) {
@@ -299,7 +331,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
     paired["max_abs_difference"] = p.max_abs_difference;
     ordered_json values = ordered_json::array();
     for (size_t i = 0; i < p.values.size(); ++i) {
-      values.push_back({{"value", p.values[i]}, {"rejected_samples", p.rejected[i]}, {"error_lsb", StatsToJson(p.errors[i])}});
+      values.push_back({{"value", p.values[i]}, {"rejected_samples", p.rejected[i]}, {"error_lsb", StatsToJson(p.errors[i], false)}});
     }
     paired["values"] = std::move(values);
     j["paired_formulations"] = std::move(paired);
@@ -315,6 +347,21 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   return j;
 }
 }  // namespace
+
+ordered_json CaseDefinitionToJson(const CaseSpec& spec) {
+  ordered_json j;
+  j["source"] = std::string(to_string(spec.source));
+  j["mix"] = format_region_mix(spec.mix);
+  j["activation"] = ActivationToJson(spec.convention.activation);
+  j["convention"] = ConventionToJson(spec.convention);
+  j["pattern"] = PatternToJson(spec.pattern, spec.fusion);
+  j["fused"] = std::string(fused_path_name(spec));
+  j["comparison"] = std::string(to_string(spec.comparison));
+  j["mutant"] = std::string(to_string(spec.mutant));
+  j["table"] = spec.table_fingerprint.empty() ? std::string("built in") : spec.table_fingerprint;
+  j["requested_samples"] = spec.samples;
+  return j;
+}
 
 ordered_json ToJson(const RunResult& run) {
   ordered_json j;
@@ -347,5 +394,7 @@ ordered_json ToJson(const RunResult& run) {
   j["cases"] = std::move(cases);
   return j;
 }
+
+std::string ResultsText(const RunResult& run) { return DumpJson(ToJson(run)); }
 
 }  // namespace fusediff::reports

@@ -6,11 +6,15 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "fusediff/model/diagnostics.h"
+#include "case_groups.h"
 #include "fusediff/reports/reports.h"
+#include "gate_summary.h"
+#include "svg_plots.h"
 
 namespace fusediff::reports {
 
@@ -183,173 +187,6 @@ std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult&
   return rows;
 }
 
-// ---- SVG plots: fixed sizes, explicit viewBox, so they render the same everywhere. ----------------------------
-
-constexpr int kPlotWidth = 640, kPlotHeight = 240, kLeft = 56, kRight = 16, kTop = 16, kBottom = 36;
-
-std::string SvgOpen(const std::string& label) {
-  return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"{0}\" height=\"{1}\" "
-                     "viewBox=\"0 0 {0} {1}\" role=\"img\" aria-label=\"{2}\">"
-                     "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#fff\"/>",
-                     kPlotWidth, kPlotHeight, HtmlEscape(label));
-}
-
-std::string Text(double x, double y, const std::string& s, const char* anchor = "middle") {
-  return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>", x, y, anchor, HtmlEscape(s));
-}
-
-std::string Axes(const std::string& x_label, const std::string& y_label) {
-  const int x0 = kLeft, y0 = kPlotHeight - kBottom;
-  return fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#333\"/>"
-                     "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\" stroke=\"#333\"/>",
-                     x0, y0, kPlotWidth - kRight, kTop) +
-         Text((kLeft + kPlotWidth - kRight) / 2.0, kPlotHeight - 6, x_label) +
-         fmt::format("<text x=\"12\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">{}</text>",
-                     (kTop + y0) / 2.0, (kTop + y0) / 2.0, HtmlEscape(y_label));
-}
-
-// Signed-error histogram, log10(count) bars.
-std::string HistogramSvg(const ErrorStats& s) {
-  std::string svg = SvgOpen("signed error histogram");
-  const int64_t lo = std::min<int64_t>(s.min(), -1), hi = std::max<int64_t>(s.max(), 1);
-  const double span = static_cast<double>(hi - lo + 1);
-  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
-  uint64_t peak = 1;
-  for (const auto& [e, n] : s.histogram()) peak = std::max(peak, n);
-  const double log_peak = std::log10(static_cast<double>(peak)) + 1;  // +1: a count of 1 still gets a bar
-  const double bar_w = plot_w / span;
-  for (const auto& [e, n] : s.histogram()) {
-    const double h = plot_h * (std::log10(static_cast<double>(n)) + 1) / log_peak;
-    const double x = kLeft + (static_cast<double>(e - lo)) * bar_w;
-    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>e={}: {} samples</title></rect>",
-                       x, kTop + plot_h - h, std::max(bar_w * 0.9, 1.0), h, e == 0 ? "#2a7" : "#c44", e, n);
-  }
-  svg += Axes("signed error e = y_fused - y_ref (LSB)", "count (log)");
-  for (int64_t tick : {lo, int64_t{0}, hi}) svg += Text(kLeft + (tick - lo + 0.5) * bar_w, kPlotHeight - kBottom + 14, std::to_string(tick));
-  for (uint64_t p = 1; p <= peak; p *= 10) {
-    const double y = kTop + plot_h - plot_h * (std::log10(static_cast<double>(p)) + 1) / log_peak;
-    svg += Text(kLeft - 4, y + 4, fmt::format("{}", p), "end");
-    if (p > UINT64_MAX / 10) break;
-  }
-  return svg + "</svg>";
-}
-
-// The labels of an error-against-code plot: the code range under the axis, the error range and 0 beside it.
-template <typename YOf>
-std::string CodeAxisLabels(const QuantType& type, int64_t e_lo, int64_t e_hi, YOf y_of) {
-  return Text(kLeft, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmin()), "start") +
-         Text(kPlotWidth - kRight, kPlotHeight - kBottom + 14, fmt::format("{}", type.qmax()), "end") +
-         Text(kLeft - 4, y_of(static_cast<double>(e_hi)) + 4, std::to_string(e_hi), "end") +
-         Text(kLeft - 4, y_of(static_cast<double>(e_lo)) + 4, std::to_string(e_lo), "end") +
-         Text(kLeft - 4, y_of(0) + 4, "0", "end");
-}
-
-// |e| against a binned magnitude (model/error_bins.h): per bin a bar of the max |e| and a dot at the mean |e|, both
-// on a linear LSB axis; `bin_label` names a bin's range under its bar.
-template <typename BinLabel>
-std::string ErrorBinsSvg(const std::string& title, const ErrorBins& bins, const std::string& x_label, BinLabel bin_label) {
-  std::string svg = SvgOpen(title);
-  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
-  int64_t peak = 1;
-  for (const auto& [key, b] : bins.bins) peak = std::max(peak, b.max_abs);
-  const double slot = plot_w / static_cast<double>(std::max<size_t>(bins.bins.size(), 1));
-  auto y_of = [&](double e) { return kTop + plot_h - plot_h * e / static_cast<double>(peak); };
-  size_t i = 0;
-  for (const auto& [key, b] : bins.bins) {
-    const double x = kLeft + slot * static_cast<double>(i++);
-    const double mean = static_cast<double>(b.sum_abs) / static_cast<double>(b.count);
-    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#c44\"><title>{}: max |e| {}, "
-                       "mean |e| {:.3f}, {} samples</title></rect>",
-                       x + slot * 0.1, y_of(static_cast<double>(b.max_abs)), slot * 0.8,
-                       plot_h - (y_of(static_cast<double>(b.max_abs)) - kTop), HtmlEscape(bin_label(key)), b.max_abs, mean, b.count);
-    svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3\" fill=\"#36c\"/>", x + slot * 0.5, y_of(mean));
-    svg += Text(x + slot * 0.5, kPlotHeight - kBottom + 14, bin_label(key));
-  }
-  svg += Axes(x_label, "|e| (LSB): bar max, dot mean");
-  svg += Text(kLeft - 4, y_of(static_cast<double>(peak)) + 4, std::to_string(peak), "end") + Text(kLeft - 4, y_of(0) + 4, "0", "end");
-  return svg + "</svg>";
-}
-
-// BatchNorm's two plots: error against |u - zu| and against the channel gain (docs/batchnorm.md).
-std::string BatchNormBinsSvg(const BatchNormErrorBins& bins) {
-  const auto u_label = [](int32_t b) {
-    return b == 0 ? std::string("0") : b == 1 ? std::string("1") : fmt::format("{}-{}", 1 << (b - 1), (1 << b) - 1);
-  };
-  const auto gain_label = [](int32_t b) { return fmt::format("2^{}", b); };
-  return ErrorBinsSvg("error against |u|", bins.by_u, "|u - zu| (intermediate codes, bins by powers of two)", u_label) + "\n" +
-         ErrorBinsSvg("error against channel gain", bins.by_gain,
-                      "channel gain gamma / sqrt(var + eps), bin [2^b, 2^(b+1))", gain_label);
-}
-
-// Error against intermediate code: a min..max band per covered code, knees and saturation edges marked.
-std::string CodeErrorSvg(const CaseResult& c) {
-  std::string svg = SvgOpen("error against intermediate code");
-  const CodeErrors& codes = c.per_code;
-  const QuantType& type = c.spec.convention.intermediate.q.type;
-  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
-  int64_t e_lo = -1, e_hi = 1;
-  for (const auto& [code, r] : codes.nonzero()) {
-    e_lo = std::min(e_lo, r.min);
-    e_hi = std::max(e_hi, r.max);
-  }
-  const double qmin = type.qmin(), qmax = type.qmax();
-  auto x_of = [&](double code) { return kLeft + (code - qmin) / std::max(qmax - qmin, 1.0) * plot_w; };
-  auto y_of = [&](double e) { return kTop + (e_hi - e) / static_cast<double>(e_hi - e_lo) * plot_h; };
-  // Zero line and the uncovered codes (grey ticks) first, so the errors draw on top.
-  svg += fmt::format("<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{}\" y2=\"{:.2f}\" stroke=\"#2a7\"/>", kLeft, y_of(0),
-                     kPlotWidth - kRight, y_of(0));
-  // Pixel columns: several codes share one at 65,536 codes; keep each column's extreme range.
-  const int columns = static_cast<int>(plot_w);
-  std::vector<int64_t> col_lo(columns, 0), col_hi(columns, 0);
-  std::vector<bool> col_used(columns, false);
-  for (const auto& [code, r] : codes.nonzero()) {
-    const int col = std::clamp(static_cast<int>(x_of(code) - kLeft), 0, columns - 1);
-    col_lo[col] = col_used[col] ? std::min(col_lo[col], r.min) : std::min<int64_t>(r.min, 0);
-    col_hi[col] = col_used[col] ? std::max(col_hi[col], r.max) : std::max<int64_t>(r.max, 0);
-    col_used[col] = true;
-  }
-  for (int col = 0; col < columns; ++col) {
-    if (!col_used[col]) continue;
-    const double y1 = y_of(static_cast<double>(col_hi[col])), y2 = y_of(static_cast<double>(col_lo[col]));
-    svg += fmt::format("<rect x=\"{}\" y=\"{:.2f}\" width=\"1\" height=\"{:.2f}\" fill=\"#c44\"/>", kLeft + col, y1,
-                       std::max(y2 - y1, 1.0));
-  }
-  // Knees (dashed blue) at code zu + p / su; intermediate saturation edges (orange) at qmin and qmax.
-  const QuantParams& q = c.spec.convention.intermediate.q;
-  for (double p : knee_points(c.spec.convention.activation)) {
-    const double code = q.zero_point + p / q.scale;
-    if (code < qmin || code > qmax) continue;
-    svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#36c\" stroke-dasharray=\"4 3\"><title>knee v={3:.4g}</title></line>",
-                       x_of(code), kTop, kPlotHeight - kBottom, p);
-  }
-  for (double edge : {qmin, qmax}) {
-    svg += fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#e80\" stroke-width=\"2\"><title>intermediate saturation edge u={3}</title></line>",
-                       x_of(edge), kTop, kPlotHeight - kBottom, edge);
-  }
-  svg += Axes("intermediate code u (blue dashed: knees; orange: saturation edges)", "error (LSB)");
-  return svg + CodeAxisLabels(type, e_lo, e_hi, y_of) + "</svg>";
-}
-
-// Per-region bars: share of inexact samples, labelled with the sample count and max |e|.
-std::string RegionSvg(const CaseResult& c) {
-  std::string svg = SvgOpen("per-region inexact share");
-  const double plot_w = kPlotWidth - kLeft - kRight - 300, row_h = (kPlotHeight - kTop - kBottom) / 4.0;
-  for (size_t i = 0; i < kAllRegions.size(); ++i) {
-    const ErrorStats& s = c.stats.by_region[i];
-    const double inexact = 1 - s.exact_fraction();
-    const double y = kTop + i * row_h;
-    svg += Text(kLeft + 44, y + row_h * 0.6, std::string(to_string(kAllRegions[i])), "end");
-    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#eee\"/>", kLeft + 50, y + 4,
-                       plot_w, row_h - 8);
-    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#c44\"/>", kLeft + 50, y + 4,
-                       std::max(plot_w * inexact, s.count() ? 1.0 : 0.0), row_h - 8);
-    svg += Text(kLeft + 56 + plot_w, y + row_h * 0.6,
-                fmt::format("{:.3f}% inexact, n={}, max |e|={}", 100 * inexact, s.count(), s.max_abs()), "start");
-  }
-  svg += Text((kLeft + kPlotWidth) / 2.0, kPlotHeight - 8, "share of samples with e != 0, per region (docs/regions.md)");
-  return svg + "</svg>";
-}
-
 std::string HtmlTable(const std::vector<std::pair<std::string, std::string>>& rows) {
   std::string out = "<table class=\"kv\">";
   for (const auto& [k, v] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>", HtmlEscape(k), HtmlEscape(v));
@@ -380,67 +217,6 @@ std::string Anchor(const std::string& name) {
 
 namespace {
 
-// Per pixel column, the smallest and largest error over the codes the column holds (0 for an exact code).
-struct ColumnBands {
-  std::vector<int64_t> lo, hi;
-};
-ColumnBands Columns(const CodeErrors& codes, int columns) {
-  ColumnBands b{std::vector<int64_t>(columns, 0), std::vector<int64_t>(columns, 0)};
-  const double span = std::max(static_cast<double>(codes.code_count()) - 1.0, 1.0);
-  for (const auto& [code, r] : codes.nonzero()) {
-    const int col = std::clamp(static_cast<int>((code - codes.qmin()) / span * columns), 0, columns - 1);
-    b.lo[col] = std::min(b.lo[col], r.min);
-    b.hi[col] = std::max(b.hi[col], r.max);
-  }
-  return b;
-}
-
-// The gate's error by code: candidate (red) over canonical (blue), the codes where the candidate is worse by more
-// than the slack marked under the axis (orange).
-std::string CanonicalSvg(const CaseResult& sweep, const CanonicalComparison& k) {
-  std::string svg = SvgOpen("error by code: candidate and canonical table");
-  const double plot_w = kPlotWidth - kLeft - kRight, plot_h = kPlotHeight - kTop - kBottom;
-  const int columns = static_cast<int>(plot_w);
-  const ColumnBands candidate = Columns(sweep.per_code, columns), canonical = Columns(k.canonical_per_code, columns);
-  int64_t e_lo = -1, e_hi = 1;
-  for (const ColumnBands* b : {&candidate, &canonical}) {
-    e_lo = std::min(e_lo, *std::min_element(b->lo.begin(), b->lo.end()));
-    e_hi = std::max(e_hi, *std::max_element(b->hi.begin(), b->hi.end()));
-  }
-  auto y_of = [&](double e) { return kTop + (e_hi - e) / static_cast<double>(e_hi - e_lo) * plot_h; };
-  svg += fmt::format("<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{}\" y2=\"{:.2f}\" stroke=\"#2a7\"/>", kLeft, y_of(0),
-                     kPlotWidth - kRight, y_of(0));
-  const auto band = [&](const ColumnBands& b, const char* colour, double opacity) {  // one rect per column
-    std::string out;
-    for (int col = 0; col < columns; ++col) {
-      if (b.lo[col] == 0 && b.hi[col] == 0) continue;
-      const double y1 = y_of(static_cast<double>(b.hi[col])), y2 = y_of(static_cast<double>(b.lo[col]));
-      out += fmt::format("<rect x=\"{}\" y=\"{:.2f}\" width=\"1\" height=\"{:.2f}\" fill=\"{}\" fill-opacity=\"{}\"/>",
-                         kLeft + col, y1, std::max(y2 - y1, 1.0), colour, opacity);
-    }
-    return out;
-  };
-  // The canonical table as a band, the candidate as the two lines bounding its errors per column on top.
-  svg += band(canonical, "#8ab8e6", 1.0);
-  for (const std::vector<int64_t>* edge : {&candidate.hi, &candidate.lo}) {
-    std::string points;
-    for (int col = 0; col < columns; ++col) {
-      points += fmt::format("{}{},{:.2f}", points.empty() ? "" : " ", kLeft + col, y_of(static_cast<double>((*edge)[col])));
-    }
-    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#c22\" stroke-width=\"1\"/>", points);
-  }
-  const QuantType& type = sweep.spec.convention.intermediate.q.type;
-  const double span = std::max(static_cast<double>(type.qmax() - type.qmin()), 1.0);
-  for (const CodeRun& run : k.worse) {
-    const double x1 = kLeft + (run.u_lo - type.qmin()) / span * plot_w, x2 = kLeft + (run.u_hi - type.qmin()) / span * plot_w;
-    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"4\" fill=\"#e80\"><title>u in [{}, {}]: up to "
-                       "{:+d} worse</title></rect>",
-                       x1, kPlotHeight - kBottom + 1, std::max(x2 - x1, 1.0), run.u_lo, run.u_hi, run.delta);
-  }
-  svg += Axes("intermediate code u (red lines: candidate; blue band: canonical; orange: worse by more than k)", "error (LSB)");
-  return svg + CodeAxisLabels(type, e_lo, e_hi, y_of) + "</svg>";
-}
-
 // A run as a reviewer reads it: its codes, how much worse or better, and the table rows feeding it.
 std::string RunRowText(const CodeRun& run, const std::string& rows) {
   const std::string rows_text = run.row_lo == run.row_hi ? fmt::format("{} {}", rows, run.row_lo)
@@ -470,6 +246,19 @@ std::string CanonicalHtml(const RunResult& run) {
     out += fmt::format("<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td></tr>", row[0], row[1], row[2]);
   }
   out += "</table>\n" + CanonicalSvg(sweep, k) + "\n";
+  if (!k.worse_rows.empty()) {
+    out += fmt::format("<h3>The {} {}s that make the table worse</h3>\n<table><tr><th>{}</th><th>value</th><th>canonical "
+                       "value</th><th>signed error e at its worst code</th><th>canonical e there</th><th>worst code u</th>"
+                       "<th style=\"text-align:left\">codes it feeds</th><th>of them worse</th></tr>",
+                       k.worse_rows.size(), k.rows, k.rows);
+    for (const WorseRow& r : k.worse_rows) {
+      out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"fail\">{:+d}</td><td>{:+d}</td><td>{}</td>"
+                         "<td style=\"text-align:left\">[{}, {}]</td><td>{}</td></tr>",
+                         r.index, HtmlEscape(r.value), HtmlEscape(r.canonical_value), r.error, r.canonical_error, r.worst_u,
+                         r.u_lo, r.u_hi, r.worse_codes);
+    }
+    out += "</table>\n<h3>Each worse run, code by code</h3>\n" + CanonicalPanelsSvg(sweep, k);
+  }
   const auto runs = [&](const char* title, const std::vector<CodeRun>& list, uint64_t codes) {
     std::string html = fmt::format("<h3>{}: {} codes</h3>\n", title, codes);
     if (list.empty()) return html;
@@ -482,48 +271,67 @@ std::string CanonicalHtml(const RunResult& run) {
   return out;
 }
 
+// The cases that are not a plain pass, each with why, before the summary of every case.
+std::string NeedsAttentionHtml(const RunResult& run) {
+  std::string items;
+  for (const CaseResult& c : run.cases) {
+    if (c.verdict == Verdict::pass || c.verdict == Verdict::cross_convention) continue;
+    items += fmt::format("<li><a href=\"#{}\">{}</a>: <span class=\"{}\">{}</span>: {}</li>", Anchor(c.spec.name),
+                         HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict), HtmlEscape(c.reason));
+  }
+  return items.empty() ? "" : "<h2>Cases that are not a plain pass</h2>\n<ul>" + items + "</ul>\n";
+}
+
+// The page's title and first line: a gate's verdict and mode, then the reason; a run's counts.
+struct Headline {
+  std::string title, reason;
+};
+Headline HeadlineOf(const RunResult& run) {
+  if (run.gate) {
+    const GateSummary g = SummarizeGate(run);
+    return {fmt::format("fusediff gate: {} ({})", g.accept ? "ACCEPT" : "REJECT", g.mode), g.reason};
+  }
+  const std::string closing = ClosingLine(run);
+  return {"fusediff sign-off report: " + closing.substr(0, closing.find(';')),
+          closing.substr(closing.find(';') + 2, closing.size() - closing.find(';') - 3) +
+              (run.complete ? "" : " (INCOMPLETE: partial result)")};
+}
+
 }  // namespace
 
 std::string ToHtml(const RunResult& run) {
+  const Headline headline = HeadlineOf(run);
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<title>fusediff sign-off report</title><style>"
-      "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
+      "<title>" + HtmlEscape(headline.title + ": " + headline.reason) + "</title><style>"
+      "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}h1{font-size:1.6em}"
+      "td.name{text-align:left;word-break:break-all;max-width:420px}"
       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
       "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
       ".pass{color:#185}.fail,.nondeterministic{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect,.documented_behaviour{color:#a60}"
       "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
       "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
-      "</style></head><body>\n<h1>fusediff sign-off report</h1>\n";
-  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known = 0, documented = 0;
-  for (const CaseResult& c : run.cases) {
-    passed += c.verdict == Verdict::pass;
-    failed += c.verdict == Verdict::fail;
-    unsupported += c.verdict == Verdict::unsupported;
-    crossed += c.verdict == Verdict::cross_convention;
-    known += c.verdict == Verdict::known_defect;
-    documented += c.verdict == Verdict::documented_behaviour;
-    failed += c.verdict == Verdict::nondeterministic;
-  }
-  out += fmt::format("<p class=\"{}\">{} cases: {} passed, {} failed{}{}, {} unsupported{}{}</p>\n", failed ? "fail" : "pass",
-                     run.cases.size(), passed, failed,
-                     known ? fmt::format(", {} known defect (not failing)", known) : "",
-                     documented ? fmt::format(", {} documented behaviour (not failing)", documented) : "", unsupported,
-                     crossed ? fmt::format(", {} cross-convention measurements (no verdict)", crossed) : "",
-                     run.complete ? "" : " — INCOMPLETE (partial result)");
+      "</style></head><body>\n";
+  out += fmt::format("<h1 class=\"{}\">{}</h1>\n<p class=\"{}\">{}</p>\n", run.any_failure() ? "fail" : "pass",
+                     HtmlEscape(headline.title), run.any_failure() ? "fail" : "pass", HtmlEscape(headline.reason));
   out += "<h2>Provenance</h2>\n" + HtmlTable(ProvenanceRows(run));
   out += CanonicalHtml(run);
 
-  out += "<h2>Summary</h2>\n<table><tr><th>case</th><th>verdict</th><th>evidence</th><th>samples</th><th>exact %</th>"
-         "<th>bias</th><th>std</th><th>p99 |e|</th><th>max |e|</th><th>tolerance</th></tr>";
+  out += NeedsAttentionHtml(run);
+  out += "<h2>Summary</h2>\n<table><tr><th style=\"text-align:left\">case</th><th>verdict</th><th>evidence</th><th>samples</th>"
+         "<th>exact %</th><th>bias</th><th>std</th><th>p99 |e|</th><th>max |e|</th><th>tolerance</th></tr>";
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
     const Evidence e = EvidenceOf(c);
-    out += fmt::format("<tr><td style=\"text-align:left\"><a href=\"#{}\">{}</a></td><td class=\"{}\">{}</td><td>{}</td><td>{}</td>"
-                       "<td>{}</td><td>{:+.5f}</td><td>{:.5f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                       Anchor(c.spec.name), HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict),
-                       e.kind.substr(0, e.kind.find(':')), s.count(), Percent(s.exact_fraction()), s.mean(), s.stddev(), s.p99(),
-                       s.max_abs(), c.tolerance.max_abs_lsb);
+    const std::string name = fmt::format("<td class=\"name\"><a href=\"#{}\">{}</a></td><td class=\"{}\">{}</td>",
+                                         Anchor(c.spec.name), HtmlEscape(c.spec.name), to_string(c.verdict), to_string(c.verdict));
+    if (c.verdict == Verdict::unsupported) {
+      out += "<tr>" + name + "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td></tr>";
+      continue;
+    }
+    out += fmt::format("<tr>{}<td>{}</td><td>{}</td><td>{}</td><td>{:+.5f}</td><td>{:.5f}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                       name, e.kind.substr(0, e.kind.find(':')), s.count(), Percent(s.exact_fraction()), s.mean(),
+                       s.stddev(), s.p99(), s.max_abs(), c.tolerance.max_abs_lsb);
   }
   out += "</table>\n";
 
@@ -566,7 +374,14 @@ std::string ToHtml(const RunResult& run) {
       out += "</table>\n";
     }
     out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
-    out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
+    // A case where every sample is exact has nothing to plot or to replay: one sentence instead.
+    const bool all_exact = c.stats.overall.max_abs() == 0;
+    if (all_exact) {
+      out += fmt::format("<p>Every one of the {} judged samples is exact (e = 0): no plot, no worst case.</p>\n",
+                         c.stats.overall.count());
+    } else {
+      out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
+    }
     if (c.batchnorm_bins && !c.batchnorm_bins->by_u.bins.empty()) out += BatchNormBinsSvg(*c.batchnorm_bins) + "\n";
     if (const auto rows = AttributionRows(c); !rows.empty()) {
       out += "<h3>Per implementation and formulation</h3>\n<table><tr><th>kind</th><th style=\"text-align:left\">name</th>"
@@ -586,12 +401,13 @@ std::string ToHtml(const RunResult& run) {
       }
       out += "</table>\n";
     }
-    const auto worst_table = [&](const char* title, const std::vector<WorstCaseReport>& list) {
+    const auto worst_table = [&](const char* title, const std::vector<const WorstCaseReport*>& list) {
       if (list.empty()) return;
       out += fmt::format("<h3>{}</h3>\n<table><tr><th>e</th><th>sample</th><th>acc</th><th>u</th><th>y_ref</th>"
                          "<th>y_fused</th><th>repetitions</th><th style=\"text-align:left\">implementation [formulation]</th>"
                          "<th style=\"text-align:left\">replay</th></tr>", title);
-      for (const WorstCaseReport& w : list) {
+      for (const WorstCaseReport* report : list) {
+        const WorstCaseReport& w = *report;
         out += fmt::format("<tr><td>{:+d}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                            "<td style=\"text-align:left\"><code>{}</code></td>"
                            "<td style=\"text-align:left\"><code>fusediff replay '{}'</code></td></tr>",
@@ -600,91 +416,148 @@ std::string ToHtml(const RunResult& run) {
       }
       out += "</table>\n";
     };
-    worst_table("Nondeterministic samples (outputs of every repetition)", c.nondeterministic);
-    worst_table("Worst cases", c.worst);
+    std::vector<const WorstCaseReport*> nondeterministic;
+    for (const WorstCaseReport& w : c.nondeterministic) nondeterministic.push_back(&w);
+    worst_table("Nondeterministic samples (outputs of every repetition)", nondeterministic);
+    if (!all_exact) {
+      worst_table(run.gate ? "Worst cases (the worst of each worse row first)" : "Worst cases",
+                  SpreadForDisplay(c, run, c.worst.size()));
+    }
     out += "</section>\n";
   }
   out += "<p>Reviewed and signed: ______________________ date: __________</p>\n</body></html>\n";
   return out;
 }
 
-std::string ToMarkdown(const RunResult& run) {
-  std::string out = "# fusediff sign-off report\n\n## Provenance\n\n| | |\n|---|---|\n";
-  for (const auto& [k, v] : ProvenanceRows(run)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
-  if (run.gate && run.gate->canonical && !run.cases.empty()) {
-    const CanonicalComparison& k = *run.gate->canonical;
-    out += fmt::format("\n## Gate: the table against the canonical table ({}, {} mode, k = {})\n\n"
-                       "| every code | candidate | canonical |\n|---|--:|--:|\n",
-                       MdCell(k.construction), k.mode, k.slack);
-    for (const auto& row : SideBySideRows(run.cases.front().stats.overall, k.canonical)) {
-      out += fmt::format("| {} | {} | {} |\n", row[0], row[1], row[2]);
+namespace {
+
+// Markdown for pull-request comments (GitHub holds 65,536 characters): what changed or failed, the rest summed up,
+// the worst cases, and a pointer to the HTML for everything else.
+constexpr size_t kMarkdownLimit = 60000;
+constexpr size_t kMarkdownCaseRows = 100;  // cases that are not a plain pass, one row each
+constexpr size_t kMarkdownWorstRows = 10;
+constexpr size_t kMarkdownRowsOfTable = 32;  // a gate's worse rows and runs
+
+std::string Clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+
+std::string MdGate(const RunResult& run) {
+  if (!run.gate || !run.gate->canonical || run.cases.empty()) return "";
+  const CanonicalComparison& k = *run.gate->canonical;
+  std::string out = fmt::format("\n## The table against the canonical table ({}, {} mode, k = {})\n\n"
+                                "| every code | candidate | canonical |\n|---|--:|--:|\n",
+                                MdCell(k.construction), k.mode, k.slack);
+  for (const auto& row : SideBySideRows(run.cases.front().stats.overall, k.canonical)) {
+    out += fmt::format("| {} | {} | {} |\n", row[0], row[1], row[2]);
+  }
+  out += fmt::format("\nWorse by more than k: {} codes. Better: {} codes.\n", k.worse_codes, k.better_codes);
+  if (!k.worse_rows.empty()) {
+    out += fmt::format("\n| {} | value | canonical value | signed error e | canonical e | at u | codes it feeds | worse |\n"
+                       "|--:|--:|--:|--:|--:|--:|---|--:|\n", k.rows);
+    for (size_t i = 0; i < k.worse_rows.size() && i < kMarkdownRowsOfTable; ++i) {
+      const WorseRow& r = k.worse_rows[i];
+      out += fmt::format("| {} | {} | {} | **{:+d}** | {:+d} | {} | [{}, {}] | {} |\n", r.index, MdCell(r.value),
+                         MdCell(r.canonical_value), r.error, r.canonical_error, r.worst_u, r.u_lo, r.u_hi, r.worse_codes);
     }
-    out += fmt::format("\nWorse by more than k: {} codes. Better: {} codes.\n", k.worse_codes, k.better_codes);
-    for (const CodeRun& r : k.worse) out += "- worse: " + MdCell(RunRowText(r, k.rows)) + "\n";
+    if (k.worse_rows.size() > kMarkdownRowsOfTable) out += fmt::format("\n{} more in the HTML report.\n", k.worse_rows.size() - kMarkdownRowsOfTable);
   }
-  out += "\n## Summary\n\n| case | verdict | evidence | samples | exact % | bias | std | p50 | p90 | p99 | p99.9 | max abs e | tol |\n"
-         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (size_t i = 0; i < k.worse.size() && i < kMarkdownRowsOfTable; ++i) out += "- worse: " + MdCell(RunRowText(k.worse[i], k.rows)) + "\n";
+  return out;
+}
+
+std::string MdCaseRow(const std::string& name, const std::string& verdict, const ErrorStats& s, const std::string& tolerance) {
+  if (verdict == "unsupported") return fmt::format("| {} | unsupported | - | - | - | - | - | - |\n", name);
+  return fmt::format("| {} | {} | {} | {} | {:+.5f} | {} | {} | {} |\n", name, verdict, s.count(), Percent(s.exact_fraction()),
+                     s.mean(), s.p99(), s.max_abs(), tolerance);
+}
+
+// Every case that is not a plain pass, then one row per pattern x fused path for the rest.
+std::string MdSummary(const RunResult& run) {
+  std::string out = "\n## Summary\n\n| case | verdict | samples | exact % | bias | p99 | max abs e | tolerance |\n"
+                    "|---|---|--:|--:|--:|--:|--:|--:|\n";
+  std::map<std::string, std::pair<ErrorStats, std::map<std::string, size_t>>> groups;
+  size_t listed = 0, unlisted = 0;
   for (const CaseResult& c : run.cases) {
-    const StatsRow r = StatsCells(c.spec.name, c.stats.overall);
-    const Evidence e = EvidenceOf(c);
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", MdCell(c.spec.name),
-                       c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic ? "**" + std::string(to_string(c.verdict)) + "**"
-                                                                                           : std::string(to_string(c.verdict)),
-                       e.kind.substr(0, e.kind.find(':')), r.cells[1], r.cells[2], r.cells[3], r.cells[4], r.cells[5],
-                       r.cells[6], r.cells[7], r.cells[8], r.cells[9], c.tolerance.max_abs_lsb);
+    const bool plain = c.verdict == Verdict::pass || c.verdict == Verdict::cross_convention;
+    if (plain && !run.gate) {
+      auto& [stats, verdicts] = groups[CaseGroup(c.spec)];
+      stats.merge(c.stats.overall);
+      ++verdicts[c.verdict == Verdict::pass ? "pass" : "cross_convention"];
+      continue;
+    }
+    if (listed++ >= kMarkdownCaseRows) {
+      ++unlisted;
+      continue;
+    }
+    const bool failing = c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
+    out += MdCaseRow(MdCell(c.spec.name), failing ? "**" + std::string(to_string(c.verdict)) + "**" : std::string(to_string(c.verdict)),
+                     c.stats.overall, std::to_string(c.tolerance.max_abs_lsb));
+  }
+  for (const auto& [group, entry] : groups) {
+    std::string verdicts;
+    for (const auto& [verdict, n] : entry.second) verdicts += fmt::format("{}{} {}", verdicts.empty() ? "" : ", ", n, verdict);
+    out += MdCaseRow(MdCell(group) + " (every other case)", verdicts, entry.first, "-");
+  }
+  if (unlisted > 0) out += fmt::format("\n{} more cases that are not a plain pass: the HTML report lists every one.\n", unlisted);
+  return out;
+}
+
+std::string MdFailures(const RunResult& run) {
+  std::string out;
+  size_t shown = 0;
+  for (const CaseResult& c : run.cases) {
+    if (c.verdict != Verdict::fail && c.verdict != Verdict::nondeterministic && c.verdict != Verdict::unsupported) continue;
+    if (out.empty()) out = "\n## Failing and unsupported cases\n\n| case | verdict | why |\n|---|---|---|\n";
+    if (shown++ == kMarkdownCaseRows) break;
+    out += fmt::format("| {} | {} | {} |\n", MdCell(c.spec.name), to_string(c.verdict), MdCell(Clip(c.reason, 240)));
   }
   for (const CaseResult& c : run.cases) {
-    out += fmt::format("\n## {} — {}\n\n", MdCell(c.spec.name), to_string(c.verdict));
-    if (!c.reason.empty()) out += MdCell(c.reason) + "\n\n";
-    if (!c.complete) out += "**Interrupted: partial statistics.**\n\n";
-    out += "| convention | |\n|---|---|\n";
-    for (const auto& [k, v] : ConventionRows(c)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
-    for (const auto& [k, v] : ComparisonRows(c)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
-    if (c.verdict == Verdict::unsupported) continue;
-    const Evidence e = EvidenceOf(c);
-    out += fmt::format("\nEvidence: {}; hard cases: {}; samples above tolerance: {}; failure rate: {}.\n\n", e.kind,
-                       e.hard_cases, e.failing, e.failure_bound.empty() ? "failures observed" : e.failure_bound);
-    out += "|";
-    for (const char* h : kStatsHeader) out += fmt::format(" {} |", h);
-    out += "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
-    auto row = [&](const StatsRow& r) {
-      out += "|";
-      FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
-      for (const std::string& cell : r.cells) out += " " + MdCell(cell) + " |";
-      FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
-      out += "\n";
-    };
-    row(StatsCells("all", c.stats.overall));
-    for (Region r : kAllRegions) row(StatsCells(std::string(to_string(r)), c.stats.by_region[static_cast<size_t>(r)]));
     for (const KnownDefectTally& t : c.known_defects) {
-      out += fmt::format("\n{}{} {}: {}; {} draws, {} samples met its conditions, its model differs from the "
-                         "reference on {}, explains {} (max |e| {}){}.\n",
-                         static_cast<char>(std::toupper(describe(t.kind)[0])), describe(t.kind).substr(1), MdCell(t.id), t.no_longer_reproduces() ? "**no longer reproduces**" : "reproduces", t.draws,
-                         t.samples, t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs(),
-                         t.worst.empty() ? std::string() : fmt::format("; first: {}", MdCode("fusediff replay '" + t.worst.front().replay + "'")));
+      out += fmt::format("\n{}{} {} in {}: {}; {} draws, {} samples met its conditions, its model differs from the "
+                         "reference on {}, explains {} (max |e| {}).\n",
+                         static_cast<char>(std::toupper(describe(t.kind)[0])), describe(t.kind).substr(1), MdCell(t.id),
+                         MdCell(c.spec.name), t.no_longer_reproduces() ? "**no longer reproduces**" : "reproduces", t.draws,
+                         t.samples, t.predicted_samples, t.stats.overall.count(), t.stats.overall.max_abs());
     }
-    if (const auto rows = AttributionRows(c); !rows.empty()) {
-      out += "\n| kind | name | samples | exact % | max abs e |\n|---|---|--:|--:|--:|\n";
-      for (const auto& r : rows) out += fmt::format("| {} | {} | {} | {} | {} |\n", r[0], MdCode(r[1]), r[2], r[3], r[4]);
+  }
+  return out;
+}
+
+// The worst samples of the run: the failing cases' first (a gate's spread over its worse rows), then the others' by |e|.
+std::string MdWorst(const RunResult& run) {
+  std::vector<std::pair<const CaseResult*, const WorstCaseReport*>> all;
+  for (const CaseResult& c : run.cases) {
+    for (const WorstCaseReport* w : SpreadForDisplay(c, run, run.gate ? kMarkdownWorstRows : 1)) {
+      if (w->sample.error != 0) all.push_back({&c, w});
     }
-    if (!c.stats.paired.dimension.empty()) {
-      out += fmt::format("\nFormulations compared on the same draws: {}.\n\n| formulation | samples | exact % | max abs e | rejected samples |\n"
-                         "|---|--:|--:|--:|--:|\n", MdCell(PairedSummary(c.stats.paired)));
-      for (const auto& r : PairedRows(c.stats.paired)) out += fmt::format("| {} | {} | {} | {} | {} |\n", r[0], r[1], r[2], r[3], r[4]);
-    }
-    const auto worst_table = [&](const char* title, const std::vector<WorstCaseReport>& list) {
-      if (list.empty()) return;
-      out += fmt::format("\n{}:\n\n| e | sample | u | y_ref | y_fused | repetitions | implementation [formulation] | replay |\n"
-                         "|--:|--:|--:|--:|--:|---|---|---|\n", title);
-      for (const WorstCaseReport& w : list) {
-        const std::string attribution = Attribution(w.sample);
-        out += fmt::format("| {:+d} | {} | {} | {} | {} | {} | {} | {} |\n", w.sample.error, w.sample.sample, w.sample.u,
-                           w.sample.y_ref, w.sample.y_fused, Repetitions(w.sample),
-                           attribution.empty() ? std::string() : MdCode(attribution), MdCode("fusediff replay '" + w.replay + "'"));
-      }
-    };
-    worst_table("Nondeterministic samples (outputs of every repetition)", c.nondeterministic);
-    worst_table("Worst cases", c.worst);
+  }
+  const auto failing = [](const CaseResult* c) { return c->verdict == Verdict::fail || c->verdict == Verdict::nondeterministic; };
+  std::stable_sort(all.begin(), all.end(), [&](const auto& a, const auto& b) {
+    if (failing(a.first) != failing(b.first)) return failing(a.first);
+    return run.gate ? false : std::llabs(a.second->sample.error) > std::llabs(b.second->sample.error);
+  });
+  if (all.empty()) return "";
+  std::string out = "\n## Worst cases\n\n| case | e | u | y_ref | y_fused | replay |\n|---|--:|--:|--:|--:|---|\n";
+  for (size_t i = 0; i < all.size() && i < kMarkdownWorstRows; ++i) {
+    const WorstCase& w = all[i].second->sample;
+    out += fmt::format("| {} | {:+d} | {} | {} | {} | {} |\n", MdCell(all[i].first->spec.name), w.error, w.u, w.y_ref,
+                       w.y_fused, MdCode("fusediff replay '" + all[i].second->replay + "'"));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ToMarkdown(const RunResult& run) {
+  const Headline headline = HeadlineOf(run);
+  std::string out = fmt::format("# {}\n\n**{}**\n", MdCell(headline.title), MdCell(headline.reason));
+  out += "\n| provenance | |\n|---|---|\n";
+  for (const auto& [k, v] : ProvenanceRows(run)) out += fmt::format("| {} | {} |\n", k, MdCell(v));
+  out += MdGate(run) + MdSummary(run) + MdFailures(run) + MdWorst(run);
+  out += "\nEvery case's convention, tolerance, statistics per region, plots and worst cases with their replay lines: "
+         "the HTML report (`fusediff report RESULTS.json --html report.html`).\n";
+  if (out.size() > kMarkdownLimit) {  // long case names or reasons: cut at a line, and say so
+    out.resize(out.rfind('\n', kMarkdownLimit - 200) + 1);
+    out += "\n(cut to fit a pull-request comment: the HTML report has the rest)\n";
   }
   return out;
 }

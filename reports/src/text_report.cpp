@@ -6,6 +6,7 @@
 
 #include "fusediff/model/diagnostics.h"
 #include "fusediff/model/mutants.h"
+#include "case_groups.h"
 #include "fusediff/reports/reports.h"
 
 namespace fusediff::reports {
@@ -29,22 +30,20 @@ std::string_view NotFailing(const RunResult& run, LedgerKind kind) {
 }
 }  // namespace
 
-std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
+namespace {
+
+bool PlainPass(const CaseResult& c) { return c.verdict == Verdict::pass || c.verdict == Verdict::cross_convention; }
+
+// Today's table: a row per case.
+std::string FullTable(const RunResult& run, bool show_timing) {
   size_t name_width = 4;
   for (const CaseResult& c : run.cases) name_width = std::max(name_width, c.spec.name.size());
   std::string out = fmt::format("{:<{}}  {:>9}  {:>8}  {:>9}  {:>5}  {:>5}  {:>4}  {:>7}  {:<12}{}\n", "case", name_width,
                                 "samples", "exact %", "bias", "p99", "max", "tol", "known", "verdict",
                                 show_timing ? "   time" : "");
   out += std::string(name_width + 81 + (show_timing ? 7 : 0), '-') + "\n";
-  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known_cases = 0, documented_cases = 0;
   for (const CaseResult& c : run.cases) {
     const ErrorStats& s = c.stats.overall;
-    passed += c.verdict == Verdict::pass;
-    failed += c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
-    unsupported += c.verdict == Verdict::unsupported;
-    crossed += c.verdict == Verdict::cross_convention;
-    known_cases += c.verdict == Verdict::known_defect;
-    documented_cases += c.verdict == Verdict::documented_behaviour;
     const uint64_t known = compared_samples(c) - s.count();  // explained by a ledger entry, either kind
     std::string timing = show_timing ? fmt::format("  {:>5.2f}s", c.seconds) : "";
     if (c.verdict == Verdict::unsupported) {
@@ -57,39 +56,58 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
                        known > 0 ? std::to_string(known) : std::string("-"),
                        c.verdict == Verdict::cross_convention ? "no verdict" : to_string(c.verdict), timing);
   }
-  // Samples the library rejected: a line per case with --verbose, else one summary line.
-  uint64_t rejected_cases = 0, rejected_samples = 0;
-  std::string first_rejected;
+  return out;
+}
+
+// The cases that pass plainly (or measure without a verdict), one line per pattern x fused path.
+std::string GroupLines(const RunResult& run) {
+  struct Group {
+    size_t passed = 0, crossed = 0;
+    uint64_t samples = 0;
+    double exact_lo = 1, exact_hi = 0;
+    int64_t max_abs = 0;
+  };
+  std::map<std::string, Group> groups;
   for (const CaseResult& c : run.cases) {
-    if (c.unsupported_samples == 0 || c.verdict == Verdict::unsupported) continue;
-    ++rejected_cases;
-    rejected_samples += c.unsupported_samples;
-    if (first_rejected.empty()) first_rejected = c.spec.name + ": " + c.unsupported_sample_reason;
-    if (verbose) {
-      out += fmt::format("\n{}: {} samples not compared: {}\n", c.spec.name, c.unsupported_samples,
-                         c.unsupported_sample_reason);
-    }
+    if (!PlainPass(c)) continue;
+    Group& g = groups[CaseGroup(c.spec)];
+    (c.verdict == Verdict::pass ? g.passed : g.crossed) += 1;
+    g.samples += c.stats.overall.count();
+    g.exact_lo = std::min(g.exact_lo, c.stats.overall.exact_fraction());
+    g.exact_hi = std::max(g.exact_hi, c.stats.overall.exact_fraction());
+    g.max_abs = std::max(g.max_abs, c.stats.overall.max_abs());
   }
-  if (!verbose && rejected_cases > 0) {
-    out += fmt::format("\n{} samples in {} cases not compared (the library rejected their draws; --verbose lists each), "
-                       "e.g. {}\n", rejected_samples, rejected_cases, first_rejected);
+  std::string out;
+  for (const auto& [name, g] : groups) {
+    out += fmt::format("{}: {} passed{}; {} samples, exact {:.3f}..{:.3f}%, max |e| {}\n", name, g.passed,
+                       g.crossed ? fmt::format(", {} cross-convention (no verdict)", g.crossed) : "", g.samples,
+                       100 * g.exact_lo, 100 * g.exact_hi, g.max_abs);
   }
+  return out;
+}
+
+// One line per case that is not a plain pass; `verbose`: the failing ones with three worst replays each.
+std::string CaseLines(const RunResult& run, bool verbose) {
+  std::string out;
   for (const CaseResult& c : run.cases) {
+    if (PlainPass(c)) continue;
     if (c.verdict == Verdict::unsupported) {
-      out += fmt::format("\n{}: unsupported: {}\n", c.spec.name, c.reason);
+      out += fmt::format("{}: unsupported: {}\n", c.spec.name, c.reason);
+    } else if (c.verdict == Verdict::known_defect || c.verdict == Verdict::documented_behaviour) {
+      out += fmt::format("{}: {} (not failing)\n", c.spec.name, c.reason);
     } else if (c.verdict == Verdict::fail && !verbose) {
       // One line per failing case: why, and the first replay.
-      out += fmt::format("\n{}: FAIL: {}{}\n", c.spec.name, c.reason,
+      out += fmt::format("{}: FAIL: {}{}\n", c.spec.name, c.reason,
                          c.worst.empty() ? std::string()
                                          : fmt::format("; e={:+d}: fusediff replay '{}'", c.worst.front().sample.error,
                                                        c.worst.front().replay));
     } else if (c.verdict == Verdict::nondeterministic && !verbose) {
       // One line: why, and the first differing sample's replay (which shows every repetition).
-      out += fmt::format("\n{}: NONDETERMINISTIC: {}{}\n", c.spec.name, c.reason,
+      out += fmt::format("{}: NONDETERMINISTIC: {}{}\n", c.spec.name, c.reason,
                          c.nondeterministic.empty() ? std::string()
                                                     : fmt::format(": fusediff replay '{}'", c.nondeterministic.front().replay));
     } else if (c.verdict == Verdict::nondeterministic) {
-      out += fmt::format("\n{}: NONDETERMINISTIC: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
+      out += fmt::format("{}: NONDETERMINISTIC: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
       const size_t shown = std::min<size_t>(c.nondeterministic.size(), 3);
       for (size_t i = 0; i < shown; ++i) {
         const WorstCaseReport& w = c.nondeterministic[i];
@@ -98,8 +116,8 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
         out += fmt::format("  sample {}: y_ref={}, repetitions give {} ({})\n    fusediff replay '{}'\n", w.sample.sample,
                            w.sample.y_ref, outputs, w.sample.implementation, w.replay);
       }
-    } else if (c.verdict == Verdict::fail) {
-      out += fmt::format("\n{}: FAIL: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
+    } else {
+      out += fmt::format("{}: FAIL: {} ({})\n", c.spec.name, c.reason, c.reference_convention);
       const size_t shown = std::min<size_t>(c.worst.size(), 3);
       for (size_t i = 0; i < shown; ++i) {
         const WorstCaseReport& w = c.worst[i];
@@ -109,13 +127,38 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
       }
     }
   }
-  // The ledger's entries: per entry its explained samples over all cases, or that it no longer reproduces.
+  return out;
+}
+
+// Samples the library rejected: a line per case with --verbose, else one summary line.
+std::string RejectedLines(const RunResult& run, bool verbose) {
+  std::string out;
+  uint64_t rejected_cases = 0, rejected_samples = 0;
+  std::string first_rejected;
+  for (const CaseResult& c : run.cases) {
+    if (c.unsupported_samples == 0 || c.verdict == Verdict::unsupported) continue;
+    ++rejected_cases;
+    rejected_samples += c.unsupported_samples;
+    if (first_rejected.empty()) first_rejected = c.spec.name + ": " + c.unsupported_sample_reason;
+    if (verbose) out += fmt::format("{}: {} samples not compared: {}\n", c.spec.name, c.unsupported_samples, c.unsupported_sample_reason);
+  }
+  if (!verbose && rejected_cases > 0) {
+    out += fmt::format("{} samples in {} cases not compared (the library rejected their draws; --verbose lists each), "
+                       "e.g. {}\n", rejected_samples, rejected_cases, first_rejected);
+  }
+  return out;
+}
+
+// The ledger's entries: per entry its explained samples over all cases, or that it no longer reproduces; the first
+// replay with `replays`, every case's tally and three worst replays with `verbose`.
+std::string LedgerLines(const RunResult& run, bool replays, bool verbose) {
   struct EntryTotals {
     LedgerKind kind = LedgerKind::known_defect;
     uint64_t cases = 0, draws = 0, samples = 0, explained = 0, predicted = 0;
     int64_t max_abs = 0;
     std::string first_replay;
   };
+  std::string out;
   std::map<std::string, EntryTotals> entries;
   for (const CaseResult& c : run.cases) {
     for (const KnownDefectTally& t : c.known_defects) {
@@ -128,36 +171,56 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
       e.predicted += t.predicted_samples;
       e.max_abs = std::max(e.max_abs, t.stats.overall.max_abs());
       if (e.first_replay.empty() && !t.worst.empty()) e.first_replay = t.worst.front().replay;
-      if (verbose) {
-        out += fmt::format("\n{}: {} {}: {} of {} samples explained ({} predicted) in {} draws, max |e| {}\n",
-                           c.spec.name, describe(t.kind), t.id, t.stats.overall.count(), t.samples, t.predicted_samples, t.draws,
-                           t.stats.overall.max_abs());
-        for (size_t i = 0; i < std::min<size_t>(t.worst.size(), 3); ++i) {
-          const WorstCaseReport& w = t.worst[i];
-          out += fmt::format("  e={:+d} at sample {} (y_ref={}, y_fused={})\n    fusediff replay '{}'\n", w.sample.error,
-                             w.sample.sample, w.sample.y_ref, w.sample.y_fused, w.replay);
-        }
+      if (!verbose) continue;
+      out += fmt::format("{}: {} {}: {} of {} samples explained ({} predicted) in {} draws, max |e| {}\n", c.spec.name,
+                         describe(t.kind), t.id, t.stats.overall.count(), t.samples, t.predicted_samples, t.draws,
+                         t.stats.overall.max_abs());
+      for (size_t i = 0; i < std::min<size_t>(t.worst.size(), 3); ++i) {
+        const WorstCaseReport& w = t.worst[i];
+        out += fmt::format("  e={:+d} at sample {} (y_ref={}, y_fused={})\n    fusediff replay '{}'\n", w.sample.error,
+                           w.sample.sample, w.sample.y_ref, w.sample.y_fused, w.replay);
       }
     }
   }
   for (const auto& [id, e] : entries) {
     if (e.explained > 0) {
-      out += fmt::format("\n{} {}: {} samples in {} cases (max |e| {}), {}; {} draws met its conditions; first: "
-                         "fusediff replay '{}'\n",
-                         describe(e.kind), id, e.explained, e.cases, e.max_abs, NotFailing(run, e.kind), e.draws,
-                         e.first_replay);
+      out += fmt::format("{} {}: {} samples in {} cases (max |e| {}), {}; {} draws met its conditions{}\n", describe(e.kind),
+                         id, e.explained, e.cases, e.max_abs, NotFailing(run, e.kind), e.draws,
+                         replays && !e.first_replay.empty() ? "; first: fusediff replay '" + e.first_replay + "'" : "");
     } else if (e.predicted > 0) {
-      out += fmt::format("\n{} {}: NO LONGER REPRODUCES: {} draws ({} samples, {} where its model differs from the "
+      out += fmt::format("{} {}: NO LONGER REPRODUCES: {} draws ({} samples, {} where its model differs from the "
                          "reference) in {} cases met its conditions and none shows it: update the ledger\n",
                          describe(e.kind), id, e.draws, e.samples, e.predicted, e.cases);
     }
   }
-  // A library path's attribution: over the same-convention cases (the judged ones; a cross-convention case's
-  // error is fusion's own), per implementation and per formulation choice, and the paired output padding. One
-  // line each; --verbose adds every case's own lines. The JSON and the report keep every case's tables.
+  return out;
+}
+
+// Per name its statistics over the same-convention library cases: every row with `all`, else one line for the rows
+// that are exact and one per row that is not.
+std::string AttributionTable(const std::map<std::string, ErrorStats>& rows, const std::string& title, bool all) {
+  if (rows.empty()) return "";
+  const auto line = [](const ErrorStats& st) {
+    return fmt::format("{:>9}  {:>8.3f}  {:>5}", st.count(), 100.0 * st.exact_fraction(), st.max_abs());
+  };
+  std::string out = all ? fmt::format("{:>9}  {:>8}  {:>5}  {} (same-convention library cases)\n", "samples", "exact %", "max", title) : "";
+  size_t exact = 0;
+  for (const auto& [name, st] : rows) {
+    const bool plain = st.max_abs() == 0;
+    exact += plain;
+    if (all || !plain) out += line(st) + "  " + name + (all ? "\n" : fmt::format(" ({})\n", title));
+  }
+  if (!all) out += fmt::format("{}: {} of {} exact on every same-convention library sample (--all lists each)\n", title, exact, rows.size());
+  return out;
+}
+
+// A library path's attribution: over the same-convention cases (the judged ones; a cross-convention case's
+// error is fusion's own), per implementation and per formulation choice, and the paired output padding.
+std::string AttributionLines(const RunResult& run, bool all, bool verbose) {
   std::map<std::string, ErrorStats> by_implementation, by_formulation;
   PairedFormulations paired;
   uint64_t nondeterministic = 0;
+  std::string out;
   for (const CaseResult& c : run.cases) {
     nondeterministic += c.stats.nondeterministic;
     if (c.spec.comparison != Comparison::same_convention) continue;
@@ -167,31 +230,20 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
     if (!c.stats.paired.dimension.empty() && (paired.dimension.empty() || paired.dimension == c.stats.paired.dimension)) {
       paired.merge(c.stats.paired);
     }
-    if (verbose) {
-      for (const auto& [name, st] : c.stats.by_implementation) {
-        out += fmt::format("\n{}: implementation {}: {} samples, {:.3f}% exact, max |e| {}", c.spec.name, name, st.count(),
-                           100.0 * st.exact_fraction(), st.max_abs());
-      }
-      for (const auto& [name, st] : c.stats.by_formulation) {
-        out += fmt::format("\n{}: formulation {}: {} samples, {:.3f}% exact, max |e| {}", c.spec.name, name, st.count(),
-                           100.0 * st.exact_fraction(), st.max_abs());
-      }
-      if (!c.stats.by_implementation.empty()) out += "\n";
+    if (!verbose) continue;
+    for (const auto& [name, st] : c.stats.by_implementation) {
+      out += fmt::format("{}: implementation {}: {} samples, {:.3f}% exact, max |e| {}\n", c.spec.name, name, st.count(),
+                         100.0 * st.exact_fraction(), st.max_abs());
+    }
+    for (const auto& [name, st] : c.stats.by_formulation) {
+      out += fmt::format("{}: formulation {}: {} samples, {:.3f}% exact, max |e| {}\n", c.spec.name, name, st.count(),
+                         100.0 * st.exact_fraction(), st.max_abs());
     }
   }
-  const auto stats_line = [](const ErrorStats& st) {
-    return fmt::format("{:>9}  {:>8.3f}  {:>5}", st.count(), 100.0 * st.exact_fraction(), st.max_abs());
-  };
-  if (!by_implementation.empty()) {
-    out += fmt::format("\n{:>9}  {:>8}  {:>5}  producer implementation (same-convention library cases)\n", "samples", "exact %", "max");
-    for (const auto& [name, st] : by_implementation) out += stats_line(st) + "  " + name + "\n";
-  }
-  if (!by_formulation.empty()) {
-    out += fmt::format("\n{:>9}  {:>8}  {:>5}  formulation choice (same-convention library cases)\n", "samples", "exact %", "max");
-    for (const auto& [name, st] : by_formulation) out += stats_line(st) + "  " + name + "\n";
-  }
+  out += AttributionTable(by_implementation, "producer implementation", all);
+  out += AttributionTable(by_formulation, "formulation choice", all);
   if (!paired.dimension.empty()) {
-    out += fmt::format("\n{} on the same {} draws:", paired.dimension, paired.draws);
+    out += fmt::format("{} on the same {} draws:", paired.dimension, paired.draws);
     for (size_t i = 0; i < paired.values.size(); ++i) {
       out += fmt::format(" {} {:.3f}% exact (max |e| {}, {} samples rejected);", paired.values[i],
                          100.0 * paired.errors[i].exact_fraction(), paired.errors[i].max_abs(), paired.rejected[i]);
@@ -199,21 +251,48 @@ std::string RenderTable(const RunResult& run, bool show_timing, bool verbose) {
     out += fmt::format(" outputs differ on {} of {} samples where both ran (max |difference| {})\n",
                        paired.differing_samples, paired.both_samples, paired.max_abs_difference);
   }
-  if (nondeterministic > 0) out += fmt::format("\n{} samples differ between repetitions (--repeat)\n", nondeterministic);
-  // Which kernels a library case ran depends on the CPU: say which ISA oneDNN dispatched to.
+  if (nondeterministic > 0) out += fmt::format("{} samples differ between repetitions (--repeat)\n", nondeterministic);
+  return out;
+}
+
+// Which kernels a library case ran depends on the CPU: say which ISA oneDNN dispatched to.
+std::string DispatchLine(const RunResult& run) {
   const bool library_cases = std::any_of(run.cases.begin(), run.cases.end(),
                                          [](const CaseResult& c) { return !c.implementation.empty(); });
-  if (library_cases && !run.provenance.onednn_isa.empty()) {
-    out += fmt::format("\noneDNN {} dispatched to {} (DNNL_MAX_CPU_ISA caps it)\n", run.provenance.onednn_version,
-                       run.provenance.onednn_isa);
+  if (!library_cases || run.provenance.onednn_isa.empty()) return "";
+  return fmt::format("oneDNN {} dispatched to {} (DNNL_MAX_CPU_ISA caps it)\n", run.provenance.onednn_version,
+                     run.provenance.onednn_isa);
+}
+
+}  // namespace
+
+std::string ClosingLine(const RunResult& run) {
+  size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known_cases = 0, documented_cases = 0;
+  for (const CaseResult& c : run.cases) {
+    passed += c.verdict == Verdict::pass;
+    failed += c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
+    unsupported += c.verdict == Verdict::unsupported;
+    crossed += c.verdict == Verdict::cross_convention;
+    known_cases += c.verdict == Verdict::known_defect;
+    documented_cases += c.verdict == Verdict::documented_behaviour;
   }
-  out += fmt::format("\n{} cases: {} passed, {} failed", run.cases.size(), passed, failed);
+  std::string out = fmt::format("{} passed, {} failed", passed, failed);
   if (known_cases > 0) out += fmt::format(", {} known defect (not failing)", known_cases);
   if (documented_cases > 0) out += fmt::format(", {} documented behaviour (not failing)", documented_cases);
   out += fmt::format(", {} unsupported", unsupported);
   if (crossed > 0) out += fmt::format(", {} cross-convention measurements (no verdict)", crossed);
-  out += fmt::format(" (seed {})\n", run.seed);
-  return out;
+  return out + fmt::format("; {} cases, seed {}\n", run.cases.size(), run.seed);
+}
+
+std::string RenderTable(const RunResult& run, const TableOptions& options) {
+  std::string out = options.all ? FullTable(run, options.timing) : "";
+  out += CaseLines(run, options.verbose);
+  if (!options.all) out += GroupLines(run);
+  out += RejectedLines(run, options.verbose);
+  out += LedgerLines(run, options.all || options.verbose, options.verbose);
+  out += AttributionLines(run, options.all, options.verbose);
+  out += DispatchLine(run);
+  return out + options.before_closing + ClosingLine(run);
 }
 
 std::string RenderReplay(const ReplayTrace& t) {
@@ -222,6 +301,10 @@ std::string RenderReplay(const ReplayTrace& t) {
                      fused_path_name(t.key.spec), to_string(t.key.spec.mutant));
   out += fmt::format("convention  {}{}\n", t.convention, t.fused_convention.empty() ? "" : "  (reference)");
   if (!t.fused_convention.empty()) out += fmt::format("            {}  (declared by the fused path)\n", t.fused_convention);
+  if (!t.key.spec.table_file.empty()) {
+    out += fmt::format("table       {} (sha256 {}, fingerprint {})\n", t.key.spec.table_file, t.key.spec.table_sha256,
+                       t.key.spec.table_fingerprint);
+  }
   if (!t.implementation.empty()) out += fmt::format("library     {}\n", t.implementation);
   if (!t.implementation_of_draw.empty()) out += fmt::format("ran         {}\n", t.implementation_of_draw);
   if (!t.formulation.empty()) out += fmt::format("formulation {}\n", t.formulation);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "fusediff/bisect/bisect.h"
+#include "fusediff/bisect/bisect_report.h"
 #include "fusediff/bisect/export.h"
 #include "fusediff/model/errors.h"
 
@@ -235,6 +236,34 @@ TEST(Export, ModelsReadBackWithTheirQuantization) {
   EXPECT_FALSE(supported("fc+act+fc", ActivationKind::gelu_erf));  // listed with the measured reason
   EXPECT_FALSE(supported("fc+act+fc", ActivationKind::silu));
   EXPECT_EQ(plan.supported_int16.size(), 5u);  // conv2d+act with each exported activation
+}
+
+
+// JUnit lists the transformers that act (fired and kept, blacklisted, refused); those that never fired are counted and
+// named in the suite's properties; the text ends with the closing line (issue 24).
+TEST(Report, JUnitListsWhatActedAndCountsTheRest) {
+  BisectResult r;
+  const auto step = [](const std::string& subject, const std::string& verdict, bool fired) {
+    Step s;
+    s.kind = "one_on";
+    s.subject = subject;
+    s.verdict = verdict;
+    s.fired = fired;
+    return s;
+  };
+  r.steps = {step("ConvBNFusion", "blacklist", true), step("ConstantSharing", "keep", true),
+             step("GeluFusion", "not_fired", false), step("LayerNormFusion", "not_fired", false),
+             step("NchwcTransformer", "refused", false)};
+  r.steps[4].refusal = "no kernel";
+  r.steps[4].refusal_phase = "create";
+  const std::string x = ToJUnit(r);
+  EXPECT_NE(x.find("tests=\"3\" failures=\"1\" skipped=\"1\""), std::string::npos) << x;
+  EXPECT_NE(x.find("<property name=\"not_fired\" value=\"2\"/>"), std::string::npos) << x;
+  EXPECT_NE(x.find("<property name=\"not_fired.names\" value=\"GeluFusion,LayerNormFusion\"/>"), std::string::npos) << x;
+  EXPECT_EQ(x.find("name=\"GeluFusion\""), std::string::npos) << x;
+  EXPECT_NE(x.find("<testcase classname=\"bisect\" name=\"ConstantSharing\"/>"), std::string::npos) << x;
+  const std::string text = ToText(r);
+  EXPECT_TRUE(text.ends_with("1 passed, 1 failed, 1 refused, 2 did not fire (5 transformers)\n")) << text;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -73,12 +74,16 @@ TEST(Cli, RunWritesJsonAndCsvAndIsDeterministic) {
   const auto dir = TempDir();
   const std::string json1 = (dir / "a.json").string(), json2 = (dir / "b.json").string(), csv = (dir / "a.csv").string();
   const Outcome a = RunCli({"run", "--activation", "hard_swish", "--samples", "3000", "--seed", "9", "--json", json1,
-                            "--csv", csv});
+                            "--csv", csv, "--all"});
   ASSERT_EQ(a.code, kExitPass) << a.out << a.err;
-  EXPECT_NE(a.out.find("hard_swish.int8.lut.conv"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("hard_swish.int8.lut.conv"), std::string::npos) << a.out;  // --all: a row per case
   EXPECT_NE(a.out.find("hard_swish.int16.lut_interp.sweep"), std::string::npos) << a.out;
   const Outcome b = RunCli({"run", "--activation", "hard_swish", "--samples", "3000", "--seed", "9", "--json", json2});
   ASSERT_EQ(b.code, kExitPass);
+  // By default every passing case is summed up in its pattern x fused path line, and the closing line ends it all.
+  EXPECT_EQ(b.out.find("hard_swish.int8.lut.conv"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("conv2d+act lut: 2 passed; "), std::string::npos) << b.out;
+  EXPECT_TRUE(std::regex_search(b.out, std::regex(R"(\n[0-9]+ passed, 0 failed, [^\n]*; [0-9]+ cases, seed 9\n$)"))) << b.out;
   auto load = [](const std::string& path) {
     std::ifstream in(path);
     nlohmann::json j = nlohmann::json::parse(in);
@@ -88,7 +93,7 @@ TEST(Cli, RunWritesJsonAndCsvAndIsDeterministic) {
   };
   const nlohmann::json ja = load(json1), jb = load(json2);
   EXPECT_EQ(ja, jb);
-  EXPECT_EQ(ja["format"], "fusediff-results/5");
+  EXPECT_EQ(ja["format"], "fusediff-results/6");
   // Its conv2d+act cases (4, + 3 of oneDNN) and the patterns that use hard_swish (max pool: kept, pooled first).
   ASSERT_EQ(ja["cases"].size(), driver::OneDnnBuiltIn() ? 9u : 6u);
   const auto& c0 = ja["cases"][0];
@@ -145,7 +150,7 @@ TEST(CliRun, MixAndExhaustive) {
   EXPECT_NE(err.str().find("unknown region 'bogus'"), std::string::npos) << err.str();
   std::ostringstream out2, err2;
   ASSERT_EQ(Main({"fusediff", "run", "--activation", "relu6", "--fused", "lut", "--samples", "500", "--exhaustive",
-                  "--mix", "bulk=1"},
+                  "--mix", "bulk=1", "--all"},
                  out2, err2),
             kExitPass)
       << out2.str() << err2.str();

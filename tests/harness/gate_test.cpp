@@ -1,12 +1,15 @@
 // `fusediff table generate` and `fusediff gate` end to end, in-process: accept what the generator builds, reject
 // mutated tables naming the offending codes, and give exit 2 with one clear line for every malformed input; the
 // relative mode's verdicts against the canonical table (issue 16).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <functional>
+#include <tuple>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -611,12 +614,10 @@ TEST(GateRelative, ExactRelu6PwlPassesAndAnOffsetOffByOneFails) {
   EXPECT_NE(o.out.find("u in [0, 96]: 97 codes, up to +1 (segment 1)"), std::string::npos) << o.out;
 }
 
-// The per-code errors of a gate JSON's case or canonical table: code -> error (0 where not listed).
-std::map<int32_t, int64_t> Errors(const nlohmann::json& per_code) {
+// The per-code errors of a gate result's case or canonical table: code -> error (0 where not listed).
+std::map<int32_t, int64_t> Errors(const CodeErrors& per_code) {
   std::map<int32_t, int64_t> errors;
-  for (const auto& r : per_code["error_ranges"]) {
-    for (int32_t u = r[0].get<int32_t>(); u <= r[1].get<int32_t>(); ++u) errors[u] = r[3].get<int64_t>();
-  }
+  for (const auto& [u, range] : per_code.nonzero()) errors[u] = range.max;
   return errors;
 }
 
@@ -640,8 +641,9 @@ TEST(GateRelative, PwlOffsetOffByOneFailsWhereTheCanonicalFitIsBetterAndTheFitIt
   o = RunCli({"gate", (dir / "chord.json").string(), "--samples", "0", "--json", (dir / "chord_result.json").string()});
   ASSERT_EQ(o.code, 0) << o.out;
   const nlohmann::json j = nlohmann::json::parse(Read(dir / "chord_result.json"));
-  const auto candidate = Errors(j["cases"][0]["per_code"]);
-  const auto canonical = Errors(j["gate"]["canonical"]["per_code"]);
+  const RunResult result = reports::ReadResultsFile((dir / "chord_result.json").string());
+  const auto candidate = Errors(result.cases[0].per_code);
+  const auto canonical = Errors(result.gate->canonical->canonical_per_code);
   int32_t target = INT32_MIN;
   for (const auto& [u, e] : candidate) {
     const int64_t k = canonical.count(u) ? canonical.at(u) : 0;
@@ -658,8 +660,9 @@ TEST(GateRelative, PwlOffsetOffByOneFailsWhereTheCanonicalFitIsBetterAndTheFitIt
   WriteRows(dir / "chord.csv", rows);
   o = RunCli({"gate", (dir / "chord.json").string(), "--samples", "0"});
   EXPECT_EQ(o.code, 1) << o.out << o.err;
-  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(REJECT: .*codes worse than the canonical table by more than k = 1, first u in \[-?[0-9]+, -?[0-9]+\] \(segment )" +
-                                                  std::to_string(segment - 1) + R"(\): up to \+2)")))
+  // The segment named with its line and the canonical one, and the signed error at its worst code.
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(REJECT: .*codes worse than the canonical table by more than k = 1 in [0-9]+ segments?: .*segment )" +
+                                                  std::to_string(segment - 1) + R"( \(slope -?[0-9]+ offset -?[0-9]+ shift [0-9]+, canonical slope -?[0-9]+ offset -?[0-9]+ shift [0-9]+: e \+2 at u = -?[0-9]+)")))
       << "segment " << segment - 1 << " code " << target << "\n" << o.out;
 }
 
@@ -711,6 +714,7 @@ TEST(GateRelative, CanonicalComparisonSurvivesTheJsonRoundTrip) {
   k.better_codes = 2;
   k.worse = {CodeRun{5533, 5988, 406, 7, 299, 303}};
   k.better = {CodeRun{5522, 5522, 1, -1, 299, 300}, CodeRun{6001, 6001, 1, -1, 302, 303}};
+  k.worse_rows = {WorseRow{300, "4500", "4495", 5505, 5759, 134, 5623, 5, 0}};
   run.gate = GateProvenance{"t.json", "t.csv", "00", "lut_interp", "canonical max |e| + k", k, ""};
   const RunResult back = reports::FromJson(nlohmann::json::parse(reports::ToJson(run).dump()), "roundtrip.json");
   ASSERT_TRUE(back.gate && back.gate->canonical);
@@ -723,6 +727,143 @@ TEST(GateRelative, CanonicalComparisonSurvivesTheJsonRoundTrip) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("broken.json: gate.canonical.mode: expected relative or absolute"), std::string::npos)
         << e.what();
+  }
+}
+
+
+// ---- gate results are first-class results (issue 24) -------------------------------------------------------
+
+// The silu int16 example as DIR/t.json and DIR/t.csv.
+fs::path SiluExample(const fs::path& dir) {
+  fs::create_directories(dir);
+  fs::copy_file(FUSEDIFF_SOURCE_DIR "/examples/silu_int16_lut_interp.json", dir / "t.json");
+  std::string descriptor = Read(dir / "t.json");
+  descriptor.replace(descriptor.find("silu_int16_lut_interp.csv"), 25, "t.csv");
+  Write(dir / "t.json", descriptor);
+  fs::copy_file(FUSEDIFF_SOURCE_DIR "/examples/silu_int16_lut_interp.csv", dir / "t.csv");
+  return dir / "t.json";
+}
+
+// The same table with knots 100, 300 and 400 moved by -3, +5 and -4 LSB.
+fs::path ThreeBadKnots(const fs::path& dir) {
+  SiluExample(dir);
+  std::vector<std::string> rows = Lines(Read(dir / "t.csv"));
+  AddToValue(rows, 1 + 100, -3);
+  AddToValue(rows, 1 + 300, 5);
+  AddToValue(rows, 1 + 400, -4);
+  Write(dir / "t.csv", Join(rows));
+  return dir / "t.json";
+}
+
+TEST(GateResults, ReportAndCompareReadWhatGateWritesAcceptedAndRejected) {
+  const fs::path dir = TempDir("flow");
+  const fs::path good = SiluExample(dir / "good");
+  const fs::path bad = ThreeBadKnots(dir / "bad");
+  ASSERT_EQ(RunCli({"gate", good.string(), "--samples", "2000", "--json", (dir / "good.json").string()}).code, 0);
+  ASSERT_EQ(RunCli({"gate", bad.string(), "--samples", "2000", "--json", (dir / "bad.json").string()}).code, 1);
+  for (const char* name : {"good", "bad"}) {
+    const std::string json = (dir / (std::string(name) + ".json")).string();
+    const Outcome r = RunCli({"report", json, "--html", json + ".html", "--md", json + ".md"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string verdict = std::string(name) == "good" ? "ACCEPT (relative mode, k = 1)" : "REJECT (relative mode, k = 1)";
+    EXPECT_NE(Read(json + ".html").find("<title>fusediff gate: " + verdict + ": "), std::string::npos) << name;
+    EXPECT_EQ(Read(json + ".md").rfind("# fusediff gate: " + verdict + "\n\n**", 0), 0u) << Read(json + ".md").substr(0, 300);
+  }
+  EXPECT_EQ(RunCli({"compare", (dir / "good.json").string(), (dir / "good.json").string()}).code, 0);
+  const Outcome worse = RunCli({"compare", (dir / "good.json").string(), (dir / "bad.json").string()});
+  EXPECT_EQ(worse.code, 1) << worse.out;
+  EXPECT_TRUE(std::regex_search(worse.out, std::regex(R"(sweep: REGRESSION \(table: [0-9a-f]{16} -> [0-9a-f]{16}\): )"))) << worse.out;
+}
+
+TEST(GateResults, EveryWorseKnotIsListedSignedAndTheWorstCasesSpreadOverThem) {
+  const fs::path dir = TempDir("knots");
+  const Outcome o = RunCli({"gate", ThreeBadKnots(dir).string(), "--samples", "3000", "--json", (dir / "r.json").string()});
+  ASSERT_EQ(o.code, 1) << o.err;
+  // A knot lowered by 3 reads as lowered: its value, the canonical value and the signed error.
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(knot 100: -?[0-9]+ \(canonical -?[0-9]+\): e -3 at u = -19[0-9]{3})"))) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(knot 300: [0-9]+ \(canonical [0-9]+\): e \+5 at u = 5[0-9]{3})"))) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(knot 400: [0-9]+ \(canonical [0-9]+\): e -[45] at u = 18[0-9]{3})"))) << o.out;
+  const RunResult run = reports::ReadResultsFile((dir / "r.json").string());
+  const std::vector<WorseRow>& rows = run.gate->canonical->worse_rows;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(std::stoi(rows[0].value) - std::stoi(rows[0].canonical_value), -3);
+  EXPECT_EQ(rows[1].index, 300);
+  EXPECT_EQ(rows[1].u_lo, 5505);
+  EXPECT_EQ(rows[1].u_hi, 5759);
+  // Each case's kept worst samples reach every bad knot, not only the largest spike.
+  for (const CaseResult& c : run.cases) {
+    for (const WorseRow& r : rows) {
+      const bool reached = std::any_of(c.worst.begin(), c.worst.end(), [&](const WorstCaseReport& w) {
+        return w.sample.u >= r.u_lo && w.sample.u <= r.u_hi;
+      });
+      EXPECT_TRUE(reached || c.spec.source == SampleSource::conv) << c.spec.name << ": knot " << r.index;
+    }
+  }
+  // The conv samples that land on the bad knots' codes are among the kept ones too.
+  const CaseResult& conv = run.cases[1];
+  size_t knots_reached = 0;
+  for (const WorseRow& r : rows) {
+    knots_reached += std::any_of(conv.worst.begin(), conv.worst.end(), [&](const WorstCaseReport& w) {
+      return w.sample.u >= r.u_lo && w.sample.u <= r.u_hi && w.sample.error != 0;
+    });
+  }
+  EXPECT_GE(knots_reached, 2u);
+}
+
+TEST(GateResults, ReplayReproducesAGateSampleFromTheTableItNames) {
+  const fs::path dir = TempDir("replay");
+  ASSERT_EQ(RunCli({"gate", ThreeBadKnots(dir).string(), "--samples", "2000", "--json", (dir / "r.json").string()}).code, 1);
+  const RunResult run = reports::ReadResultsFile((dir / "r.json").string());
+  for (const CaseResult& c : run.cases) {
+    ASSERT_FALSE(c.worst.empty());
+    const WorstCaseReport& w = c.worst.front();
+    EXPECT_NE(w.replay.find(";table_file=" + (dir / "t.csv").string()), std::string::npos) << w.replay;
+    const Outcome r = RunCli({"replay", w.replay});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("table       " + (dir / "t.csv").string() + " (sha256 " + run.gate->table_sha256), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(fmt::format("error {:+d} LSB", w.sample.error)), std::string::npos) << r.out;
+  }
+  // Another table under the same name is refused: the sample ran on other bytes.
+  std::vector<std::string> rows = Lines(Read(dir / "t.csv"));
+  AddToValue(rows, 1 + 200, 1);
+  Write(dir / "t.csv", Join(rows));
+  const Outcome edited = RunCli({"replay", run.cases[0].worst.front().replay});
+  EXPECT_EQ(edited.code, 2);
+  EXPECT_NE(edited.err.find("replay.table_file: " + (dir / "t.csv").string() + " has SHA-256 "), std::string::npos) << edited.err;
+}
+
+// Power: the nightly rule flags the smallest table change there is, one knot (or one entry) one LSB off, even
+// when the conv samples were drawn from another seed: the exhaustive sweep sees every code whatever the seed.
+TEST(GateResults, CompareFlagsAOneKnotOneLsbChangeAcrossSeeds) {
+  for (const Base* base : {&kInterp, &kLut}) {
+    const fs::path dir = TempDir(base->name);
+    fs::create_directories(dir / "changed");
+    const fs::path canonical = Generate(*base, dir);
+    const fs::path changed = Generate(*base, dir / "changed");
+    std::vector<std::string> rows = Lines(Read(dir / "changed" / "t.csv"));
+    AddToValue(rows, base == &kInterp ? 1 + 300 : 1 + 128 + 40, 1);
+    Write(dir / "changed" / "t.csv", Join(rows));
+    ASSERT_EQ(RunCli({"gate", canonical.string(), "--samples", "2000", "--json", (dir / "a.json").string()}).code, 0);
+    RunCli({"gate", changed.string(), "--samples", "2000", "--seed", "2", "--json", (dir / "b.json").string()});
+    const Outcome c = RunCli({"compare", (dir / "a.json").string(), (dir / "b.json").string()});
+    EXPECT_EQ(c.code, 1) << base->name << "\n" << c.out;
+    EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(sweep: REGRESSION \(table: [0-9a-f]{16} -> [0-9a-f]{16}\): .*[0-9]+ codes err more than before at the same samples)")))
+        << c.out;
+  }
+}
+
+TEST(GateResults, TableGenerateRequiresScaleAndZeroPointForEveryBoundary) {
+  const fs::path dir = TempDir("partial");
+  for (const auto& [intermediate, output, missing] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"int16", "int16:0.000244140625:0", "--intermediate: 'int16' names the type only"},
+           {"int16:0.000244140625:0", "int16", "--output: 'int16' names the type only"},
+           {"int16:0.000244140625", "int16:0.000244140625:0", "--intermediate: 'int16:0.000244140625' is not TYPE:SCALE:ZERO_POINT"}}) {
+    const Outcome o = RunCli({"table", "generate", "--activation", "silu", "--intermediate", intermediate, "--output", output,
+                              "--kind", "lut_interp", "--out-dir", dir.string()});
+    EXPECT_EQ(o.code, 2) << o.out;
+    EXPECT_NE(o.err.find(missing), std::string::npos) << o.err;
+    EXPECT_TRUE(fs::is_empty(dir)) << "nothing written";
   }
 }
 

@@ -221,14 +221,14 @@ TEST(KnownDefectResults, VerdictCountsAndText) {
   EXPECT_FALSE(c.known_defects[0].worst[0].replay.empty());
   const RunResult run = RunOf({c});
   EXPECT_FALSE(run.any_failure());
-  const std::string text = reports::RenderTable(run, false);
+  const std::string text = reports::RenderTable(run, {});
   EXPECT_NE(text.find("known defect onednn-x: 5 samples in 1 cases (max |e| 30), not failing"), std::string::npos) << text;
   EXPECT_NE(text.find("1 known defect (not failing)"), std::string::npos) << text;
   const std::string junit = reports::ToJUnit(run);
   EXPECT_EQ(junit.find("<failure"), std::string::npos) << junit;
   EXPECT_NE(junit.find("property name=\"known_defect.onednn-x\" value=\"5 samples explained"), std::string::npos) << junit;
   EXPECT_NE(reports::ToHtml(run).find("Known defects and documented behaviour (ledger)"), std::string::npos);
-  EXPECT_NE(reports::ToMarkdown(run).find("Known defect onednn-x: reproduces"), std::string::npos);
+  EXPECT_NE(reports::ToMarkdown(run).find("Known defect onednn-x in relu.int8.onednn.conv: reproduces"), std::string::npos);
 
   // A judged sample beyond tolerance still fails the case, known defect or not.
   CaseResult failing = CaseWithKnownDefect(5, 0);
@@ -242,7 +242,7 @@ TEST(KnownDefectResults, NoLongerReproducesIsReported) {
   const CaseResult c = CaseWithKnownDefect(0, 0);
   EXPECT_TRUE(c.known_defects[0].no_longer_reproduces());
   EXPECT_EQ(c.verdict, Verdict::pass);
-  const std::string text = reports::RenderTable(RunOf({c}), false);
+  const std::string text = reports::RenderTable(RunOf({c}), {});
   EXPECT_NE(text.find("known defect onednn-x: NO LONGER REPRODUCES: 2 draws"), std::string::npos) << text;
   const nlohmann::ordered_json j = reports::ToJson(RunOf({c}));
   EXPECT_EQ(j["cases"][0]["known_defects"][0]["status"], "no_longer_reproduces");
@@ -297,14 +297,14 @@ TEST(KnownDefectResults, DocumentedBehaviourIsCountedListedAndNotFailing) {
   EXPECT_EQ(explained_samples(c, LedgerKind::known_defect), 0u);
   const RunResult run = RunOf({c});
   EXPECT_FALSE(run.any_failure());
-  const std::string text = reports::RenderTable(run, false);
+  const std::string text = reports::RenderTable(run, {});
   EXPECT_NE(text.find("documented behaviour onednn-pre-vnni: 5 samples in 1 cases (max |e| 30), not failing"),
             std::string::npos) << text;
   EXPECT_NE(text.find("1 documented behaviour (not failing)"), std::string::npos) << text;
   const std::string junit = reports::ToJUnit(run);
   EXPECT_EQ(junit.find("<failure"), std::string::npos) << junit;
   EXPECT_NE(junit.find("property name=\"documented_behaviour.onednn-pre-vnni\""), std::string::npos) << junit;
-  EXPECT_NE(reports::ToMarkdown(run).find("Documented behaviour onednn-pre-vnni: reproduces"), std::string::npos);
+  EXPECT_NE(reports::ToMarkdown(run).find("Documented behaviour onednn-pre-vnni in relu.int8.onednn.conv: reproduces"), std::string::npos);
   // A known defect in the same case takes the verdict; both are named.
   CaseResult both = c;
   KnownDefectTally defect = CaseWithKnownDefect(2, 500).known_defects[0];
@@ -320,7 +320,7 @@ TEST(KnownDefectResults, StrictFailsDocumentedBehaviour) {
   EXPECT_EQ(c.verdict, Verdict::fail);
   EXPECT_NE(c.reason.find("failing under --strict"), std::string::npos) << c.reason;
   EXPECT_TRUE(RunOf({c}).any_failure());
-  EXPECT_NE(reports::RenderTable(RunOf({c}), false).find("FAILING (--strict)"), std::string::npos);
+  EXPECT_NE(reports::RenderTable(RunOf({c}), {}).find("FAILING (--strict)"), std::string::npos);
   // Strict does not touch known defects.
   CaseResult defect = CaseWithKnownDefect(5, 0);
   defect.tolerance.documented_behaviour_fails = true;
@@ -332,7 +332,7 @@ TEST(KnownDefectResults, DocumentedBehaviourRoundTripsThroughJson) {
   for (bool strict : {false, true}) {
     const RunResult run = RunOf({CaseWithDocumentedBehaviour(5, strict)});
     const nlohmann::ordered_json j = reports::ToJson(run);
-    EXPECT_EQ(j["format"], "fusediff-results/5");
+    EXPECT_EQ(j["format"], "fusediff-results/6");
     EXPECT_FALSE(j["cases"][0].contains("known_defects"));
     ASSERT_EQ(j["cases"][0]["documented_behaviours"].size(), 1u);
     EXPECT_EQ(j["cases"][0]["tolerance"].contains("documented_behaviour"), strict);
@@ -360,6 +360,8 @@ TEST(KnownDefectResults, StatusRuleFollowsTheFilesFormat) {
   EXPECT_NO_THROW(reports::FromJson(j, "old.json"));
 }
 
+// The ledger's counts are their own category: at the same samples an entry that disappears or appears is a ledger
+// change (exit 1, apart from the regressions); at different samples only where its conditions were met on both sides.
 TEST(KnownDefectResults, CompareReportsADefectThatDisappearsOrAppears) {
   const RunResult with = RunOf({CaseWithKnownDefect(5, 0)});
   const RunResult fixed = RunOf({CaseWithKnownDefect(0, 0)});
@@ -367,13 +369,26 @@ TEST(KnownDefectResults, CompareReportsADefectThatDisappearsOrAppears) {
   const reports::RunComparison gone = reports::Compare(with, fixed, rules);
   EXPECT_TRUE(gone.any_regression());
   ASSERT_EQ(gone.cases.size(), 1u);
-  ASSERT_FALSE(gone.cases[0].findings.empty());
-  EXPECT_NE(gone.cases[0].findings[0].find("known defect onednn-x disappeared (5 -> 0 samples)"), std::string::npos)
-      << gone.cases[0].findings[0];
+  EXPECT_FALSE(gone.cases[0].regression);
+  ASSERT_FALSE(gone.cases[0].ledger.empty());
+  EXPECT_NE(gone.cases[0].ledger[0].find("known defect onednn-x disappeared (5 -> 0 samples)"), std::string::npos)
+      << gone.cases[0].ledger[0];
+  EXPECT_NE(reports::RenderComparison(gone, with, fixed).find(": LEDGER: known defect onednn-x disappeared"), std::string::npos);
   const reports::RunComparison appeared = reports::Compare(fixed, with, rules);
   EXPECT_TRUE(appeared.any_regression());
-  EXPECT_NE(appeared.cases[0].findings.back().find("known defect onednn-x appeared (0 -> 5 samples)"), std::string::npos);
+  EXPECT_NE(appeared.cases[0].ledger.back().find("known defect onednn-x appeared (0 -> 5 samples)"), std::string::npos);
   EXPECT_FALSE(reports::Compare(with, with, rules).any_regression());
+  // Another seed: the entry's conditions were met in the fixed run's draws and its model predicted changes, so its
+  // disappearance is still a ledger change; an entry whose conditions no draw of one side met has only moved.
+  RunResult reseeded = fixed;
+  reseeded.seed = 2;
+  EXPECT_TRUE(reports::Compare(with, reseeded, rules).any_regression());
+  RunResult unmet = reseeded;
+  unmet.cases[0].known_defects.clear();
+  const reports::RunComparison moved = reports::Compare(with, unmet, rules);
+  EXPECT_FALSE(moved.any_regression());
+  ASSERT_EQ(moved.cases[0].ledger_moved.size(), 1u);
+  EXPECT_EQ(moved.cases[0].ledger_moved[0], "known defect onednn-x");
 }
 
 }  // namespace

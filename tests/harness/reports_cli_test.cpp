@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,33 +168,56 @@ TEST_F(ReportsCli, CompareFlagsRegressionsAndToleratesIdenticalRuns) {
   EXPECT_EQ(same.code, kExitPass) << same.out << same.err;
   EXPECT_NE(same.out.find("0 regressions"), std::string::npos) << same.out;
 
-  // The mutant's cases carry another definition: a convention change, flagged.
+  // The mutant is what the cases test, not their convention: its effect is compared and named, a regression.
   ASSERT_EQ(Cli(With({"run", "--json", Path("mutant.json")})).code, kExitFail);
   const Outcome worse = Cli({"compare", Path("base.json"), Path("mutant.json")});
   EXPECT_EQ(worse.code, kExitFail) << worse.out;
-  EXPECT_NE(worse.out.find("REGRESSION"), std::string::npos) << worse.out;
+  EXPECT_TRUE(std::regex_search(worse.out, std::regex(R"(silu.int8.lut.sweep: REGRESSION \(mutant: none -> use-output-scale\): verdict pass -> fail: .*max \|e\| 0 -> [0-9]+ LSB)")))
+      << worse.out;
+  const Outcome only = Cli({"compare", Path("base.json"), Path("mutant.json"), "--only-regressions"});
+  EXPECT_EQ(only.code, kExitFail);
+  for (size_t at = 0; at < only.out.size(); at = only.out.find('\n', at) + 1) {
+    EXPECT_NE(only.out.find(": REGRESSION", at), std::string::npos) << only.out;  // nothing but regression lines
+    EXPECT_LT(only.out.find(": REGRESSION", at), only.out.find('\n', at)) << only.out;
+  }
 
-  // With convention changes allowed by the rules, differently defined cases are noted, not compared.
+  // Another output quantization is another convention: flagged naming the field; with convention changes allowed by
+  // the rules, noted and not compared.
+  ASSERT_EQ(Cli(With({"run", "--json", Path("other.json"), "--output", "int8:0.05:0"}, clean)).code, kExitPass);
+  const Outcome changed = Cli({"compare", Path("base.json"), Path("other.json")});
+  EXPECT_EQ(changed.code, kExitFail) << changed.out;
+  EXPECT_NE(changed.out.find("convention changed: convention.output.scale: "), std::string::npos) << changed.out;
   std::ofstream(Path("rules.json")) << R"({"convention_change_is_regression": false})";
-  const Outcome relaxed = Cli({"compare", Path("base.json"), Path("mutant.json"), "--rules", Path("rules.json")});
+  const Outcome relaxed = Cli({"compare", Path("base.json"), Path("other.json"), "--rules", Path("rules.json")});
   EXPECT_EQ(relaxed.code, kExitPass) << relaxed.out;
   EXPECT_NE(relaxed.out.find("convention changed"), std::string::npos) << relaxed.out;
 
-  // A baseline that was exact everywhere: the current max |e|, exact fraction and |bias| are all worse.
-  RunResult exact = reports::ReadResultsFile(Path("base.json"));
-  size_t inexact_case = exact.cases.size();
-  for (size_t i = 0; i < exact.cases.size(); ++i) {
-    if (exact.cases[i].stats.overall.max_abs() > 0) inexact_case = i;
-  }
-  ASSERT_LT(inexact_case, exact.cases.size()) << "the suite needs one inexact case";
-  ErrorStats all_exact;
-  all_exact.add(0, exact.cases[inexact_case].stats.overall.count());
-  exact.cases[inexact_case].stats.overall = all_exact;
-  reports::WriteFileAtomically(Path("exact.json"), reports::ToJson(exact).dump(2));
+  // A baseline that was exact everywhere: the current max |e|, exact fraction and |bias| are all worse. For a judged
+  // case that is a regression; for a cross-convention measurement (no verdict) it has moved.
+  const auto made_exact = [&](bool crossed, const std::string& name) {
+    RunResult exact = reports::ReadResultsFile(Path("base.json"));
+    size_t inexact_case = exact.cases.size();
+    for (size_t i = 0; i < exact.cases.size(); ++i) {
+      const bool is_crossed = exact.cases[i].verdict == Verdict::cross_convention;
+      if (exact.cases[i].stats.overall.max_abs() > 0 && is_crossed == crossed) inexact_case = i;
+    }
+    EXPECT_LT(inexact_case, exact.cases.size()) << "the suite needs one inexact case of each kind";
+    ErrorStats all_exact;
+    all_exact.add(0, exact.cases[inexact_case].stats.overall.count());
+    exact.cases[inexact_case].stats.overall = all_exact;
+    exact.cases[inexact_case].stats.draws = DrawTallies{};  // its draws no longer add up to it: leave them out
+    reports::WriteFileAtomically(Path(name), reports::ToJson(exact).dump(2));
+    return exact.cases[inexact_case].spec.name;
+  };
+  const std::string judged = made_exact(false, "exact.json");
   const Outcome grew = Cli({"compare", Path("exact.json"), Path("same.json")});
   EXPECT_EQ(grew.code, kExitFail) << grew.out;
-  EXPECT_NE(grew.out.find("max |e| 0 -> "), std::string::npos) << grew.out;
+  EXPECT_NE(grew.out.find(judged + ": REGRESSION: max |e| 0 -> "), std::string::npos) << grew.out;
   EXPECT_NE(grew.out.find("exact 100.0000% -> "), std::string::npos) << grew.out;
+  const std::string crossed = made_exact(true, "exact_crossed.json");
+  const Outcome moved = Cli({"compare", Path("exact_crossed.json"), Path("same.json")});
+  EXPECT_EQ(moved.code, kExitPass) << moved.out;
+  EXPECT_NE(moved.out.find(crossed + ": moved, not a regression: max |e| 0 -> "), std::string::npos) << moved.out;
   std::ofstream(Path("loose.json")) << R"({"max_abs_growth_lsb": 10, "exact_fraction_drop": 1, "abs_bias_growth_lsb": 10})";
   EXPECT_EQ(Cli({"compare", Path("exact.json"), Path("same.json"), "--rules", Path("loose.json")}).code, kExitPass);
 
@@ -203,7 +227,7 @@ TEST_F(ReportsCli, CompareFlagsRegressionsAndToleratesIdenticalRuns) {
   reports::WriteFileAtomically(Path("fewer.json"), reports::ToJson(fewer).dump(2));
   const Outcome gone = Cli({"compare", Path("base.json"), Path("fewer.json")});
   EXPECT_EQ(gone.code, kExitFail);
-  EXPECT_NE(gone.out.find("case disappeared"), std::string::npos) << gone.out;
+  EXPECT_NE(gone.out.find(": 1 case missing from CURRENT: REGRESSION ("), std::string::npos) << gone.out;
   std::ofstream(Path("bad_rules.json")) << R"({"max_abs_growth": 1})";
   const Outcome bad_rules = Cli({"compare", Path("base.json"), Path("same.json"), "--rules", Path("bad_rules.json")});
   EXPECT_EQ(bad_rules.code, kExitBadInput);
@@ -219,11 +243,24 @@ TEST_F(ReportsCli, CompareFlagsRegressionsAndToleratesIdenticalRuns) {
   EXPECT_EQ(overflow.code, kExitBadInput) << overflow.err;
   EXPECT_NE(overflow.err.find("overflow_rules.json: not valid JSON: "), std::string::npos) << overflow.err;
 
-  // Another seed is a changed sample set, told apart from a regression.
-  ASSERT_EQ(Cli({"run", "--activation", "silu", "--samples", "2500", "--seed", "8", "--json", Path("seed8.json")}).code,
+  // Another seed is a changed sample set, told apart from a regression: judged over draws, the rule printed.
+  ASSERT_EQ(Cli(With({"run", "--json", Path("seed8.json"), "--seed", "8"}, {"--activation", "silu", "--samples", "2500",
+                                                                           "--pattern", "conv2d+act"})).code,
             kExitPass);
-  const Outcome resampled = Cli({"compare", Path("base.json"), Path("seed8.json")});
-  EXPECT_NE(resampled.out.find("sample set changed"), std::string::npos) << resampled.out;
+  const Outcome resampled = Cli({"compare", Path("base.json"), Path("seed8.json"), "--all"});
+  EXPECT_EQ(resampled.code, kExitPass) << resampled.out;
+  EXPECT_NE(resampled.out.find("sample set changed: judged over draws"), std::string::npos) << resampled.out;
+  EXPECT_TRUE(std::regex_search(resampled.out, std::regex(R"(rule: [0-9]+ cases on different samples: .* [0-9]+ tests, Holm at family-wise level 0.01: 0 significant)")))
+      << resampled.out;
+  EXPECT_NE(resampled.out.find("0 regressions"), std::string::npos) << resampled.out;
+  // The mutant at another seed: different samples, and its effect is still found over the draws.
+  ASSERT_EQ(Cli({"run", "--activation", "silu", "--samples", "2500", "--pattern", "conv2d+act", "--mutant",
+                 "use-output-scale", "--seed", "8", "--json", Path("mutant8.json")}).code,
+            kExitFail);
+  const Outcome drawn = Cli({"compare", Path("base.json"), Path("mutant8.json")});
+  EXPECT_EQ(drawn.code, kExitFail) << drawn.out;
+  EXPECT_TRUE(std::regex_search(drawn.out, std::regex(R"(silu.int8.lut.conv: REGRESSION \(mutant: none -> use-output-scale\): .*exact 100.000% -> [0-9.]+% over [0-9]+ / [0-9]+ draws \(p = )")))
+      << drawn.out;
 }
 
 TEST_F(ReportsCli, BrokenResultsFilesAreBadInputNamingFileAndField) {
@@ -357,7 +394,7 @@ TEST_F(ReportsCli, EverySchedulersPartsMergeToTheUnshardedRunByteForByte) {
   auto without_provenance = [](const std::string& path) {
     const std::string text = Read(path);
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
-    EXPECT_EQ(j.dump(2) + "\n", text) << path;
+    EXPECT_EQ(reports::DumpJson(j), text) << path;
     j.erase("created");
     j.erase("command_line");
     j["shard"].erase("source");

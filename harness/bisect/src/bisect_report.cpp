@@ -197,17 +197,43 @@ nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const 
   return j;
 }
 
-std::string ToJUnit(const BisectResult& r) {
-  std::vector<const Step*> one_on;
+namespace {
+// The one-on steps by outcome: what the JUnit file and the closing line count.
+struct OneOnCounts {
+  std::vector<const Step*> listed;  // fired, blacklisted or refused: one test case each
+  std::vector<std::string> not_fired;
+  size_t kept = 0, blacklisted = 0, refused = 0;
+};
+OneOnCounts CountOneOn(const BisectResult& r) {
+  OneOnCounts c;
   for (const Step& s : r.steps) {
-    if (s.kind == "one_on") one_on.push_back(&s);
+    if (s.kind != "one_on") continue;
+    if (s.verdict == "not_fired") {
+      c.not_fired.push_back(s.subject);
+      continue;
+    }
+    c.listed.push_back(&s);
+    c.blacklisted += s.verdict == "blacklist";
+    c.refused += s.verdict == "refused";
+    c.kept += s.verdict != "blacklist" && s.verdict != "refused";
   }
-  size_t failures = 0;
-  for (const Step* s : one_on) failures += s->verdict == "blacklist";
+  return c;
+}
+}  // namespace
+
+std::string ToJUnit(const BisectResult& r) {
+  // One test case per transformer that fired, was refused or was blacklisted; the ones that never fired are counted
+  // (and named) in the suite's properties, so a pinned list of 80 names does not bury the few that act.
+  const OneOnCounts c = CountOneOn(r);
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x += fmt::format("<testsuites><testsuite name=\"fusediff.bisect\" tests=\"{}\" failures=\"{}\">\n", one_on.size(),
-                   failures);
-  for (const Step* s : one_on) {
+  x += fmt::format("<testsuites><testsuite name=\"fusediff.bisect\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+                   c.listed.size(), c.blacklisted, c.refused);
+  std::string names;
+  for (const std::string& n : c.not_fired) names += (names.empty() ? "" : ",") + n;
+  x += fmt::format("  <properties><property name=\"transformers\" value=\"{}\"/><property name=\"not_fired\" value=\"{}\"/>"
+                   "<property name=\"not_fired.names\" value=\"{}\"/></properties>\n",
+                   c.listed.size() + c.not_fired.size(), c.not_fired.size(), reports::XmlEscape(names));
+  for (const Step* s : c.listed) {
     x += fmt::format("  <testcase classname=\"bisect\" name=\"{}\"", reports::XmlEscape(s->subject));
     if (s->verdict == "refused") {
       x += fmt::format("><skipped message=\"ONNX Runtime refused it at {}: {}\"/></testcase>\n",
@@ -250,6 +276,10 @@ std::string ToText(const BisectResult& r) {
   for (const auto& name : r.blacklist) t += "  " + name + ": " + r.blacklist_reasons.at(name) + "\n";
   for (const auto& note : r.dependency_notes) t += "  keep: " + note + "\n";
   if (!r.blacklist_builds) t += "  the blacklist's own session is refused too: " + r.blacklist_refusal + "\n";
+  // The closing line: transformers kept (passed) and blacklisted (failed), then the others.
+  const OneOnCounts c = CountOneOn(r);
+  t += fmt::format("{} passed, {} failed, {} refused, {} did not fire ({} transformers)\n", c.kept, c.blacklisted,
+                   c.refused, c.not_fired.size(), c.listed.size() + c.not_fired.size());
   return t;
 }
 

@@ -47,7 +47,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
     refused.gate = GateProvenance{op.descriptor_path, op.table_path, reports::Sha256Hex(op.table_bytes),
                                   std::string(to_string(kind)), "none: illegal fusion", std::nullopt, illegal};
     out << reports::RenderGate(refused);
-    if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(refused).dump(2) + "\n");
+    if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ResultsText(refused));
     return kExitFail;
   }
   const size_t segments = op.table->segments.size();
@@ -102,7 +102,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
 
   driver::RunOptions options;
   options.seed = a.seed;
-  options.worst_count = 64;
+  options.worst_count = driver::kGateWorstPool;
   options.threads = threads;
   options.tolerance = tolerance;
   RunResult run;
@@ -110,12 +110,13 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
   run.seed = a.seed;
   run.gate = GateProvenance{op.descriptor_path, op.table_path, reports::Sha256Hex(op.table_bytes),
                             std::string(to_string(kind)), source, std::nullopt, {}};
-  for (const CaseSpec& spec : driver::BuildGateCases(op.descriptor, op.table, a.samples)) {
+  for (const CaseSpec& spec :
+       driver::BuildGateCases(op.descriptor, op.table, a.samples, op.table_path, run.gate->table_sha256)) {
     run.cases.push_back(driver::RunCase(spec, options, cache));
   }
-  run.gate->canonical = driver::CompareWithCanonical(run.cases, canonical, *op.table, slack, slack_source, !absolute);
+  run.gate->canonical = driver::CompareWithCanonical(run.cases, canonical, *op.table, slack, slack_source, !absolute, a.seed);
   out << reports::RenderGate(run);
-  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(run).dump(2) + "\n");
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ResultsText(run));
   if (!a.html.empty()) reports::WriteFileAtomically(a.html, reports::ToHtml(run));
   return run.any_failure() ? kExitFail : kExitPass;
 }

@@ -44,9 +44,9 @@ Command AddMergeCommand(CLI::App& app) {
                    const Provenance now = driver::CurrentProvenance(JoinCommandLine(ctx.args));
                    merged.provenance.command_line = now.command_line;
                    merged.provenance.created = now.created;
-                   reports::WriteFileAtomically(a->out, reports::ToJson(merged).dump(2) + "\n");
+                   reports::WriteFileAtomically(a->out, reports::ResultsText(merged));
                    if (!a->junit.empty()) reports::WriteFileAtomically(a->junit, reports::ToJUnit(merged));
-                   ctx.out << reports::RenderTable(merged, false);
+                   ctx.out << reports::RenderTable(merged, {});
                    return merged.any_failure() ? kExitFail : kExitPass;
                  }};
 }

@@ -60,6 +60,7 @@ struct RunArgs {
   bool no_known_defects = false;
   bool strict = false;
   bool verbose = false;
+  bool all = false;
   uint64_t samples = 20000;
   uint64_t seed = 1;
   int64_t max_abs_lsb = -1;
@@ -183,11 +184,12 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   progress.update(samples_before_case);
 
-  out << reports::RenderTable(run, a.timing, a.verbose);
-  out << fmt::format("{} samples in {:.2f} s ({:.0f} samples/s){}\n", samples_before_case, seconds,
-                     samples_before_case / std::max(seconds, 1e-9),
-                     shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
-  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ToJson(run).dump(2) + "\n");
+  reports::TableOptions table{a.timing, a.verbose, a.all, {}};
+  table.before_closing = fmt::format("{} samples in {:.2f} s ({:.0f} samples/s){}\n", samples_before_case, seconds,
+                                     samples_before_case / std::max(seconds, 1e-9),
+                                     shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
+  out << reports::RenderTable(run, table);
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ResultsText(run));
   if (!a.csv.empty()) reports::WriteFileAtomically(a.csv, reports::ToCsv(run));
   if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, reports::ToJUnit(run));
   if (interrupted) {
@@ -235,6 +237,9 @@ Command AddRunCommand(CLI::App& app) {
                   "With --fused onednn: run the oneDNN cases once per ISA cap, each in its own process with "
                   "ONEDNN_MAX_CPU_ISA set, and show them side by side: all, or a list such as AVX2,AVX512_CORE_VNNI "
                   "(caps this CPU cannot run are listed as such); --json writes the matrix (fusediff-isa-matrix/1)");
+  run->add_flag("--all", a->all,
+                "Print the table of every case (and the attribution tables whole) before the lines of the cases that "
+                "are not a plain pass");
   run->add_flag("--verbose", a->verbose,
                 "Every case's rejected samples and three worst replays per failing case and per known defect (the "
                 "JSON and the report keep everything either way)");

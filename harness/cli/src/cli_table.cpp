@@ -37,8 +37,9 @@ int DoGenerate(const TableArgs& a, std::ostream& out) {
   Convention& c = d.convention;
   c.activation = make_activation(parse_activation_kind(a.activation, "--activation"));
   if (!a.alpha.empty()) c.activation.alpha = parse_float32(a.alpha, "--alpha");
-  c.intermediate.q = parse_quant_params(a.intermediate, "--intermediate", QuantParams{});
-  c.output.q = parse_quant_params(a.output, "--output", QuantParams{});
+  // Written into the descriptor: both boundaries in full (`run --intermediate TYPE`, a filter, may leave them open).
+  c.intermediate.q = parse_full_quant_params(a.intermediate, "--intermediate");
+  c.output.q = parse_full_quant_params(a.output, "--output");
   c.requant = parse_requant_variant(a.requant, "--requant");
   // The intermediate rounding a fixed-point variant imposes; `exact` defaults to TFLite's half away from zero.
   c.intermediate.rounding = fixed_rounding(c.requant).value_or(RoundingMode::half_away_from_zero);

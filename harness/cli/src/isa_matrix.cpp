@@ -208,7 +208,7 @@ int RunIsaMatrix(const std::vector<std::string>& caps, const std::vector<std::st
   out << reports::RenderIsaMatrix(runs);
   if (!json.empty()) {
     const Provenance provenance = driver::CurrentProvenance(JoinCommandLine(args));
-    reports::WriteFileAtomically(json, reports::IsaMatrixToJson(runs, provenance).dump(2) + "\n");
+    reports::WriteFileAtomically(json, reports::DumpJson(reports::IsaMatrixToJson(runs, provenance)));
   }
   return any_failure ? kExitFail : kExitPass;
 }

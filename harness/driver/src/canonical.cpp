@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
 #include <cstdlib>
 #include <memory>
 #include <span>
@@ -69,17 +72,136 @@ void AddToRuns(std::vector<CodeRun>& runs, const TableData& table, int32_t u, in
   if (runs.size() < kMaxCodeRuns) runs.push_back(CodeRun{u, u, 1, delta, row_lo, row_hi});
 }
 
+// The codes row `row` feeds: a knot the 255 codes around its own, a segment its range, an entry its code.
+std::pair<int32_t, int32_t> CodesOfRow(const TableData& table, int32_t row, const QuantType& type) {
+  switch (table.kind) {
+    case TableKind::lut_interp:
+      return {std::max(type.qmin(), 128 * (row - 257) + 1), std::min(type.qmax(), 128 * (row - 255) - 1)};
+    case TableKind::pwl:
+      return {table.segments[static_cast<size_t>(row)].u_lo, table.segments[static_cast<size_t>(row)].u_hi};
+    default:
+      return {row, row};
+  }
+}
+
+// A row as a reviewer compares it with the canonical one.
+std::string RowValue(const TableData& table, int32_t row, int32_t qmin) {
+  switch (table.kind) {
+    case TableKind::lut_interp:
+      return std::to_string(table.knots[static_cast<size_t>(row)]);
+    case TableKind::pwl: {
+      const PwlSegment& s = table.segments[static_cast<size_t>(row)];
+      return fmt::format("slope {} offset {} shift {}", s.slope, s.offset, s.shift);
+    }
+    default:
+      return std::to_string(table.lut[static_cast<size_t>(row - qmin)]);
+  }
+}
+
+// The rows that differ from the canonical table's and feed a code worse by more than the slack (a worse code's
+// rows cannot all equal the canonical ones: its output would be the canonical one), each with its worst code.
+std::vector<WorseRow> WorseRows(const TableData& candidate, const CanonicalTable& canonical, const QuantType& type,
+                                const std::vector<int64_t>& errors, int64_t slack) {
+  std::map<int32_t, WorseRow> rows;
+  std::map<int32_t, int64_t> worst_delta;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    const int32_t u = type.qmin() + static_cast<int32_t>(i);
+    const int64_t delta = std::abs(errors[i]) - std::abs(int64_t{canonical.errors[i]});
+    if (delta <= slack) continue;
+    const auto [first, second] = RowsOf(candidate, u);
+    for (int32_t row : first == second ? std::vector<int32_t>{first} : std::vector<int32_t>{first, second}) {
+      if (RowValue(candidate, row, type.qmin()) == RowValue(canonical.table, row, type.qmin())) continue;
+      WorseRow& r = rows[row];
+      ++r.worse_codes;
+      auto [it, fresh] = worst_delta.emplace(row, delta);
+      if (fresh || delta > it->second) {
+        it->second = delta;
+        r.worst_u = u;
+        r.error = errors[i];
+        r.canonical_error = canonical.errors[i];
+      }
+    }
+  }
+  std::vector<WorseRow> out;
+  for (auto& [index, r] : rows) {
+    if (out.size() == kMaxCodeRuns) break;
+    r.index = index;
+    r.value = RowValue(candidate, index, type.qmin());
+    r.canonical_value = RowValue(canonical.table, index, type.qmin());
+    std::tie(r.u_lo, r.u_hi) = CodesOfRow(candidate, index, type);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The row a sample at code u is charged to: the first of its rows that is worse, else the first.
+int32_t ChargedRow(const TableData& table, int32_t u, const std::set<int32_t>& worse) {
+  const auto [first, second] = RowsOf(table, u);
+  return !worse.count(first) && worse.count(second) ? second : first;
+}
+
+// Keeps kGateWorstShown of a case's worst samples, spread over rows: the worse rows first (worst first), then the
+// others by their worst sample; one sample of each row per round. A sweep row missing from the pool (its codes err
+// less than canonical-like codes elsewhere) gets its worst code from the per-code errors.
+void SpreadWorst(CaseResult& c, const TableData& table, const std::vector<WorseRow>& rows,
+                 const std::vector<int32_t>& reference, uint64_t seed) {
+  std::set<int32_t> worse;
+  for (const WorseRow& r : rows) worse.insert(r.index);
+  std::map<int32_t, std::vector<WorstCase>> by_row;
+  for (const WorstCase& w : c.stats.worst.sorted()) by_row[ChargedRow(table, w.u, worse)].push_back(w);
+  const int32_t qmin = c.spec.convention.intermediate.q.type.qmin();
+  std::vector<int32_t> order;
+  for (const WorseRow& r : rows) {
+    if (c.spec.source == SampleSource::sweep && !by_row.count(r.index)) {
+      const size_t i = static_cast<size_t>(r.worst_u - qmin);
+      by_row[r.index].push_back(WorstCase{i, r.error, 0, r.worst_u, reference[i], static_cast<int32_t>(reference[i] + r.error), 0});
+    }
+    if (by_row.count(r.index)) order.push_back(r.index);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return std::llabs(by_row[a].front().error) > std::llabs(by_row[b].front().error);
+  });
+  std::vector<int32_t> rest;
+  for (const auto& [row, list] : by_row) {
+    if (!worse.count(row)) rest.push_back(row);
+  }
+  std::stable_sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) {
+    return std::llabs(by_row[a].front().error) > std::llabs(by_row[b].front().error);
+  });
+  order.insert(order.end(), rest.begin(), rest.end());
+  WorstCases kept(kGateWorstShown);
+  size_t taken = 0;
+  for (size_t round = 0; taken < kGateWorstShown; ++round) {
+    bool any = false;
+    for (int32_t row : order) {
+      if (round >= by_row[row].size() || taken == kGateWorstShown) continue;
+      kept.offer(by_row[row][round]);
+      any = true;
+      ++taken;
+    }
+    if (!any) break;
+  }
+  c.stats.worst = kept;
+  finish_case_result(c, seed);
+}
+
+std::string RowsText(const std::vector<WorseRow>& rows, std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < rows.size() && i < 3; ++i) {
+    const WorseRow& r = rows[i];
+    out += fmt::format("{}{} {} ({}, canonical {}: e {:+d} at u = {}, canonical {:+d})", i ? "; " : "", name, r.index,
+                       r.value, r.canonical_value, r.error, r.worst_u, r.canonical_error);
+  }
+  if (rows.size() > 3) out += fmt::format("; {} more", rows.size() - 3);
+  return out;
+}
+
 void Reject(CaseResult& c, const std::string& why) {
   if (c.verdict == Verdict::unsupported || c.verdict == Verdict::cross_convention) return;
   c.reason = c.verdict == Verdict::fail ? c.reason + "; " + why : why;
   c.verdict = Verdict::fail;
 }
 
-std::string RunText(const CodeRun& run, std::string_view rows) {
-  const std::string rows_text = run.row_lo == run.row_hi ? fmt::format("{} {}", rows, run.row_lo)
-                                                         : fmt::format("{}s {}..{}", rows, run.row_lo, run.row_hi);
-  return fmt::format("u in [{}, {}] ({}): up to {:+d}", run.u_lo, run.u_hi, rows_text, run.delta);
-}
 
 }  // namespace
 
@@ -128,6 +250,7 @@ CanonicalTable BuildCanonicalTable(const FusedOpDescriptor& descriptor, const Ta
   if (!kernel) throw InputError("canonical table: " + unsupported);
   out.errors.resize(y.size());
   for (size_t i = 0; i < y.size(); ++i) out.errors[i] = kernel->ApplyTable(qmin + static_cast<int32_t>(i)) - y[i];
+  out.reference = y;
   return out;
 }
 
@@ -147,7 +270,7 @@ MinimaxPwlTable GenerateMinimaxPwl(const Convention& convention, int32_t segment
 
 CanonicalComparison CompareWithCanonical(std::vector<CaseResult>& cases, const CanonicalTable& canonical,
                                          const TableData& candidate, int64_t slack, const std::string& slack_source,
-                                         bool judge) {
+                                         bool judge, uint64_t seed) {
   if (cases.empty() || cases.front().spec.source != SampleSource::sweep) {
     throw InputError("canonical comparison: the first case must be the sweep over every code");
   }
@@ -181,11 +304,15 @@ CanonicalComparison CompareWithCanonical(std::vector<CaseResult>& cases, const C
       AddToRuns(out.better, candidate, u, delta, false);
     }
   }
+  const QuantType type = sweep.spec.convention.intermediate.q.type;
+  out.worse_rows = WorseRows(candidate, canonical, type, errors, slack);
+  for (CaseResult& c : cases) SpreadWorst(c, candidate, out.worse_rows, canonical.reference, seed);
   if (!judge) return out;
 
   if (out.worse_codes > 0) {
-    Reject(sweep, fmt::format("{} codes worse than the canonical table by more than k = {}, first {}", out.worse_codes,
-                              slack, RunText(out.worse.front(), out.rows)));
+    Reject(sweep, fmt::format("{} codes worse than the canonical table by more than k = {} in {} {}{}: {}", out.worse_codes,
+                              slack, out.worse_rows.size(), out.rows, out.worse_rows.size() == 1 ? "" : "s",
+                              RowsText(out.worse_rows, out.rows)));
   }
   const double bias_bound = std::abs(out.canonical.mean()) + kBiasSlackLsb;
   if (std::abs(sweep.stats.overall.mean()) > bias_bound) {

@@ -126,9 +126,11 @@ struct Partial {
   // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
   BatchNormErrorBins bn;
 
-  // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none).
-  void Record(std::optional<size_t> code_index, const WorstCase& sample) {
+  // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none; `draw`: the conv
+  // draw it belongs to, or none for the sweep and thresholds sources).
+  void Record(std::optional<size_t> code_index, const WorstCase& sample, std::optional<uint64_t> draw = std::nullopt) {
     if (code_index) per_code.add(*code_index, sample.error);
+    if (draw) stats.draws.add(*draw, sample.error);
     stats.add(sample);
   }
 };
@@ -377,7 +379,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
           continue;
         }
       }
-      partial.Record(code, sample);
+      partial.Record(code, sample, batch.draw);
       if (bn_stage) {
         partial.bn.by_u.add(u_magnitude_bin(c.code, bn_zero_point), sample.error);
         partial.bn.by_gain.add(gain_bins[j % gain_bins.size()], sample.error);
@@ -694,7 +696,7 @@ ReplayTrace Replay(const ReplayKey& key) {
   const Convention& convention = spec.convention;
   std::string unsupported;
   std::unique_ptr<fused::FusedKernel> kernel =
-      fused::FusedKernel::Create(convention, spec.table_kind, spec.mutant, &unsupported);
+      fused::FusedKernel::Create(convention, spec.table_kind, spec.mutant, &unsupported, spec.table);
   if (!kernel) throw InputError("replay: fused path " + std::string(fused_path_name(spec)) + " is unsupported here: " + unsupported);
   const reference::ActivationTable table(convention);
 

@@ -460,7 +460,8 @@ std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, Ac
 }
 
 std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,
-                                     uint64_t conv_samples) {
+                                     uint64_t conv_samples, const std::string& table_file,
+                                     const std::string& table_sha256) {
   validate(descriptor.convention);
   const std::string stem = "gate." + std::string(to_string(descriptor.convention.activation.kind)) + "." +
                            to_string(descriptor.convention.intermediate.q.type) + "." +
@@ -473,7 +474,7 @@ std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::s
     spec.convention = descriptor.convention;
     spec.table_kind = descriptor.table_kind;
     spec.samples = conv_samples;
-    spec.table = table;
+    set_external_table(spec, table, table_file, table_sha256);
     if (source == SampleSource::conv && conv_samples == 0) continue;
     cases.push_back(std::move(spec));
   }

@@ -1,6 +1,7 @@
 #include "fusediff/model/mutants.h"
 #include "fusediff/model/case_spec.h"
 
+#include <cctype>
 #include <map>
 #include <string>
 
@@ -234,9 +235,59 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
   return mix;
 }
 
+namespace {
+// The external table's fingerprint: computed from the table where it is loaded, else the one a result kept.
+std::string ExternalTableFingerprint(const CaseSpec& spec) {
+  return spec.table ? table_fingerprint_hex(*spec.table) : spec.table_fingerprint;
+}
+
+// A path inside a replay string: bytes other than [A-Za-z0-9._/,:@+~-] as %XX (';' separates fields, the string is
+// printed in single quotes).
+std::string PercentEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : text) {
+    if (std::isalnum(ch) || std::string_view("._/,:@+~-").find(static_cast<char>(ch)) != std::string_view::npos) {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    }
+  }
+  return out;
+}
+std::string PercentDecode(std::string_view text, std::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const auto digit = [&](size_t k) {
+      const char ch = k < text.size() ? text[k] : '?';
+      if (ch >= '0' && ch <= '9') return ch - '0';
+      if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+      throw InputError(std::string(field) + ": '%' must be followed by two upper-case hex digits");
+    };
+    out += static_cast<char>(digit(i + 1) * 16 + digit(i + 2));
+    i += 2;
+  }
+  return out;
+}
+}  // namespace
+
+void set_external_table(CaseSpec& spec, std::shared_ptr<const TableData> table, std::string file, std::string sha256) {
+  spec.table_fingerprint = table ? table_fingerprint_hex(*table) : std::string();
+  spec.table = std::move(table);
+  spec.table_file = std::move(file);
+  spec.table_sha256 = std::move(sha256);
+}
+
 std::string canonical_key(const CaseSpec& spec) {
-  if (!spec.table) return CanonicalFields(spec);  // unchanged for built-in tables: existing streams stay put
-  return CanonicalFields(spec) + ";table=" + table_fingerprint_hex(*spec.table);
+  const std::string fingerprint = ExternalTableFingerprint(spec);
+  if (fingerprint.empty()) return CanonicalFields(spec);  // unchanged for built-in tables: existing streams stay put
+  return CanonicalFields(spec) + ";table=" + fingerprint;
 }
 
 
@@ -252,7 +303,8 @@ uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
   uint64_t hash = 0xcbf29ce484222325ull;
   const std::string key =
-      spec.table ? canonical_key(spec) : CanonicalFields(spec, /*for_samples=*/true);  // == canonical_key off oneDNN
+      !ExternalTableFingerprint(spec).empty() ? canonical_key(spec)
+                                              : CanonicalFields(spec, /*for_samples=*/true);  // == canonical_key off oneDNN
   for (unsigned char ch : key) {
     hash ^= ch;
     hash *= 0x100000001b3ull;
@@ -340,8 +392,12 @@ std::string format_replay(const ReplayKey& key) {
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
                      ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
                      std::string(to_string(key.spec.mutant));
-  // The table itself cannot travel in a replay string: its fingerprint names it, and parse_replay says so.
-  if (key.spec.table) text += ";table=" + table_fingerprint_hex(*key.spec.table);
+  // The table itself cannot travel in a replay string: its fingerprint, file and digest name it.
+  if (const std::string fingerprint = ExternalTableFingerprint(key.spec); !fingerprint.empty()) {
+    text += ";table=" + fingerprint;
+    if (!key.spec.table_file.empty()) text += ";table_file=" + PercentEncode(key.spec.table_file);
+    if (!key.spec.table_sha256.empty()) text += ";table_sha256=" + key.spec.table_sha256;
+  }
   if (key.formulation) text.append(";form=").append(format_formulation(*key.formulation));
   return text + repeat;
 }
@@ -562,8 +618,19 @@ ReplayKey parse_replay(std::string_view text) {
     key.explicit_conv = std::move(e);
   }
   if (auto it = fields.find("table"); it != fields.end()) {
-    throw InputError("replay.table: the sample used an external table (fingerprint " + it->second +
-                     "); replay it with `fusediff gate DESCRIPTOR.json`, which lists its codes");
+    if (!fields.count("table_file") || !fields.count("table_sha256")) {
+      throw InputError("replay.table: the sample used an external table (fingerprint " + it->second +
+                       ") and the string does not name its file (table_file=, table_sha256=); replay it with "
+                       "`fusediff gate DESCRIPTOR.json`, which lists its codes");
+    }
+    s.table_fingerprint = take("table");
+    s.table_file = PercentDecode(take("table_file"), "replay.table_file");
+    s.table_sha256 = take("table_sha256");
+    if (s.table_fingerprint.size() != 16 || s.table_sha256.size() != 64) {
+      throw InputError("replay.table: expected a 16-digit fingerprint and a 64-digit SHA-256");
+    }
+  } else if (fields.count("table_file") || fields.count("table_sha256")) {
+    throw InputError("replay.table_file: without table= (the table's fingerprint)");
   }
   if (!fields.empty()) throw InputError("replay: unknown field '" + fields.begin()->first + "'");
   validate(s);

@@ -1,5 +1,6 @@
 #include "fusediff/model/convention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -124,6 +125,17 @@ QuantParams parse_quant_params(std::string_view text, std::string_view field, co
   }
   validate(q, field);
   return q;
+}
+
+QuantParams parse_full_quant_params(std::string_view text, std::string_view field) {
+  const size_t colons = static_cast<size_t>(std::count(text.begin(), text.end(), ':'));
+  if (colons != 2) {
+    throw InputError(std::string(field) + ": '" + std::string(text) + "' " +
+                     (colons == 0 ? "names the type only: the scale and zero point are missing"
+                                  : "is not TYPE:SCALE:ZERO_POINT") +
+                     " (expected TYPE:SCALE:ZERO_POINT, e.g. int16:0.000244140625:0; they are written into the file)");
+  }
+  return parse_quant_params(text, field, QuantParams{});
 }
 
 std::string format_quant_params(const QuantParams& q) {

@@ -155,6 +155,7 @@ void CaseStats::merge(const CaseStats& other) {
   nondeterministic += other.nondeterministic;
   nondeterministic_worst.merge(other.nondeterministic_worst);
   paired.merge(other.paired);
+  draws.merge(other.draws);
 }
 
 }  // namespace fusediff

@@ -13,6 +13,9 @@
 
 namespace fusediff::reports {
 
+// /6 writes each case's per_code texts packed (covered_bitmap and error_ranges: zlib-compressed base64 of the /5
+// bitmap's hex digits and of "gap,length,min,max;" runs), adds a conv case's draws (its judged samples per draw,
+// packed: model/draw_tallies.h) and an external table's fingerprint, file and SHA-256, and the gate's worse rows.
 // /5 adds the verdict documented_behaviour, each case's documented_behaviours (ledger tallies of that kind, as
 // known_defects), the tolerance's documented_behaviour ("fails" under --strict), and judges a ledger tally's status
 // by its predicted samples (no_longer_reproduces: the model changed samples, none was explained).
@@ -21,7 +24,8 @@ namespace fusediff::reports {
 // (all absent for the built-in paths), and each BatchNorm case's batchnorm_error_bins; /3 the verdict known_defect
 // and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /4, /3, /2 and /1 files
 // (/2 and /1: conv2d+act, kept whole) are still read.
-inline constexpr const char* kResultsFormat = "fusediff-results/5";
+inline constexpr const char* kResultsFormat = "fusediff-results/6";
+inline constexpr const char* kResultsFormatV5 = "fusediff-results/5";
 inline constexpr const char* kResultsFormatV4 = "fusediff-results/4";
 inline constexpr const char* kResultsFormatV3 = "fusediff-results/3";
 inline constexpr const char* kResultsFormatV2 = "fusediff-results/2";
@@ -30,7 +34,14 @@ inline constexpr const char* kResultsFormatV1 = "fusediff-results/1";
 // The results as JSON (format "fusediff-results/1"); deterministic for the same seed except `created` and
 // `command_line` (no timings, keys in a fixed order).
 nlohmann::ordered_json ToJson(const RunResult& run);
-nlohmann::ordered_json StatsToJson(const ErrorStats& stats);
+// `derived`: with mean, std, min, max, percentiles and the exact fraction beside the count and histogram (a case's
+// overall statistics); without (/6: per region, implementation, formulation), since readers recompute them.
+nlohmann::ordered_json StatsToJson(const ErrorStats& stats, bool derived = true);
+// JSON text as people read it: one member per line, one space of indent per level, except that any value whose
+// compact text fits within `width` columns stays on one line. Ends with a newline.
+std::string DumpJson(const nlohmann::ordered_json& j, size_t width = 120);
+// The results file's text: DumpJson(ToJson(run)).
+std::string ResultsText(const RunResult& run);
 
 // Reads results JSON back, strictly: every field the writer writes must be present with the right type; the
 // statistics are rebuilt from the histograms (stored derived values are not trusted). Throws InputError
@@ -66,14 +77,22 @@ std::string ToMarkdown(const RunResult& run);
 // 95% upper bound on the failure rate of a case with n independent samples and no failure ("rule of three").
 inline double FailureRateUpperBound95(uint64_t n) { return n == 0 ? 1.0 : std::min(1.0, 3.0 / static_cast<double>(n)); }
 
-// Nightly regression: BASELINE vs CURRENT, matched by case name.
+// Nightly regression: BASELINE vs CURRENT, matched by case name (docs/reports.md, "Nightly regression").
+//  - Same samples (same seed, definition and count, or an exhaustive sweep, whose samples are every code whatever the
+//    seed): any change is real. A regression when it passes the thresholds below or a code errs more than before.
+//  - Different samples: exact %, bias and the histogram's bins judged over draws (compare_stats.h), every p-value of
+//    the comparison through Holm at family-wise `level`; max |e| only where the baseline's draws would have shown it.
+//  - Always: a pass that becomes a fail is a regression; a cross-convention measurement moves or stays, never
+//    regresses; known-defect and documented-behaviour counts are their own category (ledger).
 struct CompareRules {
-  int64_t max_abs_growth_lsb = 0;         // flag when max |e| grows by more than this
-  double exact_fraction_drop = 0.001;     // flag when the exact fraction drops by more than this (absolute)
-  double abs_bias_growth_lsb = 0.01;      // flag when |bias| grows by more than this
+  int64_t max_abs_growth_lsb = 0;         // same samples: flag when max |e| grows by more than this
+  double exact_fraction_drop = 0.001;     // same samples: flag when the exact fraction drops by more than this
+  double abs_bias_growth_lsb = 0.01;      // same samples: flag when |bias| grows by more than this
   bool missing_case_is_regression = true;
   bool convention_change_is_regression = true;
-  bool resampled_is_regression = false;   // a case whose sample set changed is reported, not flagged
+  bool resampled_is_regression = false;   // a case whose sample set changed is judged over draws, not flagged
+  double level = 0.01;                    // different samples: family-wise level (Holm)
+  uint64_t min_draws = 10;                // different samples: fewer draws on a side are too few to judge
 };
 CompareRules ReadCompareRules(const std::string& path);  // JSON object with the fields above, all optional
 
@@ -81,25 +100,56 @@ struct CaseComparison {
   std::string name;
   const CaseResult* baseline = nullptr;  // null: the case is new
   const CaseResult* current = nullptr;   // null: the case disappeared
-  std::vector<std::string> findings;     // what changed beyond the thresholds ("max |e| 1 -> 3")
-  std::vector<std::string> notes;        // what changed but is not a regression (resampled, new case)
+  std::string samples;                   // "same samples", "exhaustive", "different samples" ("" when unmatched)
+  std::string subject;                   // what the case tests that changed: "mutant: none -> x" (or the table)
+  std::vector<std::string> findings;     // regressions ("max |e| 1 -> 3 LSB ...")
+  std::vector<std::string> ledger;       // known-defect and documented-behaviour changes that need a look
+  std::vector<std::string> moved;        // changes that are not regressions (no verdict, improved, unjudged)
+  std::vector<std::string> ledger_moved; // ledger entries met on one side's draws only (different samples)
+  std::vector<std::string> notes;        // context (a new case, a resampled case, the mutant or table that changed)
   bool regression = false;
 };
 struct RunComparison {
   bool sample_set_changed = false;
+  double level = 0.01;
+  bool missing_is_regression = true;
+  size_t tests = 0;        // tests over draws run (different samples)
+  size_t significant = 0;  // of those, rejected by Holm
   std::vector<CaseComparison> cases;  // baseline order, then new cases in current order
-  bool any_regression() const;
+  bool any_regression() const;        // a regression or a ledger change
 };
 RunComparison Compare(const RunResult& baseline, const RunResult& current, const CompareRules& rules);
-std::string RenderComparison(const RunComparison& comparison, const RunResult& baseline, const RunResult& current);
+
+// What the terminal shows: by default a line per case that changed (regression, ledger, moved, note), a line per
+// pattern x fused path for the unchanged rest, the rule and the closing "N passed, N failed" line; `all` adds
+// today's side-by-side table of every case; `only_regressions` prints the regression lines and nothing else.
+enum class CompareView { summary, all, only_regressions };
+std::string RenderComparison(const RunComparison& comparison, const RunResult& baseline, const RunResult& current,
+                             CompareView view = CompareView::summary);
+
+// The definition of a case as results JSON writes it (source, mix, activation, convention, pattern, fused path,
+// comparison, mutant, table, requested samples): what `compare` diffs field by field.
+nlohmann::ordered_json CaseDefinitionToJson(const CaseSpec& spec);
 
 // One CSV row per case: name, verdict, samples, exact fraction, bias, std, percentiles, max |e|, convention.
 std::string ToCsv(const RunResult& run);
 
-// The terminal table: case, judged samples, exact %, bias, p99 |e|, max |e|, known-defect samples, verdict; then one
-// line per failing case with its first replay and one per ledger entry (its counts, or "no longer reproduces").
-// `verbose`: every case's rejected samples, three worst replays per failing case and per known defect.
-std::string RenderTable(const RunResult& run, bool show_timing, bool verbose = false);
+// The terminal output of `run` and `merge`. By default: one line per case that is not a plain pass (fail, known
+// defect, documented behaviour, unsupported, nondeterministic; a failing case with its first replay), one line per
+// pattern x fused path summing up the rest (cross-convention measurements included), the ledger's entries, the
+// library attribution in a line or two, the oneDNN dispatch line, `before_closing`, and the closing line.
+// `all`: today's table of every case first, and the attribution tables whole. `verbose`: every case's rejected
+// samples, three worst replays per failing case and per known defect.
+struct TableOptions {
+  bool timing = false;  // a time column in the full table
+  bool verbose = false;
+  bool all = false;
+  std::string before_closing;  // e.g. the samples and time line of `run`
+};
+std::string RenderTable(const RunResult& run, const TableOptions& options);
+// "N passed, N failed[, N known defect (not failing)][, N documented behaviour (not failing)], N unsupported[, N
+// cross-convention measurements (no verdict)]; N cases, seed S".
+std::string ClosingLine(const RunResult& run);
 
 // Every stage of one replayed sample.
 std::string RenderReplay(const ReplayTrace& trace);

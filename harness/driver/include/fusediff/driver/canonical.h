@@ -19,6 +19,7 @@ struct CanonicalTable {
   TableData table;
   std::string construction;
   std::vector<int32_t> errors;  // e_canonical(u) = y_canonical(u) - y_ref(u), index u - qmin
+  std::vector<int32_t> reference;  // y_ref(u), index u - qmin
   bool exhaustive = true;       // pwl: every segment's minimax search ran to the end (fused::PwlLine)
 };
 
@@ -39,14 +40,22 @@ struct MinimaxPwlTable {
 MinimaxPwlTable GenerateMinimaxPwl(const Convention& convention, int32_t segment_count, ReferenceCache& cache);
 
 // The candidate's errors (cases[0]: the sweep over every code; a conv case after it) against the canonical
-// table's, code by code: the runs where the candidate is worse by more than `slack` or better. With `judge`
-// (relative mode) a case breaking a rule fails, its reason naming the rule:
+// table's, code by code: the runs where the candidate is worse by more than `slack` or better, and the rows
+// (knots, segments, entries) that differ from the canonical table's and feed the worse codes. Each case's worst
+// samples are then spread over those rows (SpreadWorst). With `judge` (relative mode) a case breaking a rule fails,
+// its reason naming the rule:
 //   sweep: every code |e| <= |e_canonical| + slack, and |bias| <= |bias_canonical| + kBiasSlackLsb
 //          (max |e| <= canonical max + slack is the case's tolerance, checked by the run itself)
 //   conv:  every code a sample landed on, by the same per-code rule.
 inline constexpr double kBiasSlackLsb = 0.1;
 CanonicalComparison CompareWithCanonical(std::vector<CaseResult>& cases, const CanonicalTable& canonical,
                                          const TableData& candidate, int64_t slack, const std::string& slack_source,
-                                         bool judge);
+                                         bool judge, uint64_t seed);
+
+// The gate keeps its cases' kGateWorstPool worst samples while it runs and shows kGateWorstShown of them, spread
+// over the table's rows: first the worst sample of each worse row, then the next of each, and so on, so that three
+// bad knots all appear rather than the top samples of the worst one.
+inline constexpr size_t kGateWorstPool = 1024;
+inline constexpr size_t kGateWorstShown = 64;
 
 }  // namespace fusediff::driver

@@ -102,10 +102,12 @@ std::vector<OneDnnPatternVariant> OneDnnPatternVariants();
 // The cases `fusediff gate` runs on a table file: an exhaustive sweep over every intermediate code (the table
 // against the exact reference, code by code) and `conv_samples` targeted conv samples through the whole fused
 // op under the descriptor's requantization (random Conv2D cases aimed to cover the intermediate range and
-// saturate at both ends). Both carry the table. conv_transpose2d descriptors are exercised through Conv2D: the
-// table sits after requantization, which is the same for both ops.
+// saturate at both ends). Both carry the table, named by `table_file` and the SHA-256 of its bytes (their replay
+// strings read it back). conv_transpose2d descriptors are exercised through Conv2D: the table sits after
+// requantization, which is the same for both ops.
 std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,
-                                     uint64_t conv_samples);
+                                     uint64_t conv_samples, const std::string& table_file = {},
+                                     const std::string& table_sha256 = {});
 
 // The fusion rule a descriptor breaks (model/pattern.h fusion_illegality, with its facts), the table read as the
 // fused path applies it (for the pool rule); empty when the fusion is legal.

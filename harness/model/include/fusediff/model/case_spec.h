@@ -113,7 +113,16 @@ struct CaseSpec {
   // An external table (from a table file, `fusediff gate`) the fused path uses instead of building its own.
   // When set, canonical_key carries its fingerprint, so different tables get different sample streams.
   std::shared_ptr<const TableData> table;
+  // What names that table where its data is not at hand (a result read back, a replay string): its fingerprint
+  // (table_fingerprint_hex), the file it was read from and the SHA-256 of the file's bytes. Set with the table by
+  // set_external_table; `table_fingerprint` alone keeps a read-back case's identity.
+  std::string table_fingerprint;
+  std::string table_file;
+  std::string table_sha256;
 };
+
+// Gives `spec` an external table read from `file` whose bytes hash to `sha256` (fills the naming fields).
+void set_external_table(CaseSpec& spec, std::shared_ptr<const TableData> table, std::string file, std::string sha256);
 
 // The fused path as one word names it, wherever it is text (replay `fused=`, results "fused", --fused, case
 // names): the table kind for the built-in backend (lut, lut_interp, pwl), else the backend (onednn,
@@ -185,6 +194,9 @@ struct ReplayKey {
   std::optional<Formulation> formulation{};   // v1
   uint32_t repeat = 0;                        // 0: the path's default
 };
+// A v1 string of an external-table case names the table by fingerprint, file and SHA-256 (";table=FINGERPRINT;
+// table_file=PATH;table_sha256=HEX", the path percent-encoded); parse_replay fills spec.table_fingerprint,
+// table_file and table_sha256, and the caller reads the table back (the model reads no files).
 std::string format_replay(const ReplayKey& key);
 ReplayKey parse_replay(std::string_view text);
 

@@ -136,6 +136,9 @@ void validate(const Convention& c);
 
 // "TYPE:SCALE:ZP" or "TYPE" (scale and zero point keep `defaults`); TYPE may end in "_narrow".
 QuantParams parse_quant_params(std::string_view text, std::string_view field, const QuantParams& defaults);
+// "TYPE:SCALE:ZP" only: for quantization that is written into a file (a table descriptor), where no default scale
+// or zero point means anything. Throws InputError naming `field` and what is missing.
+QuantParams parse_full_quant_params(std::string_view text, std::string_view field);
 std::string format_quant_params(const QuantParams& q);  // "int8:0.25:0" (+ "_narrow")
 
 // One-line human description, e.g. "double_rounding u=int8:0.0625:0 half_away_from_zero -> gelu_erf -> y=int8:...".

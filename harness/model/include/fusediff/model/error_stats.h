@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fusediff/model/draw_tallies.h"
+
 namespace fusediff {
 
 // Where a sample landed (documented in docs/regions.md). A sample may carry several tags; `bulk` means none
@@ -111,6 +113,9 @@ struct CaseStats {
   uint64_t nondeterministic = 0;
   WorstCases nondeterministic_worst{10};
   PairedFormulations paired;
+  // Conv-source cases: the judged samples per draw (model/draw_tallies.h); empty for the sweep and thresholds
+  // sources, whose samples are codes.
+  DrawTallies draws;
 
   void add(const WorstCase& sample);  // error, regions, attribution, repetitions and worst lists in one place
   void merge(const CaseStats& other);

@@ -24,6 +24,21 @@ struct CodeRun {
   friend bool operator==(const CodeRun&, const CodeRun&) = default;
 };
 
+// A table row (knot, segment or entry) that differs from the canonical table's and feeds codes where the candidate
+// is worse by more than the slack: what a reviewer fixes.
+struct WorseRow {
+  int32_t index = 0;            // knot 0..512, segment index, or entry (its code)
+  std::string value;            // the candidate's row: a knot's or entry's value, a segment's "slope S offset O shift K"
+  std::string canonical_value;  // the canonical table's row, the same way
+  int32_t u_lo = 0;             // the codes the row feeds
+  int32_t u_hi = 0;
+  uint64_t worse_codes = 0;     // of those, the codes worse than canonical by more than the slack
+  int32_t worst_u = 0;          // the worst of them (largest |e| - |e_canonical|, then the lowest code)
+  int64_t error = 0;            // the signed error there, y_table - y_ref
+  int64_t canonical_error = 0;  // the canonical table's signed error there
+  friend bool operator==(const WorseRow&, const WorseRow&) = default;
+};
+
 inline constexpr const char* kGateModeRelative = "relative";
 inline constexpr const char* kGateModeAbsolute = "absolute";
 
@@ -39,6 +54,7 @@ struct CanonicalComparison {
   uint64_t better_codes = 0; // codes with |e| < |e_canonical|
   std::vector<CodeRun> worse;   // runs of those codes (at most kMaxCodeRuns each)
   std::vector<CodeRun> better;
+  std::vector<WorseRow> worse_rows;  // by index (at most kMaxCodeRuns)
   friend bool operator==(const CanonicalComparison&, const CanonicalComparison&) = default;
 };
 inline constexpr size_t kMaxCodeRuns = 256;
