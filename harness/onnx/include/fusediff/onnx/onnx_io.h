@@ -86,6 +86,8 @@ struct ModelInfo {
   std::vector<std::optional<TensorQuant>> output_quant;  // per output
   std::vector<std::optional<TensorQuant>> input_quant;   // per input
   std::vector<std::optional<IndexRange>> input_range;    // per input
+  // per input, per dimension: its symbolic name ("N"), empty where the dimension is a number or unnamed
+  std::vector<std::vector<std::string>> input_dim_params;
   std::map<std::string, int64_t> node_counts;            // op type ("com.microsoft.QLinearConv" off the default domain)
   std::vector<std::string> nodes;                        // "OpType(output0)" in graph order
   // The graph's content (nodes with their inputs, outputs and attributes; initializers with their types, shapes
@@ -102,6 +104,35 @@ ModelInfo ReadModel(const std::string& path);
 // folded into initializers): ParseModel accepts it.
 ModelInfo ParseModel(const std::string& bytes, const std::string& path);
 std::string ReadModelBytes(const std::string& path);
+
+// A model's graph as data: what fusediff evaluates itself (the rounding-error bounds of a bisect) and the tensors a
+// bisect fetches at fusion boundaries.
+struct NodeAttribute {
+  std::string name;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::optional<Tensor> t;  // a TENSOR attribute (Constant's value) of a supported type
+};
+struct GraphNode {
+  std::string op;  // "Conv", or "com.microsoft.Gelu" off the default domain (ModelInfo::node_counts' names)
+  std::vector<std::string> inputs, outputs;  // an omitted optional input is ""
+  std::vector<NodeAttribute> attributes;
+  const NodeAttribute* Find(const std::string& name) const;  // null where absent
+};
+struct GraphContent {
+  int64_t opset = 0;
+  std::vector<ValueInfo> inputs, outputs;  // inputs: those that are not initializers
+  std::vector<GraphNode> nodes;            // in the file's order (ONNX requires a topological one)
+  std::map<std::string, Tensor> initializers;  // of the supported types (others are left out: evaluators refuse them)
+};
+// Throws InputError where `bytes` is not an ONNX model.
+GraphContent ParseGraph(const std::string& bytes, const std::string& path);
+// The model with `names` appended to its graph outputs (declared without a type: ONNX Runtime infers it). Throws
+// InputError where `bytes` is not an ONNX model.
+std::string WithExtraOutputs(const std::string& bytes, const std::vector<std::string>& names, const std::string& path);
 
 Tensor ReadTensorPb(const std::string& path);
 std::string SerializeTensorPb(const Tensor& t);  // the bytes of a .pb file (callers write them atomically)
