@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "fusediff/bisect/bounds.h"
+#include "fusediff/generators/counter_rng.h"
 #include "fusediff/model/errors.h"
 
 namespace fusediff::bisect {
@@ -84,6 +87,66 @@ Perf Summarize(std::vector<double> ms) {
   return p;
 }
 
+namespace {
+double MedianOf(std::vector<double>& v) {
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  if (v.size() % 2 == 1) return v[mid];
+  const double hi = v[mid];
+  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
+}
+
+// Uniform in [0, n) from 32-bit draws without bias (Lemire, "Fast random integer generation in an interval", ACM
+// TOMACS 2019): a bootstrap draws thousands.
+size_t DrawIndex(generators::CounterRng& rng, uint32_t n) {
+  uint64_t m = static_cast<uint64_t>(rng.next_u32()) * n;
+  if (static_cast<uint32_t>(m) < n) {
+    const uint32_t floor = static_cast<uint32_t>(-n) % n;
+    while (static_cast<uint32_t>(m) < floor) m = static_cast<uint64_t>(rng.next_u32()) * n;
+  }
+  return static_cast<size_t>(m >> 32);
+}
+}  // namespace
+
+RatioInterval BootstrapMedianRatio(const std::vector<std::vector<double>>& step,
+                                   const std::vector<std::vector<double>>& baseline, uint64_t seed, uint64_t stream,
+                                   int resamples, double level) {
+  RatioInterval out;
+  std::vector<double> a, b;
+  for (size_t c = 0; c < std::min(step.size(), baseline.size()); ++c) {
+    const size_t n = std::min(step[c].size(), baseline[c].size());
+    a.insert(a.end(), step[c].begin(), step[c].begin() + static_cast<std::ptrdiff_t>(n));
+    b.insert(b.end(), baseline[c].begin(), baseline[c].begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  if (a.empty()) return out;
+  out.ratio = MedianOf(a) / MedianOf(b);
+  const size_t clusters = std::min(step.size(), baseline.size());
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<size_t>(resamples));
+  for (int k = 0; k < resamples; ++k) {
+    generators::CounterRng rng(seed, stream, static_cast<uint32_t>(k), generators::StreamPurpose::bootstrap);
+    a.clear();
+    b.clear();
+    for (size_t c = 0; c < clusters; ++c) {
+      const size_t pick = DrawIndex(rng, static_cast<uint32_t>(clusters));
+      const size_t n = std::min(step[pick].size(), baseline[pick].size());
+      for (size_t i = 0; i < n; ++i) {
+        const size_t j = DrawIndex(rng, static_cast<uint32_t>(n));
+        a.push_back(step[pick][j]);
+        b.push_back(baseline[pick][j]);
+      }
+    }
+    ratios.push_back(MedianOf(a) / MedianOf(b));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const auto at = [&](double q) {
+    return ratios[std::min(ratios.size() - 1, static_cast<size_t>(std::floor(q * static_cast<double>(ratios.size()))))];
+  };
+  out.lo = at((1 - level) / 2);
+  out.hi = at(1 - (1 - level) / 2);
+  return out;
+}
+
 std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& baseline,
                                          const std::map<std::string, int64_t>& step) {
   std::map<std::string, int64_t> delta;
@@ -141,8 +204,60 @@ bool IdenticalOutput(const Outputs& a, const Outputs& b, size_t o) {
 }
 }  // namespace
 
-std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline,
-                                        const Outputs& step) {
+bool Criteria::Waives(double delta, double baseline) const {
+  if (!atol && !rtol) return false;
+  // Polygraphy's defaults (polygraphy/comparator/compare.py) for the one not given.
+  const double a = atol.value_or(1e-5), r = rtol.value_or(1e-5);
+  const double d = std::fabs(delta);
+  return d <= a || d <= r * std::fabs(baseline);
+}
+
+namespace {
+
+// r of one element: |delta| / (B_baseline + B_step); 0 where equal, +inf where a bound of 0 or a NaN is exceeded.
+double RatioOf(double delta, double bound) {
+  if (delta == 0) return 0;
+  return std::isfinite(delta) && bound > 0 ? std::fabs(delta) / bound : INFINITY;
+}
+
+// Judges one differing element of output d (index i, baseline b, delta) by its criterion and the waiver.
+void Judge(OutputDelta& d, const OutputBound* bound, const Criteria& c, size_t i, double b, double delta, double units) {
+  bool beyond = std::fabs(units) > c.threshold;
+  if (bound != nullptr) {
+    const double r = RatioOf(delta, bound->baseline[i] + bound->step[i]);
+    beyond = r > 1;
+    if (r > d.r || d.r_delta == 0) {
+      d.r = r;
+      d.r_delta = std::fabs(delta);
+      d.r_bound_baseline = bound->baseline[i];
+      d.r_bound_step = bound->step[i];
+      d.r_value = b;
+      d.r_at = i;
+    }
+  }
+  if (!beyond) return;
+  ++d.beyond;
+  if (c.Waives(delta, b)) ++d.waived;
+}
+
+// The criterion an output is judged by, and its bound (null where it has none).
+const OutputBound* CriterionOf(OutputDelta& d, const std::vector<OutputBound>* bounds, size_t o) {
+  if (d.unit == "lsb" || d.unit == "int") return nullptr;
+  d.criterion = "fallback tolerance";
+  if (bounds == nullptr || o >= bounds->size()) {
+    d.uncovered = "no bound was computed";
+    return nullptr;
+  }
+  d.uncovered = (*bounds)[o].uncovered;
+  if (!d.uncovered.empty()) return nullptr;
+  d.criterion = "bound";
+  return &(*bounds)[o];
+}
+
+}  // namespace
+
+std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step,
+                                        const std::vector<OutputBound>* bounds, const Criteria& criteria) {
   std::vector<OutputDelta> out;
   for (size_t o = 0; o < baseline.values.size(); ++o) {
     OutputDelta d;
@@ -152,6 +267,7 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
     const std::vector<double>& s = step.values[o];
     d.elements = b.size();
     d.unit = UnitOf(model.outputs[o].type, q);
+    const OutputBound* bound = CriterionOf(d, bounds, o);
     const bool counted = d.unit == "lsb" || d.unit == "int";  // units with a histogram of signed deltas
     if (q) d.step = q->codes ? 1.0 : q->scale;
     const bool identical = IdenticalOutput(baseline, step, o);
@@ -173,6 +289,7 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
       d.max_units = std::max(d.max_units, std::fabs(units));
       d.max_abs = std::max(d.max_abs, std::fabs(delta));
       if (max_base > 0) d.max_rel = std::max(d.max_rel, std::fabs(delta) / max_base);
+      Judge(d, bound, criteria, i, b[i], delta, units);
       if (counted && std::isfinite(units)) {
         const int64_t k = static_cast<int64_t>(std::llround(units));
         if (k >= -kDense && k <= kDense) {
@@ -185,6 +302,7 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
     for (size_t k = 0; k < dense.size(); ++k) {
       if (dense[k] != 0) d.histogram[static_cast<int64_t>(k) - kDense] += dense[k];
     }
+    d.waived_by_tolerance = d.beyond > 0 && d.waived == d.beyond;
     out.push_back(std::move(d));
   }
   return out;
@@ -335,15 +453,43 @@ class Session {
   // Creates the session, saves its optimized model, runs every set of `feeds`; returns the outputs as ONNX Runtime
   // gave them ([set][output], valid until the next Evaluate) and the saved node counts.
   const Results& Evaluate(const fused::ort::SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& feeds,
-                          Graph& node_counts, std::optional<Perf>* perf, int warmup, int repeats) {
-    // The first session timed warms the process (allocator, caches, CPU clock) too: without a throwaway round the
-    // baseline comes out slower than a session that changes nothing.
-    const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
-    if (perf != nullptr) first_timing_ = false;
-    Timed([&] { rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0, eval_); });
-    if (perf != nullptr) *perf = Summarize(eval_.ms);
+                          Graph& node_counts) {
+    Timed([&] { rt_.Evaluate(spec, feeds, 0, 0, 0, eval_); });
     node_counts = SavedGraph(spec.optimized_model);
     return eval_.results;
+  }
+
+  // Times the session of `spec` against the baseline's in kTimingPairs pairs of new sessions, each pair round by
+  // round (Runtime::TimeAlternating) on `feeds`, the pairs created in alternating order: {step's ms per pair,
+  // baseline's ms per pair}. Two sessions of one graph differ by about 1 % here (where each sits in memory): new pairs,
+  // warmed alike, let that show in the interval instead of as a difference (docs/bisect.md, "Δperf"). The first
+  // time, both warm up with 5 (warmup + repeats) runs each: the process warms up there too.
+  static constexpr int kTimingPairs = 3;
+  std::array<std::vector<std::vector<double>>, 2> TimeAgainst(const fused::ort::SessionSpec& baseline,
+                                                              fused::ort::SessionSpec spec,
+                                                              const std::vector<onnx_io::Tensor>& feeds, int warmup,
+                                                              int repeats) {
+    std::array<std::vector<std::vector<double>>, 2> ms;
+    spec.optimized_model.clear();
+    Timed([&] {
+      for (int pair = 0; pair < kTimingPairs; ++pair) {
+        std::vector<fused::ort::SessionHandle> sessions;
+        try {
+          sessions.push_back(rt_.Create(pair % 2 == 0 ? spec : baseline));
+          sessions.push_back(rt_.Create(pair % 2 == 0 ? baseline : spec));
+          auto runs = rt_.TimeAlternating(sessions, feeds, warmed_ ? warmup : 5 * (warmup + repeats), repeats);
+          warmed_ = true;
+          if (pair % 2 == 1) std::swap(runs[0], runs[1]);
+          ms[0].push_back(std::move(runs[0]));
+          ms[1].push_back(std::move(runs[1]));
+        } catch (...) {
+          for (const auto& h : sessions) rt_.Release(h);
+          throw;
+        }
+        for (const auto& h : sessions) rt_.Release(h);
+      }
+    });
+    return ms;
   }
 
   // Every set's outputs as doubles, per output concatenated in set order (64-bit integers also as their bits).
@@ -413,7 +559,7 @@ class Session {
   fused::ort::Runtime& rt_;
   double& seconds_;
   SavedModels& saved_;
-  bool first_timing_ = true;
+  bool warmed_ = false;
   std::map<std::string, Graph> parsed_;
   fused::ort::Runtime::Evaluation eval_;  // the last session's, its buffers reused
   std::string bytes_;
@@ -436,8 +582,9 @@ struct Measured {
 class Measurements {
  public:
   // Keeps at most `kept_bytes` of distinct output contents to recognize repeats.
-  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets, size_t kept_bytes)
-      : model_(model), baseline_(baseline), sets_(sets), kept_limit_(kept_bytes) {}
+  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets, size_t kept_bytes,
+               const std::vector<OutputBound>& bounds, const Criteria& criteria)
+      : model_(model), baseline_(baseline), sets_(sets), kept_limit_(kept_bytes), bounds_(bounds), criteria_(criteria) {}
 
   const Measured& Of(const Results& results) {
     Flatten(results, shapes_);
@@ -446,7 +593,7 @@ class Measurements {
     }
     auto m = std::make_unique<Measured>();
     const Outputs outputs = Session::Decode(results, model_);
-    m->deltas = CompareOutputs(model_, baseline_, outputs);
+    m->deltas = CompareOutputs(model_, baseline_, outputs, &bounds_, criteria_);
     m->diff = Differences(baseline_, outputs);
     m->differing_by_set.assign(sets_, 0);
     for (const auto& [key, value] : m->diff) ++m->differing_by_set[key.second / outputs.set_elements[key.first]];
@@ -497,6 +644,8 @@ class Measurements {
   const Outputs& baseline_;
   size_t sets_;
   size_t kept_limit_;
+  const std::vector<OutputBound>& bounds_;
+  const Criteria criteria_;
   std::vector<int64_t> shapes_;  // the content looked up, reused
   size_t kept_bytes_ = 0;
   std::vector<std::unique_ptr<Measured>> seen_;
@@ -593,11 +742,14 @@ class Bisector {
     return spec;
   }
 
-  // Every set through the session; timed (perf) where asked. ONNX Runtime's refusal is the attempt's result.
-  Attempt Try(const fused::ort::SessionSpec& spec, std::optional<Perf>* perf = nullptr) {
+  // Built, and its graph is not the baseline's: worth timing.
+  bool Fired(const Attempt& a) const { return a.built() && a.graph.digest != base_graph_.digest; }
+
+  // Every set through the session. ONNX Runtime's refusal is the attempt's result.
+  Attempt Try(const fused::ort::SessionSpec& spec) {
     Attempt a;
     try {
-      const Results& results = session_.Evaluate(spec, all_feeds_, a.graph, perf, options_.warmup, options_.repeats);
+      const Results& results = session_.Evaluate(spec, all_feeds_, a.graph);
       a.measured = &measurements_->Of(results);
     } catch (const fused::ort::Refused& e) {
       a.refusal = e.what();
@@ -606,21 +758,37 @@ class Bisector {
     return a;
   }
 
-  // A built session's graph differs from the baseline's: its latency, timed on the first set in a session of its own.
-  std::optional<Perf> TimeIfFired(const fused::ort::SessionSpec& spec, const Attempt& a) {
-    std::optional<Perf> perf;
-    if (!a.built() || a.graph.digest == base_graph_.digest) return perf;
-    Graph again;
+  // The step's latency against the baseline's on the first input set, with the bootstrap interval of the median
+  // ratio. A step whose saved graph is the baseline's is noise by construction; its statistics are kept beside.
+  void TimeAgainstBaseline(const fused::ort::SessionSpec& spec, const Attempt& a, Step& s) {
+    std::array<std::vector<std::vector<double>>, 2> ms;
     try {
-      session_.Evaluate(spec, first_feeds_, again, &perf, options_.warmup, options_.repeats);
+      ms = session_.TimeAgainst(Spec("disabled", {}, "timing"), spec, first_feeds_.front(), options_.warmup,
+                                options_.repeats);
     } catch (const fused::ort::Refused&) {
-      perf.reset();  // built and ran every set a moment ago: a refusal now leaves the step untimed
+      return;  // built and ran every set a moment ago: a refusal now leaves the step untimed
     }
-    return perf;
+    const auto pooled = [](const std::vector<std::vector<double>>& pairs) {
+      std::vector<double> all;
+      for (const auto& p : pairs) all.insert(all.end(), p.begin(), p.end());
+      return all;
+    };
+    s.perf = Summarize(pooled(ms[0]));
+    s.baseline_perf = Summarize(pooled(ms[1]));
+    const RatioInterval ci = BootstrapMedianRatio(ms[0], ms[1], options_.seed, r_.steps.size());
+    s.time_saved = 1 - ci.ratio;
+    s.time_saved_lo = 1 - ci.hi;
+    s.time_saved_hi = 1 - ci.lo;
+    s.same_graph = a.graph.digest == base_graph_.digest;
+    const bool holds_zero = ci.lo <= 1 && 1 <= ci.hi;
+    s.within_noise = s.same_graph || holds_zero;
+    s.noise_reason = s.same_graph ? "same graph as the baseline" : (holds_zero ? "interval holds 0" : "interval excludes 0");
+    if (s.same_graph) s.time_saved = 0;  // the statistics stay in the interval and the medians
   }
 
+  // The step of an attempt; `timed`: its latency against the baseline too (where it built).
   Step MakeStep(const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
-                const Attempt& a, const std::optional<Perf>& perf) {
+                const Attempt& a, bool timed) {
     Step s;
     s.kind = kind;
     s.subject = subject;
@@ -638,15 +806,17 @@ class Bisector {
     for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
     s.fired = a.graph.digest != base_graph_.digest;
     s.deltas = a.measured->deltas;
-    for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
-    for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
-    s.perf = perf;
-    if (perf && base_perf_ && base_perf_->median_ms > 0) {
-      s.time_saved = (base_perf_->median_ms - perf->median_ms) / base_perf_->median_ms;
-      s.within_noise = std::fabs(base_perf_->median_ms - perf->median_ms) <=
-                       (base_perf_->q3_ms - base_perf_->q1_ms) + (perf->q3_ms - perf->q1_ms);
+    double judged_units = 0;
+    for (const auto& d : s.deltas) {
+      s.max_units = std::max(s.max_units, d.max_units);
+      if (d.waived_by_tolerance) continue;
+      if (d.criterion == "bound") s.r = std::max(s.r, d.r);
+      if (d.criterion != "bound") judged_units = std::max(judged_units, d.max_units);
     }
-    s.loss = s.max_units - options_.perf_weight * s.time_saved;
+    for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
+    if (timed) TimeAgainstBaseline(spec, a, s);
+    s.loss = judged_units - options_.perf_weight * s.time_saved;
+    s.over = s.loss > options_.threshold || s.r - options_.perf_weight * s.time_saved > 1;
     return s;
   }
 
@@ -654,7 +824,7 @@ class Bisector {
     const auto spec = Spec("disabled", {}, "baseline");
     const Results* results = nullptr;
     try {
-      results = &session_.Evaluate(spec, all_feeds_, base_graph_, &base_perf_, options_.warmup, options_.repeats);
+      results = &session_.Evaluate(spec, all_feeds_, base_graph_);
     } catch (const fused::ort::Refused& e) {
       throw InputError(path_ + ": the engine refuses the model itself (level disabled, every transformer off; at " +
                        e.phase() + "): " + e.what());
@@ -668,11 +838,13 @@ class Bisector {
     // Distinct output contents kept to recognize repeats: 256 MiB, or a quarter of a smaller budget.
     const uint64_t cap = uint64_t{256} << 20;
     const size_t kept = static_cast<size_t>(options_.max_bytes == 0 ? cap : std::min(cap, options_.max_bytes / 4));
-    measurements_ = std::make_unique<Measurements>(model_, baseline_, sets_.size(), kept);
+    ComputeBounds();
+    measurements_ = std::make_unique<Measurements>(model_, baseline_, sets_.size(), kept, bounds_,
+                                                   Criteria{options_.threshold, options_.atol, options_.rtol});
     Attempt a;
     a.graph = base_graph_;
     a.measured = &measurements_->Of(*results);
-    r_.steps.push_back(MakeStep("baseline", "", spec, a, base_perf_));
+    r_.steps.push_back(MakeStep("baseline", "", spec, a, false));
   }
 
   // The outputs as ONNX Runtime returns them and as doubles (the baseline and one step) within --max-bytes.
@@ -706,7 +878,10 @@ class Bisector {
                        "), where level disabled builds: the refusal comes from a part no name disables, so a bisect "
                        "cannot separate the transformers: " + a.refusal);
     }
-    Step s = MakeStep("completeness", "", spec, a, std::nullopt);
+    // The timing control: the baseline's graph in a session of its own, timed against the baseline.
+    Step s = MakeStep("completeness", "", spec, a, true);
+    r_.timing_control_agrees = !s.perf || s.noise_reason != "interval excludes 0";
+    r_.steps.front().perf = s.baseline_perf;
     r_.steps.push_back(s);
     if (s.fired || s.max_units > 0 || !a.measured->diff.empty()) {
       std::string what;
@@ -721,22 +896,21 @@ class Bisector {
 
   void AllOn() {
     const auto spec = Spec("all", {}, "all_on");
-    std::optional<Perf> perf;
-    all_on_ = Try(spec, &perf);
+    all_on_ = Try(spec);
     all_index_ = r_.steps.size();
-    r_.steps.push_back(MakeStep("all_on", "", spec, all_on_, perf));
+    r_.steps.push_back(MakeStep("all_on", "", spec, all_on_, true));
   }
 
   // Each name alone. Timed only where it fired (otherwise its session is the baseline's graph).
   void OneOn(const std::string& name) {
     const auto spec = Spec("all", AllBut(names_, {name}), "one_on_" + name);
     const Attempt a = Try(spec);
-    Step s = MakeStep("one_on", name, spec, a, TimeIfFired(spec, a));
+    Step s = MakeStep("one_on", name, spec, a, Fired(a));
     if (a.built()) {
       if (s.fired) fired_.push_back(name);
       if (!a.measured->diff.empty()) single_diffs_.push_back(&a.measured->diff);
       single_by_name_[name] = &a.measured->diff;
-      s.verdict = !s.fired && a.measured->diff.empty() ? "not_fired" : (s.loss > options_.threshold ? "blacklist" : "keep");
+      s.verdict = !s.fired && a.measured->diff.empty() ? "not_fired" : (s.over ? "blacklist" : Kept(s));
       if (s.verdict == "blacklist") AddToBlacklist(name, MovesText(s));
     }
     r_.steps.push_back(std::move(s));
@@ -748,7 +922,7 @@ class Bisector {
   void LeaveOneOut(const std::string& name) {
     const auto spec = Spec("all", {name}, "leave_one_out_" + name);
     const Attempt a = Try(spec);
-    Step s = MakeStep("leave_one_out", name, spec, a, std::nullopt);
+    Step s = MakeStep("leave_one_out", name, spec, a, false);
     if (!a.built()) {
       r_.steps.push_back(std::move(s));
       return;
@@ -765,7 +939,7 @@ class Bisector {
     for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
     s.fired = a.graph.digest != all_on_.graph.digest;
     const Step& all_step = r_.steps[all_index_];
-    s.verdict = all_step.max_units > options_.threshold && s.max_units <= options_.threshold ? "restores" : "no_effect";
+    s.verdict = all_step.over && !s.over ? "restores" : "no_effect";
     // A name that changes all-on's graph when left out acts there, though perhaps only after another (a fusion
     // that needs ConvBNFusion's fold first): a pair candidate like those that fire alone.
     if (s.fired && !Contains(fired_, name)) fired_.push_back(name);
@@ -805,14 +979,14 @@ class Bisector {
     refused.dependency = found;
     refused.dependency_sessions = tried;
     if (found.empty()) return;
-    Step s = MakeStep("with_dependency", name + "+" + Join(found, "+"), spec, built, TimeIfFired(spec, built));
+    Step s = MakeStep("with_dependency", name + "+" + Join(found, "+"), spec, built, Fired(built));
     // Blacklisted where it moves the outputs beyond what its dependency moves alone.
     std::vector<const Diff*> alone;
     for (const auto& d : found) {
       if (single_by_name_.count(d)) alone.push_back(single_by_name_[d]);
     }
     const bool adds = alone.size() != found.size() || !Explains(alone, built.measured->diff);
-    s.verdict = adds && s.loss > options_.threshold ? "blacklist" : "keep";
+    s.verdict = adds && s.over ? "blacklist" : Kept(s);
     if (s.verdict == "blacklist") AddToBlacklist(name, MovesText(s) + " with " + Join(found, "+") + " enabled");
     r_.steps.push_back(std::move(s));
   }
@@ -831,13 +1005,13 @@ class Bisector {
         ++r_.pairs_run;
         const auto spec = Spec("all", AllBut(names_, {fired_[i], fired_[j]}), "pair_" + fired_[i] + "_" + fired_[j]);
         const Attempt a = Try(spec);
-        Step s = MakeStep("pair", fired_[i] + "+" + fired_[j], spec, a, std::nullopt);
+        Step s = MakeStep("pair", fired_[i] + "+" + fired_[j], spec, a, false);
         if (a.built() && single_by_name_.count(fired_[i]) && single_by_name_.count(fired_[j])) {
           // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
           const bool additive = Explains({single_by_name_[fired_[i]], single_by_name_[fired_[j]]}, a.measured->diff);
-          s.verdict = additive ? "additive" : (s.loss > options_.threshold ? "interacts_blacklist" : "interacts");
+          s.verdict = additive ? "additive" : (s.over ? "interacts_blacklist" : "interacts");
         } else if (a.built()) {
-          s.verdict = s.loss > options_.threshold ? "interacts_blacklist" : "interacts";
+          s.verdict = s.over ? "interacts_blacklist" : "interacts";
         }
         if (s.verdict == "interacts_blacklist" && !Contains(r_.blacklist, fired_[i]) && !Contains(r_.blacklist, fired_[j])) {
           AddToBlacklist(fired_[i], "interacts with " + fired_[j]);  // the interaction needs both; one removes it
@@ -851,13 +1025,12 @@ class Bisector {
   // refused, the names it needs off are added in turn (those whose absence lets all-on build, those whose
   // dependency the blacklist disables, the refused ones without a dependency found) until it builds.
   void Blacklist() {
-    std::optional<Perf> perf;
     auto spec = Spec("all", r_.blacklist, "blacklist");
-    Attempt a = Try(spec, &perf);
+    Attempt a = Try(spec);
     for (int stage = 0; !a.built() && stage < 3; ++stage) {
       if (!Extend(stage)) continue;
       spec = Spec("all", r_.blacklist, "blacklist");
-      a = Try(spec, &perf);
+      a = Try(spec);
     }
     for (const Step& s : r_.steps) {
       if (s.kind == "one_on" && s.verdict == "refused" && !s.dependency.empty() && !Contains(r_.blacklist, s.subject)) {
@@ -866,10 +1039,10 @@ class Bisector {
     }
     r_.blacklist_config = std::string(fused::ort::kDisableOptimizersKey) + "=" +
                           fused::ort::DisableOptimizersValue(r_.blacklist);
-    Step s = MakeStep("blacklist", "", spec, a, a.built() ? perf : std::nullopt);
+    Step s = MakeStep("blacklist", "", spec, a, true);
     r_.blacklist_builds = a.built();
     r_.blacklist_refusal = a.refusal;
-    r_.blacklist_within_tolerance = a.built() && s.max_units <= options_.threshold;
+    r_.blacklist_within_tolerance = a.built() && !s.over;
     if (a.built()) s.verdict = r_.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
     r_.steps.push_back(std::move(s));
     for (const auto& name : r_.blacklist) {
@@ -880,7 +1053,7 @@ class Bisector {
       Graph other;
       bool changes = true;  // a session refused without it: the name matters to ONNX Runtime
       try {
-        session_.Evaluate(Spec("all", without, "blacklist_without_" + name), first_feeds_, other, nullptr, 0, 0);
+        session_.Evaluate(Spec("all", without, "blacklist_without_" + name), first_feeds_, other);
         changes = !a.built() || other.digest != a.graph.digest;
       } catch (const fused::ort::Refused&) {
       }
@@ -912,7 +1085,51 @@ class Bisector {
 
   static std::string MovesText(const Step& s) {
     const OutputDelta* d = LargestDelta(s);
+    for (const OutputDelta& b : s.deltas) {
+      if (b.criterion == "bound" && b.r > 1 && !b.waived_by_tolerance) {
+        return fmt::format("moves the outputs beyond the rounding-error bound (r {:.4g} on '{}')", b.r, b.output);
+      }
+    }
     return fmt::format("moves the outputs ({:.4g} {})", s.max_units, d != nullptr ? d->unit : "");
+  }
+
+  // A step within its criteria: kept, or kept because --atol/--rtol waived what was beyond them.
+  static std::string Kept(const Step& s) {
+    for (const OutputDelta& d : s.deltas) {
+      if (d.waived_by_tolerance) return "waived_by_tolerance";
+    }
+    return "keep";
+  }
+
+  // Every float output's rounding-error bound over every input set, or why it has none (bounds.h).
+  void ComputeBounds() {
+    bounds_.assign(model_.outputs.size(), OutputBound{});
+    if (!options_.bounds) {
+      for (OutputBound& b : bounds_) b.uncovered = "--no-bounds";
+      return;
+    }
+    std::vector<std::string> names;
+    for (const auto& o : model_.outputs) names.push_back(o.name);
+    const BoundEvaluator evaluator(onnx_io::ParseGraph(onnx_io::ReadModelBytes(path_), path_));
+    for (size_t k = 0; k < sets_.size(); ++k) {
+      const std::vector<BoundedTensor> b = evaluator.Evaluate(sets_[k].feeds, names);
+      for (size_t o = 0; o < b.size(); ++o) AppendBound(bounds_[o], b[o], baseline_.set_elements[o]);
+    }
+  }
+
+  static void AppendBound(OutputBound& out, const BoundedTensor& t, size_t elements) {
+    if (!out.uncovered.empty()) return;
+    out.uncovered = t.uncovered;
+    if (out.uncovered.empty() && t.base.size() != elements) {
+      out.uncovered = "the evaluated shape " + onnx_io::DimsText(t.dims) + " differs from ONNX Runtime's output";
+    }
+    if (!out.uncovered.empty()) {
+      out.baseline.clear();
+      out.step.clear();
+      return;
+    }
+    out.baseline.insert(out.baseline.end(), t.base.begin(), t.base.end());
+    out.step.insert(out.step.end(), t.legal.begin(), t.legal.end());
   }
 
   Step& StepOf(const std::string& kind, const std::string& subject) {
@@ -952,8 +1169,8 @@ class Bisector {
   std::vector<std::vector<onnx_io::Tensor>> all_feeds_, first_feeds_;  // built once for every session
   uint64_t input_bytes_ = 0;
   Graph base_graph_;
-  std::optional<Perf> base_perf_;
   Outputs baseline_;
+  std::vector<OutputBound> bounds_;
   std::unique_ptr<Measurements> measurements_;
   Attempt all_on_;
   size_t all_index_ = 0;

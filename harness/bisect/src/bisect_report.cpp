@@ -33,14 +33,31 @@ nlohmann::ordered_json StepJson(const Step& s) {
     nlohmann::ordered_json h = nlohmann::ordered_json::object();
     for (const auto& [k, n] : d.histogram) h[std::to_string(k)] = n;
     o["histogram"] = h;
+    o["criterion"] = d.criterion;
+    if (!d.uncovered.empty()) o["uncovered"] = d.uncovered;
+    if (d.criterion == "bound") {
+      o["bound"] = {{"r", d.r}, {"delta", d.r_delta}, {"bound_baseline", d.r_bound_baseline},
+                    {"bound_step", d.r_bound_step}, {"value", d.r_value}, {"at", d.r_at}};
+    }
+    o["beyond"] = d.beyond;
+    o["waived"] = d.waived;
+    o["waived_by_tolerance"] = d.waived_by_tolerance;
     outputs.push_back(o);
   }
-  j["delta_acc"] = {{"max", s.max_units}, {"outputs", outputs}};
+  j["delta_acc"] = {{"max", s.max_units}, {"r", s.r}, {"outputs", outputs}};
   j["differing_by_family"] = s.differing_by_family;
   if (s.perf) {
     j["delta_perf"] = {{"latency", PerfJson(*s.perf)}, {"time_saved", s.time_saved}, {"within_noise", s.within_noise}};
+    if (s.baseline_perf) {
+      j["delta_perf"]["baseline_latency"] = PerfJson(*s.baseline_perf);
+      j["delta_perf"]["time_saved_interval"] = {s.time_saved_lo, s.time_saved_hi};
+      j["delta_perf"]["interval"] = "95% percentile bootstrap of the median ratio: 1000 resamplings of session pairs, then rounds (Philox)";
+      j["delta_perf"]["noise_reason"] = s.noise_reason;
+      j["delta_perf"]["same_graph"] = s.same_graph;
+    }
   }
   j["loss"] = s.loss;
+  j["over"] = s.over;
   if (!s.verdict.empty()) j["verdict"] = s.verdict;
   if (!s.refusal.empty()) j["refusal"] = {{"phase", s.refusal_phase}, {"message", s.refusal}};
   if (s.kind == "one_on" && !s.refusal.empty()) {
@@ -87,9 +104,11 @@ std::string VerdictText(const Step& s) {
 
 std::string PerfText(const Step& s) {
   if (!s.perf) return "-";
-  // Microseconds: in process a small model's run takes a few of them.
-  return fmt::format("{:+.1f}% ({:.1f} us){}", 100.0 * s.time_saved, 1000.0 * s.perf->median_ms,
-                     s.within_noise ? " noise" : "");
+  // Microseconds: in process a small model's run takes a few of them. The interval: BootstrapMedianRatio's.
+  if (!s.baseline_perf) return fmt::format("{:.1f} us", 1000.0 * s.perf->median_ms);
+  if (s.same_graph) return fmt::format("same graph ({:.1f} us) noise", 1000.0 * s.perf->median_ms);
+  return fmt::format("{:+.1f}% [{:+.1f},{:+.1f}] ({:.1f} us){}", 100.0 * s.time_saved, 100.0 * s.time_saved_lo,
+                     100.0 * s.time_saved_hi, 1000.0 * s.perf->median_ms, s.within_noise ? " noise" : "");
 }
 
 // The rows a user reads: baseline, all on, every one-on step that fired or moved an output, pairs, the blacklist.

@@ -32,7 +32,8 @@ struct BisectArgs {
   double perf_weight = 0.0, threshold = 0.5;
   int max_pairs = 10, warmup = 3, repeats = 15, dependency_budget = 100;
   uint64_t max_bytes = kDefaultMaxBytes;
-  std::optional<double> rtol, atol;
+  std::optional<double> rtol, atol, expected_rtol, expected_atol;
+  bool no_bounds = false;
 };
 
 int64_t Integer(const std::string& text, const std::string& field) {
@@ -119,7 +120,10 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   if (a.repeats < 1 || a.warmup < 0) throw InputError("--repeats must be >= 1 and --warmup >= 0");
   if (!(a.threshold >= 0)) throw InputError("--threshold: expected a non-negative number of output steps");
   if (a.dependency_budget < 0) throw InputError("--dependency-budget: expected a number of sessions >= 0");
-  if ((a.rtol && !(*a.rtol >= 0)) || (a.atol && !(*a.atol >= 0))) throw InputError("--rtol/--atol: expected >= 0");
+  for (const auto& [name, v] : {std::pair{"--rtol", a.rtol}, {"--atol", a.atol}, {"--expected-rtol", a.expected_rtol},
+                                {"--expected-atol", a.expected_atol}}) {
+    if (v && !(*v >= 0)) throw InputError(std::string(name) + ": expected a number >= 0");
+  }
   CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
   bisect::OptimizerList custom;
   bisect::BisectOptions options;
@@ -140,6 +144,9 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   options.dependency_budget = a.dependency_budget;
   options.rtol = a.rtol;
   options.atol = a.atol;
+  options.expected_rtol = a.expected_rtol;
+  options.bounds = !a.no_bounds;
+  options.expected_atol = a.expected_atol;
   if (!a.work_dir.empty()) options.repro_dir = (std::filesystem::path(a.work_dir) / "reproductions").string();
   options.generate = a.generate;
   options.seed = a.seed;
@@ -188,12 +195,22 @@ Command AddBisectCommand(CLI::App& app) {
                       std::to_string(kDefaultMaxBytes) + " = 4 GiB; 0: no limit)");
   cmd->add_option("--dependency-budget", a->dependency_budget,
                   "Sessions per refused step in the search for the transformers it needs (default 100)");
-  cmd->add_option("--rtol", a->rtol, "Expected-output check: relative tolerance (default: data.json, else 1e-3)");
-  cmd->add_option("--atol", a->atol, "Expected-output check: absolute tolerance (default: data.json, else 1e-7)");
+  cmd->add_option("--atol", a->atol,
+                  "Waive, labelled \"waived by tolerance\", an output whose every element beyond its criterion has "
+                  "|delta| <= atol or <= rtol |baseline| (Polygraphy's semantics; the one not given: 1e-5). Default: none");
+  cmd->add_option("--rtol", a->rtol, "The waiver's relative tolerance (with --atol; Polygraphy's semantics)");
+  cmd->add_flag("--no-bounds", a->no_bounds,
+               "Judge float outputs by --threshold in their ulps instead of their rounding-error bound");
+  cmd->add_option("--expected-rtol", a->expected_rtol,
+                  "Expected-output check: relative tolerance (default: data.json, else 1e-3)");
+  cmd->add_option("--expected-atol", a->expected_atol,
+                  "Expected-output check: absolute tolerance (default: data.json, else 1e-7)");
   cmd->add_option("--generate", a->generate, "Generated input sets per family (default 4)");
   cmd->add_option("--seed", a->seed, "Seed of the generated inputs");
   cmd->add_option("--perf-weight", a->perf_weight, "w in loss = max|delta| - w * time saved / baseline (default 0)");
-  cmd->add_option("--threshold", a->threshold, "Blacklist a transformer whose loss exceeds this (default 0.5 LSB)");
+  cmd->add_option("--threshold", a->threshold,
+                  "Blacklist a transformer whose loss exceeds this in an output's units (QDQ, integer, and float outputs "
+                  "without a rounding-error bound; default 0.5). Float outputs with a bound: r > 1");
   cmd->add_option("--max-pairs", a->max_pairs, "At most this many pair sessions (default 10)");
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before timing (default 3)");
   cmd->add_option("--repeats", a->repeats, "Timed runs per measured session (default 15)");

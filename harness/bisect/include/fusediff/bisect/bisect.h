@@ -100,6 +100,32 @@ struct OutputDelta {
   double max_abs = 0;
   double max_rel = 0;       // max |delta| / max(|baseline|) over the output
   std::map<int64_t, uint64_t> histogram;  // signed delta in units (rounded), differing elements only (lsb and int)
+  // How the output is judged: "bound" (a float output with a rigorous rounding-error bound: r > 1 is beyond what any
+  // legal evaluation order gives), "fallback tolerance" (a float output without one: --threshold in its ulps, named
+  // with `uncovered`), "threshold" (QDQ and integer outputs: --threshold in their units).
+  std::string criterion = "threshold";
+  std::string uncovered;    // why a float output has no bound
+  // "bound": r = |delta| / (B_baseline + B_step) per element, the largest, and at that element |delta|, both bounds,
+  // the flat index (over the sets) and the baseline's value.
+  double r = 0, r_delta = 0, r_bound_baseline = 0, r_bound_step = 0, r_value = 0;
+  uint64_t r_at = 0;
+  uint64_t beyond = 0;      // elements over their criterion (r > 1, or units over --threshold)
+  uint64_t waived = 0;      // of which within --atol/--rtol (Polygraphy: |delta| <= atol or <= rtol |baseline|)
+  bool waived_by_tolerance = false;  // every element beyond its criterion was within --atol/--rtol
+};
+
+// The rounding-error bound of each output over every input set (bounds.h): per output, the elements of every set
+// in set order, or why there is none.
+struct OutputBound {
+  std::vector<double> baseline, step;  // B_baseline (the graph as written), B_step (any legal rewrite)
+  std::string uncovered;               // non-empty: no bound
+};
+
+// What a comparison judges by: --threshold for unbounded outputs, and the waiver --atol/--rtol (both absent: none).
+struct Criteria {
+  double threshold = 0.5;
+  std::optional<double> atol, rtol;
+  bool Waives(double delta, double baseline) const;  // Polygraphy: fails only beyond both atol and rtol |baseline|
 };
 
 struct Perf {
@@ -108,11 +134,26 @@ struct Perf {
 };
 Perf Summarize(std::vector<double> ms);
 
+// The median ratio step / baseline of latency samples timed in clusters (a pair of sessions, one of each, timed round
+// by round: step[c][i] and baseline[c][i] ran in round i of pair c), with a percentile bootstrap interval: each of
+// `resamples` resamplings draws pairs, then rounds within each, by Philox (generators::CounterRng) from (seed,
+// stream), so one seed gives the same interval for the same samples. Drawing pairs carries the difference between
+// two sessions of one graph (where each sits in memory) into the interval.
+struct RatioInterval {
+  double ratio = 1, lo = 1, hi = 1;
+};
+RatioInterval BootstrapMedianRatio(const std::vector<std::vector<double>>& step,
+                                   const std::vector<std::vector<double>>& baseline, uint64_t seed, uint64_t stream,
+                                   int resamples = 1000, double level = 0.95);
+
 // Node counts of an optimized model against the baseline's: op type -> count difference (non-zero only).
 std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& baseline,
                                          const std::map<std::string, int64_t>& step);
-// One comparison, output by output, of a session's outputs with the baseline's.
-std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step);
+// One comparison, output by output, of a session's outputs with the baseline's; with bounds (one per output), the
+// float outputs that have one are judged by r.
+std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step,
+                                        const std::vector<OutputBound>* bounds = nullptr,
+                                        const Criteria& criteria = Criteria{});
 // One unit of a float output of `type` at magnitude m: the type's ulp there (its smallest subnormal step below).
 double UlpAt(double m, onnx_io::DType type);
 // The unit an output is compared in (OutputDelta::unit) for its type and quantization.
@@ -136,11 +177,20 @@ struct Step {
   int64_t nodes_changed = 0;          // sum of |count difference|
   std::vector<OutputDelta> deltas;
   double max_units = 0;               // the largest max_units over the outputs
+  double r = 0;                       // the largest r over the outputs judged by their bound (not waived)
   std::map<std::string, uint64_t> differing_by_family;  // differing output elements per input family
+  // Latency on the first input set, timed against a baseline session run for run (Runtime::TimeAlternating).
   std::optional<Perf> perf;
-  double time_saved = 0;              // (baseline median - step median) / baseline median
-  bool within_noise = true;           // |median difference| <= the two interquartile ranges together
-  double loss = 0;                    // max_units - w * time_saved
+  std::optional<Perf> baseline_perf;  // the baseline's runs of the same rounds
+  double time_saved = 0;              // 1 - median(step) / median(baseline)
+  double time_saved_lo = 0, time_saved_hi = 0;  // its 95 % bootstrap interval (BootstrapMedianRatio)
+  bool same_graph = false;            // the saved optimized model is the baseline's: noise by construction
+  bool within_noise = true;           // the interval holds 0, or the graph is the baseline's
+  std::string noise_reason;           // "interval holds 0" | "interval excludes 0" | "same graph as the baseline"
+  // max_units - w * time_saved over the outputs judged by --threshold (not waived); r - w * time_saved over the
+  // bounded ones. `over`: loss > threshold or that r term > 1.
+  double loss = 0;
+  bool over = false;
   // one_on: blacklist | keep | not_fired | refused; leave_one_out: restores | no_effect | refused | restores_build
   // (all-on is refused, this one builds); with_dependency: blacklist | keep; pair: additive | interacts |
   // interacts_blacklist | refused; blacklist: within_tolerance | over_threshold | refused
@@ -185,7 +235,11 @@ struct BisectOptions {
   // (InputError naming the tensor and its size) before anything that large is allocated.
   uint64_t max_bytes = kDefaultMaxBytes;
   int dependency_budget = 100;           // sessions per refused one_on step in the search for what it needs
-  std::optional<double> rtol, atol;      // the expected-output check's; default: data.json beside the model, else ONNX's
+  std::optional<double> expected_rtol, expected_atol;  // the expected-output check's; default: data.json, else ONNX's
+  std::optional<double> atol, rtol;      // the waiver (Criteria): a difference within them is "waived by tolerance"
+  // Judge float outputs by their rounding-error bound where they have one (false, --no-bounds: by --threshold in
+  // their ulps, as fusediff did before).
+  bool bounds = true;
   // Where standalone reproductions of refused sessions go; empty: a folder fusediff-repro-XXXXXX made in the
   // temporary directory when the first one is written (and kept).
   std::string repro_dir;
@@ -213,6 +267,9 @@ struct BisectResult {
   std::map<std::string, int> sets_per_family;
   std::vector<Step> steps;
   bool explained_by_singles = true;
+  // The timing control: the completeness session (level all, every name disabled: the baseline's graph) timed
+  // against the baseline. Its interval should hold 0; where it does not, the measurement is not to be trusted.
+  bool timing_control_agrees = true;
   int pairs_run = 0;
   int pairs_skipped = 0;               // over --max-pairs
   std::vector<std::string> blacklist;
