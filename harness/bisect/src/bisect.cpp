@@ -308,6 +308,59 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
   return out;
 }
 
+namespace {
+  // The tensor's elements as doubles (exact for every supported type), one type dispatch per tensor.
+template <typename T>
+void AppendAs(const onnx_io::Tensor& t, std::vector<double>& out) {
+    const size_t n = t.elements();
+    const size_t at = out.size();
+    out.resize(at + n);
+    const uint8_t* bytes = t.bytes.data();
+    double* dst = out.data() + at;
+    for (size_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+      dst[i] = static_cast<double>(v);
+    }
+  }
+void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
+    switch (t.type) {
+      case onnx_io::DType::float32: return AppendAs<float>(t, out);
+      case onnx_io::DType::uint8: case onnx_io::DType::bool_: return AppendAs<uint8_t>(t, out);
+      case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
+      case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
+      case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
+      case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
+      case onnx_io::DType::float64: return AppendAs<double>(t, out);
+      default: {  // float16, bfloat16 and the unsigned types of 16 to 64 bits: element by element
+        const size_t at = out.size();
+        out.resize(at + t.elements());
+        for (size_t i = 0; i < t.elements(); ++i) out[at + i] = t.value(i);
+      }
+    }
+  }
+
+}  // namespace
+
+Outputs DecodeOutputs(const std::vector<std::vector<onnx_io::Tensor>>& results, size_t outputs) {
+  Outputs out;
+  out.values.resize(outputs);
+  out.set_elements.resize(outputs);
+  out.exact.resize(outputs);
+  for (const std::vector<onnx_io::Tensor>& result : results) {
+    if (result.size() != outputs) throw std::runtime_error("ONNX Runtime returned a different output count");
+    for (size_t o = 0; o < result.size(); ++o) {
+      const onnx_io::Tensor& t = result[o];
+      out.set_elements[o] = t.elements();
+      AppendValues(t, out.values[o]);
+      if (t.type == onnx_io::DType::int64 || t.type == onnx_io::DType::uint64) {
+        for (size_t i = 0; i < t.elements(); ++i) out.exact[o].push_back(t.bits(i));
+      }
+    }
+  }
+  return out;
+}
+
 Diff Differences(const Outputs& baseline, const Outputs& step) {
   // Counted first, then filled: one allocation, not a dozen regrowths of a vector of thousands of entries.
   std::vector<bool> differs(baseline.values.size());
@@ -371,6 +424,7 @@ using Results = std::vector<std::vector<onnx_io::Tensor>>;  // [input set][outpu
 struct Graph {
   std::map<std::string, int64_t> counts;
   uint64_t digest = 0;
+  std::vector<std::string> produced;  // every node output, in the graph's order
 };
 
 // Where ONNX Runtime saves each session's optimized model, and its reading back. Kept (BisectOptions::
@@ -492,26 +546,6 @@ class Session {
     return ms;
   }
 
-  // Every set's outputs as doubles, per output concatenated in set order (64-bit integers also as their bits).
-  static Outputs Decode(const Results& results, const onnx_io::ModelInfo& model) {
-    Outputs out;
-    out.values.resize(model.outputs.size());
-    out.set_elements.resize(model.outputs.size());
-    out.exact.resize(model.outputs.size());
-    for (const std::vector<onnx_io::Tensor>& result : results) {
-      if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
-      for (size_t o = 0; o < result.size(); ++o) {
-        const onnx_io::Tensor& t = result[o];
-        out.set_elements[o] = t.elements();
-        AppendValues(t, out.values[o]);
-        if (t.type == onnx_io::DType::int64 || t.type == onnx_io::DType::uint64) {
-          for (size_t i = 0; i < t.elements(); ++i) out.exact[o].push_back(t.bits(i));
-        }
-      }
-    }
-    return out;
-  }
-
  private:
   // Most sessions save the same graph as another (every name that does not fire saves the baseline's): each distinct
   // file content is parsed once. The bytes are read into one buffer, reused.
@@ -519,41 +553,10 @@ class Session {
     saved_.Read(path, bytes_);
     const auto it = parsed_.find(bytes_);
     if (it != parsed_.end()) return it->second;
-    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes_, path);
-    Graph g{saved.node_counts, saved.graph_digest};
+    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes_, path, /*untyped_outputs=*/true);
+    Graph g{saved.node_counts, saved.graph_digest, saved.produced};
     parsed_.emplace(bytes_, g);
     return g;
-  }
-
-  // The tensor's elements as doubles (exact for every supported type), one type dispatch per tensor.
-  template <typename T>
-  static void AppendAs(const onnx_io::Tensor& t, std::vector<double>& out) {
-    const size_t n = t.elements();
-    const size_t at = out.size();
-    out.resize(at + n);
-    const uint8_t* bytes = t.bytes.data();
-    double* dst = out.data() + at;
-    for (size_t i = 0; i < n; ++i) {
-      T v;
-      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
-      dst[i] = static_cast<double>(v);
-    }
-  }
-  static void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
-    switch (t.type) {
-      case onnx_io::DType::float32: return AppendAs<float>(t, out);
-      case onnx_io::DType::uint8: case onnx_io::DType::bool_: return AppendAs<uint8_t>(t, out);
-      case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
-      case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
-      case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
-      case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
-      case onnx_io::DType::float64: return AppendAs<double>(t, out);
-      default: {  // float16, bfloat16 and the unsigned types of 16 to 64 bits: element by element
-        const size_t at = out.size();
-        out.resize(at + t.elements());
-        for (size_t i = 0; i < t.elements(); ++i) out[at + i] = t.value(i);
-      }
-    }
   }
 
   fused::ort::Runtime& rt_;
@@ -592,7 +595,7 @@ class Measurements {
       if (m->kept && m->shapes == shapes_ && SameBytes(m->bytes, results)) return *m;
     }
     auto m = std::make_unique<Measured>();
-    const Outputs outputs = Session::Decode(results, model_);
+    const Outputs outputs = DecodeOutputs(results, model_.outputs.size());
     m->deltas = CompareOutputs(model_, baseline_, outputs, &bounds_, criteria_);
     m->diff = Differences(baseline_, outputs);
     m->differing_by_set.assign(sets_, 0);
@@ -686,7 +689,8 @@ class Bisector {
   Bisector(fused::ort::Runtime& runtime, const std::string& model_path, const BisectOptions& options)
       : runtime_(runtime), path_(model_path), options_(options),
         list_(options.optimizers != nullptr ? *options.optimizers : PinnedOptimizers()), names_(list_.names()),
-        model_(onnx_io::ReadModel(model_path)), saved_(options), session_(runtime, r_.ort_seconds, saved_) {}
+        model_(onnx_io::ReadModel(model_path)), model_bytes_(onnx_io::ReadModelBytes(model_path)), saved_(options),
+        session_(runtime, r_.ort_seconds, saved_) {}
 
   BisectResult Run() {
     const auto start = std::chrono::steady_clock::now();
@@ -701,6 +705,7 @@ class Bisector {
       if (s.kind == "one_on" && s.verdict == "refused") FindDependency(s.subject);
     }
     Pairs();
+    Divergences();
     Blacklist();
     Reproductions();
     r_.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -815,6 +820,9 @@ class Bisector {
     }
     for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
     if (timed) TimeAgainstBaseline(spec, a, s);
+    if ((kind == "all_on" || kind == "one_on" || kind == "with_dependency") && !a.measured->diff.empty()) {
+      moved_.push_back({kind, subject, spec, a.graph});
+    }
     s.loss = judged_units - options_.perf_weight * s.time_saved;
     s.over = s.loss > options_.threshold || s.r - options_.perf_weight * s.time_saved > 1;
     return s;
@@ -829,7 +837,7 @@ class Bisector {
       throw InputError(path_ + ": the engine refuses the model itself (level disabled, every transformer off; at " +
                        e.phase() + "): " + e.what());
     }
-    baseline_ = Session::Decode(*results, model_);
+    baseline_ = DecodeOutputs(*results, model_.outputs.size());
     CheckKeptSize(*results);
     if (!options_.input_paths.empty()) {
       ExpectedTolerances(path_, options_, r_.expected);
@@ -1110,7 +1118,7 @@ class Bisector {
     }
     std::vector<std::string> names;
     for (const auto& o : model_.outputs) names.push_back(o.name);
-    const BoundEvaluator evaluator(onnx_io::ParseGraph(onnx_io::ReadModelBytes(path_), path_));
+    const BoundEvaluator evaluator(onnx_io::ParseGraph(model_bytes_, path_));
     for (size_t k = 0; k < sets_.size(); ++k) {
       const std::vector<BoundedTensor> b = evaluator.Evaluate(sets_[k].feeds, names);
       for (size_t o = 0; o < b.size(); ++o) AppendBound(bounds_[o], b[o], baseline_.set_elements[o]);
@@ -1139,6 +1147,38 @@ class Bisector {
     throw std::logic_error("no step " + kind + " " + subject);
   }
 
+  // The first divergent boundary of every step that moves the outputs (FindDivergence).
+  void Divergences() {
+    if (moved_.empty()) return;
+    const onnx_io::GraphContent graph = onnx_io::ParseGraph(model_bytes_, path_);
+    std::unique_ptr<BoundEvaluator> evaluator;
+    if (options_.bounds) evaluator = std::make_unique<BoundEvaluator>(graph);
+    for (const Moved& m : moved_) {
+      DivergenceRequest q;
+      q.model = &model_;
+      q.model_bytes = model_bytes_;
+      q.graph = &graph;
+      q.evaluator = evaluator.get();
+      q.sets = &sets_;
+      q.criteria = Criteria{options_.threshold, options_.atol, options_.rtol};
+      q.baseline_tensors = base_graph_.produced;
+      q.step_tensors = m.graph.produced;
+      q.step_digest = m.graph.digest;
+      q.baseline = Spec("disabled", {}, "divergence_baseline");
+      q.step = m.spec;
+      q.step.optimized_model = saved_.PathFor("divergence_" + m.kind + "_" + m.subject);
+      q.scratch = (std::filesystem::path(options_.work_dir) / "divergence.onnx").string();
+      q.run = [&](const fused::ort::SessionSpec& spec, uint64_t& digest) -> const Results& {
+        Graph g;
+        const Results& results = session_.Evaluate(spec, all_feeds_, g);
+        digest = g.digest;
+        return results;
+      };
+      StepOf(m.kind, m.subject).divergence = FindDivergence(q);
+    }
+    std::filesystem::remove((std::filesystem::path(options_.work_dir) / "divergence.onnx"));
+  }
+
   // A standalone reproduction of all-on's refusal and of each refused one-on step (at most kReproductions).
   void Reproductions() {
     constexpr int kReproductions = 20;
@@ -1162,6 +1202,7 @@ class Bisector {
   const OptimizerList& list_;
   const std::vector<std::string> names_;
   const onnx_io::ModelInfo model_;
+  const std::string model_bytes_;
   BisectResult r_;
   SavedModels saved_;
   Session session_;
@@ -1177,6 +1218,12 @@ class Bisector {
   std::vector<const Diff*> single_diffs_;
   std::map<std::string, const Diff*> single_by_name_;
   std::vector<std::string> fired_;
+  struct Moved {
+    std::string kind, subject;
+    fused::ort::SessionSpec spec;
+    Graph graph;
+  };
+  std::vector<Moved> moved_;  // the steps that move the outputs, for their first divergent boundary
 };
 
 }  // namespace

@@ -372,10 +372,10 @@ void Cast(OpCall& c) {
 // The runtime errors of ONNX Runtime 1.30's float kernels: bench/ort_activation_error over every binary32 input
 // (docs/bisect.md gives the table). Pow2 is Pow(x, 2): correctly rounded (rel <= u).
 constexpr RuntimeError kRuntimeErrors[] = {
-    {"Sigmoid", 2.55 * 0x1p-24, 1.52e-7},
+    {"Sigmoid", 2.99 * 0x1p-24, 1.78e-7},
     {"Tanh", 4.2 * 0x1p-24, 1.1e-19},
     {"Erf", 1.27 * 0x1p-24, 4.2e-20},
-    {"com.microsoft.Gelu", 3.0 * 0x1p-24, 8.0e-8},
+    {"com.microsoft.Gelu", 2.26 * 0x1p-24, 8.27e-8},
     {"Pow2", 1.0 * 0x1p-24, 0},
 };
 

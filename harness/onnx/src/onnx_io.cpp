@@ -399,6 +399,15 @@ std::optional<IndexRange> GatherRange(const onnx::GraphProto& g, const std::stri
   return range;
 }
 
+std::optional<TensorQuant> ProducedQuant(const onnx::GraphProto& g,
+                                         const std::map<std::string, const onnx::NodeProto*>& producer,
+                                         const std::string& name) {
+  const auto p = producer.find(name);
+  if (p != producer.end() && p->second->op_type() == "QuantizeLinear") return QuantOf(g, *p->second, true);
+  if (p != producer.end() && p->second->op_type() == "DequantizeLinear") return QuantOf(g, *p->second, false);
+  return std::nullopt;
+}
+
 uint64_t Digest(const onnx::GraphProto& g) {
   onnx::GraphProto content = g;
   content.clear_name();
@@ -422,7 +431,7 @@ uint64_t Digest(const onnx::GraphProto& g) {
 
 }  // namespace
 
-ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
+ModelInfo ParseModel(const std::string& bytes, const std::string& path, bool untyped_outputs) {
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
   ModelInfo info;
@@ -439,6 +448,9 @@ ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
     if (n.domain() == "ai.onnx.preview.training") ThrowUnsupported(path, "training op", op + " (a training operator)");
     ++info.node_counts[op];
     info.nodes.push_back(op + "(" + (n.output_size() > 0 ? n.output(0) : std::string()) + ")");
+    for (const auto& o : n.output()) {
+      if (!o.empty()) info.produced.push_back(o);
+    }
     for (const auto& o : n.output()) producer[o] = &n;
     for (const auto& i : n.input()) consumer.emplace(i, &n);
   }
@@ -455,12 +467,13 @@ ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
     info.input_dim_params.push_back(DimParamsOf(v));
   }
   for (const auto& v : g.output()) {
+    if (untyped_outputs && !v.has_type()) {
+      info.outputs.push_back({v.name(), DType::float32, {}});
+      info.output_quant.push_back(std::nullopt);
+      continue;
+    }
     info.outputs.push_back(TensorValue(v, path, "output"));
-    std::optional<TensorQuant> q;
-    const auto p = producer.find(v.name());
-    if (p != producer.end() && p->second->op_type() == "QuantizeLinear") q = QuantOf(g, *p->second, true);
-    if (p != producer.end() && p->second->op_type() == "DequantizeLinear") q = QuantOf(g, *p->second, false);
-    info.output_quant.push_back(q);
+    info.output_quant.push_back(ProducedQuant(g, producer, v.name()));
   }
   info.graph_digest = Digest(g);
   return info;
@@ -521,6 +534,18 @@ GraphContent ParseGraph(const std::string& bytes, const std::string& path) {
     g.nodes.push_back(std::move(node));
   }
   return g;
+}
+
+std::vector<std::optional<TensorQuant>> TensorQuants(const std::string& bytes, const std::vector<std::string>& names,
+                                                     const std::string& path) {
+  const onnx::ModelProto m = ParseProto(bytes, path);
+  std::map<std::string, const onnx::NodeProto*> producer;
+  for (const auto& n : m.graph().node()) {
+    for (const auto& o : n.output()) producer[o] = &n;
+  }
+  std::vector<std::optional<TensorQuant>> out;
+  for (const auto& name : names) out.push_back(ProducedQuant(m.graph(), producer, name));
+  return out;
 }
 
 std::string WithExtraOutputs(const std::string& bytes, const std::vector<std::string>& names, const std::string& path) {

@@ -3,11 +3,13 @@
 // many output steps, and what it buys in latency. Sessions: baseline (level disabled), all on, each one on alone
 // (all others disabled), each left out, pairs where the singles do not explain all-on, and the blacklist re-run.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fusediff/bisect/bounds.h"
 #include "fusediff/fused/ort_runtime.h"
 #include "fusediff/model/memory_budget.h"
 #include "fusediff/onnx/onnx_io.h"
@@ -87,6 +89,10 @@ struct Outputs {
   std::vector<std::vector<uint64_t>> exact;
 };
 
+// Every set's outputs (as ONNX Runtime returns them: [set][output]) as doubles, per output concatenated in set
+// order (64-bit integers also as their bits).
+Outputs DecodeOutputs(const std::vector<std::vector<onnx_io::Tensor>>& results, size_t outputs);
+
 struct OutputDelta {
   std::string output;
   // "lsb": a QDQ output (codes, or real values of a known scale); "int": an integer or bool output, equal or not
@@ -165,6 +171,41 @@ Diff Differences(const Outputs& baseline, const Outputs& step);
 // "Explain": the union of the single steps' differences equals all-on's, value for value.
 bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on);
 
+// The first divergent boundary of a step that moves the outputs: of the tensors both the baseline's and the step's
+// saved optimized graphs hold (the fusions' boundaries), fetched as extra outputs of both sessions where that leaves
+// the step's optimized graph unchanged, the first in the baseline's topological order whose values differ.
+struct Divergence {
+  int candidates = 0;                  // tensors both graphs hold, outputs aside
+  int fetched = 0;                     // fetched without changing the step's optimized graph
+  std::vector<std::string> skipped;    // fetching them changed the step's optimized graph: left out
+  int sessions = 0;                    // the sessions the search took
+  std::string note;                    // why nothing was fetched, where so
+  std::string tensor;                  // the first boundary whose values differ (an output where no other does)
+  std::string producer;                // its producer's op in the baseline's graph
+  bool is_output = false;
+  std::optional<OutputDelta> delta;    // its difference in its own units (r for floats with a bound)
+  std::vector<std::vector<std::string>> paths;  // per output it reaches: tensor, op, tensor, ..., the output
+};
+
+// What the search needs from a bisect.
+struct DivergenceRequest {
+  const onnx_io::ModelInfo* model = nullptr;
+  std::string model_bytes;
+  const onnx_io::GraphContent* graph = nullptr;       // the model's graph (for the paths)
+  const BoundEvaluator* evaluator = nullptr;          // null: floats without bounds
+  const std::vector<InputSet>* sets = nullptr;
+  Criteria criteria;
+  std::vector<std::string> baseline_tensors, step_tensors;  // produced by the saved optimized graphs, in their order
+  uint64_t step_digest = 0;
+  fused::ort::SessionSpec baseline, step;              // their model is replaced by the one with extra outputs
+  std::string scratch;                                 // where that model is written
+  // Every input set through a session: the results ([set][output], valid until the next call) and the digest of the
+  // saved optimized graph. Throws fused::ort::Refused.
+  std::function<const std::vector<std::vector<onnx_io::Tensor>>&(const fused::ort::SessionSpec&, uint64_t&)> run;
+  int max_sessions = 24;
+};
+Divergence FindDivergence(const DivergenceRequest& request);
+
 struct Step {
   // baseline | completeness | all_on | one_on | leave_one_out | with_dependency (a refused one_on with what it needs)
   // | pair | blacklist
@@ -202,6 +243,7 @@ struct Step {
   std::vector<std::string> dependency;
   int dependency_sessions = 0;        // the sessions the search tried
   std::string reproduction;           // the folder of its standalone reproduction, where one was written
+  std::optional<Divergence> divergence;  // steps that move the outputs: where the difference starts
 };
 
 // The output a step's largest delta is in (the first output where none moved; null without outputs).
