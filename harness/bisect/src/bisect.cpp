@@ -743,6 +743,7 @@ class Bisector {
     spec.model = path_;
     spec.level = level;
     spec.disabled = std::move(disabled);
+    spec.config = options_.session_config;
     spec.optimized_model = saved_.PathFor(tag);
     return spec;
   }
@@ -1190,6 +1191,7 @@ class Bisector {
       spec.model = path_;
       spec.level = s.level;
       spec.disabled = s.disabled;
+      spec.config = options_.session_config;
       const std::string tag = std::to_string(++written) + "_" + s.kind + (s.subject.empty() ? "" : "_" + s.subject);
       s.reproduction = WriteReproduction((std::filesystem::path(r_.repro_dir) / tag).string(), spec, s.refusal_phase,
                                          s.refusal, all_feeds_, r_.runtime_version);

@@ -226,6 +226,41 @@ std::string TimingControlText(const BisectResult& r) {
   return "";
 }
 
+// "r1 &rarr; Conv &rarr; c2_conv ... &rarr; logits", one line per output the boundary reaches.
+std::string PathsHtml(const Divergence& d) {
+  std::string h;
+  for (const auto& path : d.paths) {
+    std::string line;
+    for (size_t k = 0; k < path.size(); ++k) {
+      line += (k == 0 ? "" : " &rarr; ") + std::string(k % 2 == 1 ? "<b>" : "<code>") + reports::HtmlEscape(path[k]) +
+              (k % 2 == 1 ? "</b>" : "</code>");
+    }
+    h += (h.empty() ? "" : "<br>") + line;
+  }
+  return h.empty() ? "-" : h;
+}
+
+// Per step that moves an output: how each output was judged, the first divergent boundary, its path to the outputs.
+std::string DivergenceHtml(const BisectResult& r) {
+  std::string rows;
+  for (const Step* s : TableRows(r)) {
+    if (s->verdict == "refused" || s->max_units == 0 || s->kind == "pair") continue;
+    std::string judged;
+    for (const OutputDelta& d : s->deltas) {
+      if (d.differing > 0) judged += (judged.empty() ? "" : "<br>") + reports::HtmlEscape(d.output + ": " + JudgedText(d));
+    }
+    rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", reports::HtmlEscape(Label(*s)), judged,
+                        s->divergence ? reports::HtmlEscape(DivergenceText(*s->divergence)) : "-",
+                        s->divergence ? PathsHtml(*s->divergence) : "-");
+  }
+  if (rows.empty()) return "";
+  return "<h3>Where each difference starts</h3><p>r = |&Delta;| / (B<sub>baseline</sub> + B<sub>step</sub>): the "
+         "rounding-error bounds of the graph as written and of any legal rewrite; r &gt; 1 is beyond them. The first "
+         "divergent boundary: of the tensors both optimized graphs hold, the first in topological order whose values "
+         "differ, and its path to the outputs.</p><table><tr><th>step</th><th>outputs</th><th>first divergent "
+         "boundary</th><th>path to the outputs</th></tr>" + rows + "</table>";
+}
+
 }  // namespace
 
 nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const BisectReportOptions& o) {
@@ -387,6 +422,7 @@ std::string ToHtml(const BisectResult& r) {
     h += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">{}</text>", x + 5, y - 4, reports::HtmlEscape(s.subject));
   }
   h += "</svg>";
+  h += DivergenceHtml(r);
   h += "<p>blacklist: <code>" + reports::HtmlEscape(r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) +
        "</code></p></section></body></html>\n";
   return h;

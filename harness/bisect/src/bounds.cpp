@@ -64,6 +64,11 @@ struct Val {
   std::vector<double> e[2];
   std::optional<Sum> sum;
   bool constant = false;  // an initializer or computed from them only
+  // Known for every element, exact and computed alike: both >= 0 (a square, a sum of squares, a Relu), and >= floor
+  // where floor > 0 (such a sum plus a positive constant, its square root). A Sqrt or a divisor of such a tensor stays
+  // bounded where its error interval alone would reach 0.
+  bool nonneg = false;
+  double floor = 0;
   std::string uncovered;
   size_t size() const { return v.size(); }
 };
@@ -450,6 +455,18 @@ void LeakyRelu(OpCall& c) {
 
 // ---- binary elementwise ops (numpy broadcasting) ----------------------------------------------------------------------
 
+// Non-negative, computed and exact: a known non-negative tensor, or constant non-negative values.
+bool Positive(const Val& x) {
+  return x.nonneg || (x.constant && std::all_of(x.v.begin(), x.v.end(), [](double d) { return d >= 0; }));
+}
+// A lower bound of every value: the known floor, or a constant's smallest value.
+double Floor(const Val& x) {
+  if (!x.constant) return x.floor;
+  double lo = INFINITY;
+  for (double d : x.v) lo = std::min(lo, d);
+  return x.v.empty() ? 0 : std::max(lo, 0.0);
+}
+
 // One operand of a sum in the legal mode: a flattened sum of its producer (merged), or one plain term.
 struct Term {
   double rounds = 0;
@@ -490,6 +507,10 @@ void AddSub(OpCall& c, double sign) {
   sum.bias.assign(y.size(), 0);
   sum.bias_value.assign(y.size(), 0);
   y.sum = std::move(sum);
+  if (sign > 0) {
+    y.nonneg = Positive(a) && Positive(b);
+    y.floor = y.nonneg ? std::max(Floor(a), Floor(b)) * (1 - u) : 0;  // fl is monotone
+  }
   y.constant = a.constant && b.constant;
   c.out[0] = std::move(y);
 }
@@ -541,6 +562,7 @@ void Mul(OpCall& c) {
     }
     y.sum = std::move(folded);
   }
+  y.nonneg = c.node.inputs[0] == c.node.inputs[1] || (a.nonneg && b.nonneg);
   y.constant = a.constant && b.constant;
   c.out[0] = std::move(y);
 }
@@ -558,7 +580,8 @@ void Div(OpCall& c) {
     const size_t ja = bc.index[0][i], jb = bc.index[1][i];
     y.v[i] = a.v[ja] / b.v[jb];
     for (int m = 0; m < 2; ++m) {
-      const double blo = std::fabs(b.v[jb]) - b.e[m][jb] * kExactSlack, bhat = blo - b.e[m][jb];
+      const double blo = std::max(std::fabs(b.v[jb]) - b.e[m][jb] * kExactSlack, b.floor);
+      const double bhat = std::max(blo - b.e[m][jb], b.floor);
       y.e[m][i] = bhat <= 0 ? INFINITY
                             : (a.e[m][ja] / bhat + ExactMag(a, ja, m) * b.e[m][jb] / (blo * bhat) +
                                u * Mag(a, ja, m) / bhat + Tiny(a)) * kUp;
@@ -577,13 +600,16 @@ void Sqrt(OpCall& c) {
   for (size_t i = 0; i < x.size(); ++i) {
     y.v[i] = std::sqrt(x.v[i]);
     for (int m = 0; m < 2; ++m) {
-      const double e = x.e[m][i], lo = x.v[i] - e * (1 + kExactSlack);
+      const double e = x.e[m][i];
+      const double lo = std::max(x.v[i] - e * (1 + kExactSlack), x.floor);      // of x^ (and of x)
       double moved = lo > 0 ? e / (2 * std::sqrt(lo)) : std::sqrt(e);
-      if (x.v[i] < 0 || (lo < 0 && e > 0 && x.v[i] - e * kExactSlack < e)) moved = INFINITY;
+      if (x.v[i] < 0 || (!x.nonneg && x.v[i] - e * (1 + kExactSlack) < 0 && e > 0)) moved = INFINITY;
       y.e[m][i] = (std::min(moved, std::sqrt(e)) + U(x) * std::sqrt(Mag(x, i, m))) * kUp;
       if (std::isinf(moved)) y.e[m][i] = INFINITY;
     }
   }
+  y.nonneg = x.nonneg;
+  y.floor = std::sqrt(x.floor) * (1 - U(x));  // fl is monotone: sqrt(x^) >= sqrt(floor) rounded down
   y.constant = x.constant;
   c.out[0] = std::move(y);
 }
@@ -603,6 +629,7 @@ void Pow(OpCall& c) {
       y.e[m][i] = (2 * ExactMag(x, i, m) * e + e * e + std::max(rt->rel, U(x)) * M * M + Tiny(x)) * kUp;
     }
   }
+  y.nonneg = true;
   y.constant = x.constant;
   c.out[0] = std::move(y);
 }
@@ -979,6 +1006,7 @@ void Reduce(OpCall& c, bool mean) {
                        : (Gamma(n - 1, U(x)) * mag[m][i] + err[m][i]) * kUp;
     }
   }
+  y.nonneg = x.nonneg;
   y.constant = x.constant;
   c.out[0] = std::move(y);
 }
@@ -1026,14 +1054,18 @@ void LayerNormRowBound(const Val& x, const LayerNormParams& p, size_t base, size
   const double rho_s = rho + Gamma(2, u) * (1 + rho), kappa = (Gamma(5, u) + rho_s) / (1 - rho_s);
   const double sigma = std::sqrt(var + p.eps) * (1 - 0x1p-40);
   for (size_t j = 0; j < n; ++j) {
-    if (rho >= 0.5 || !std::isfinite(kappa)) {
-      bound[base + j] = INFINITY;
-      continue;
-    }
     const double g = std::fabs(p.scale->v[j % p.scale->size()]);
     const double d = std::fabs(x.v[base + j] - mean) * (1 + 0x1p-40) + kExactSlack * (x.e[m][base + j] + dmu);
-    const double part = (1 + u) * g / sigma * (d * kappa + (x.e[m][base + j] + dmu) * (1 + kappa));
-    bound[base + j] = (part + u * (std::fabs(y[base + j]) + part) + 2 * Tiny(x)) * kUp;
+    // Whatever the rounding: |x^_i - mu^| <= sqrt(n var^) and sigma^ >= sqrt(var^) (1 - gamma_(n+5)), so the computed
+    // normalized value is at most sqrt(n) (1 + gamma_(n+8)) in magnitude (docs/bisect.md): a finite bound always.
+    const double capped = (1 + Gamma(2, u)) * g * (std::sqrt(dn) * (1 + Gamma(dn + 8, u)) + d / sigma) +
+                          Gamma(2, u) * (std::fabs(y[base + j]) + 2 * g * std::sqrt(dn));
+    double derived = INFINITY;
+    if (rho < 0.5 && std::isfinite(kappa)) {
+      const double part = (1 + u) * g / sigma * (d * kappa + (x.e[m][base + j] + dmu) * (1 + kappa));
+      derived = part + u * (std::fabs(y[base + j]) + part);
+    }
+    bound[base + j] = (std::min(derived, capped) + 2 * Tiny(x)) * kUp;
   }
 }
 
@@ -1080,7 +1112,10 @@ const std::map<std::string, OpFn>& Ops() {
       {"Identity", Identity}, {"Dropout", Identity}, {"Reshape", Reshape}, {"Flatten", Flatten},
       {"Squeeze", Squeeze}, {"Unsqueeze", Unsqueeze}, {"Transpose", Transpose}, {"Concat", Concat},
       {"Shape", Shape}, {"Constant", Constant}, {"Gather", Gather}, {"Cast", Cast},
-      {"Relu", [](OpCall& c) { Exact(c, ReluOf); }}, {"Neg", [](OpCall& c) { Exact(c, NegOf); }},
+      {"Relu", [](OpCall& c) {
+         Exact(c, ReluOf);
+         c.out[0].nonneg = true;
+       }}, {"Neg", [](OpCall& c) { Exact(c, NegOf); }},
       {"Abs", [](OpCall& c) { Exact(c, AbsOf); }}, {"Clip", Clip}, {"LeakyRelu", LeakyRelu},
       {"Sigmoid", [](OpCall& c) { Runtime(c, SigmoidOf, SigmoidSlope); }},
       {"Tanh", [](OpCall& c) { Runtime(c, [](double x) { return std::tanh(x); }, TanhSlope); }},

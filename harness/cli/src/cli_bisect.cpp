@@ -26,7 +26,7 @@ namespace {
 
 struct BisectArgs {
   std::string model, json, junit, html, work_dir, optimizer_list, int_range;
-  std::vector<std::string> inputs, shapes;
+  std::vector<std::string> inputs, shapes, session_config;
   int generate = 4;
   uint64_t seed = 1;
   double perf_weight = 0.0, threshold = 0.5;
@@ -64,6 +64,21 @@ std::map<std::string, std::vector<int64_t>> ParseShapes(const std::vector<std::s
     shapes[g.substr(0, eq)] = dims;
   }
   return shapes;
+}
+
+// --session-config KEY=VALUE, repeated. The disabled-optimizer key is the bisect's own.
+std::vector<std::pair<std::string, std::string>> ParseSessionConfig(const std::vector<std::string>& given) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& g : given) {
+    const size_t eq = g.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("--session-config: '" + g + "': expected KEY=VALUE");
+    if (g.substr(0, eq) == fused::ort::kDisableOptimizersKey) {
+      throw InputError("--session-config: " + std::string(fused::ort::kDisableOptimizersKey) +
+                       " is what the bisect sets itself");
+    }
+    out.emplace_back(g.substr(0, eq), g.substr(eq + 1));
+  }
+  return out;
 }
 
 // --int-range LO:HI, the half-open [LO, HI).
@@ -139,6 +154,7 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   ScratchDir scratch(a.work_dir);
   options.input_paths = a.inputs;
   options.shapes = ParseShapes(a.shapes);
+  options.session_config = ParseSessionConfig(a.session_config);
   options.int_range = ParseIntRange(a.int_range);
   options.max_bytes = a.max_bytes;
   options.dependency_budget = a.dependency_budget;
@@ -187,6 +203,8 @@ Command AddBisectCommand(CLI::App& app) {
                   "Input files (.pb, .npy, raw .raw/.bin with --shape) or folders (ONNX test-data layout: input_K.pb "
                   "binds by name, or unnamed to the K-th non-initializer input; output_K.pb is checked)");
   cmd->add_option("--shape", a->shapes, "NAME=D0,D1,...: the shape of a raw input file or of a generated input");
+  cmd->add_option("--session-config", a->session_config,
+                  "KEY=VALUE: a session config entry every session gets (e.g. optimization.enable_gelu_approximation=1)");
   cmd->add_option("--int-range", a->int_range,
                   "LO:HI: generated integer inputs the model gives no range for take [LO, HI) (default 0:16; a "
                   "Gather's indices take its table's rows, a *mask* input 0 or 1)");

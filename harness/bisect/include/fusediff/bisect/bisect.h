@@ -282,6 +282,9 @@ struct BisectOptions {
   // Judge float outputs by their rounding-error bound where they have one (false, --no-bounds: by --threshold in
   // their ulps, as fusediff did before).
   bool bounds = true;
+  // Session config entries every session gets (--session-config KEY=VALUE), e.g.
+  // optimization.enable_gelu_approximation=1 (GeluApproximation acts only with it).
+  std::vector<std::pair<std::string, std::string>> session_config;
   // Where standalone reproductions of refused sessions go; empty: a folder fusediff-repro-XXXXXX made in the
   // temporary directory when the first one is written (and kept).
   std::string repro_dir;
