@@ -269,6 +269,33 @@ TEST(Bounds, LayerNormTwoPassHoldsOnePassAndADroppedElementDoNot) {
   }
 }
 
+// Where a dropped term falls inside the bound: gamma_K grows with K, so a sum of K terms of equal magnitude t has
+// B_baseline + B_step = 2 gamma_K K t, and the dropped term t is beyond it only while 2 K gamma_K < 1, i.e. K <= 2896
+// (K (K + 1) < 2^23 for binary32). With normal terms a term of median magnitude does the same, between K = 2048
+// (r 1.7) and 4096 (r 0.43).
+TEST(Bounds, ADroppedTermFallsInsideTheBoundFromKAbout2900) {
+  for (int64_t k = 256; k <= 16384; k *= 2) {
+    ModelBuilder b("dot", 17);
+    b.AddInput("x", DType::float32, {1, k});
+    b.AddOutput("y", DType::float32, {1, 1});
+    b.AddInitializer(Tensor::FromFloats("w", {k, 1}, std::vector<float>(static_cast<size_t>(k), 1.0f)));
+    b.AddNode("MatMul", {"x", "w"}, {"y"});
+    std::vector<float> ones(static_cast<size_t>(k));
+    for (size_t i = 0; i < ones.size(); ++i) ones[i] = i % 2 == 0 ? 1.0f : -1.0f;
+    const BoundedTensor equal = EvaluateOne(b, {Tensor::FromFloats("x", {1, k}, ones)}, "y");
+    const double r_equal = 1.0 / (equal.base[0] + equal.legal[0]);
+    std::vector<float> normal = Normal(static_cast<size_t>(k), 1, 0, static_cast<uint32_t>(k));
+    const BoundedTensor nt = EvaluateOne(b, {Tensor::FromFloats("x", {1, k}, normal)}, "y");
+    std::vector<float> mags(normal.size());
+    for (size_t i = 0; i < mags.size(); ++i) mags[i] = std::fabs(normal[i]);
+    std::nth_element(mags.begin(), mags.begin() + static_cast<std::ptrdiff_t>(mags.size() / 2), mags.end());
+    const double r_median = mags[mags.size() / 2] / (nt.base[0] + nt.legal[0]);
+    std::printf("dropped term, K %lld: equal terms r %.3g, median normal term r %.3g\n", static_cast<long long>(k),
+                r_equal, r_median);
+    EXPECT_EQ(r_equal > 1, k <= 2896) << k;
+  }
+}
+
 // Ops it does not cover leave their consumers without a bound, named; the rest stays bounded.
 TEST(Bounds, AnUncoveredOpIsNamedAndOnlyItsConsumersLoseTheirBound) {
   ModelBuilder b("mixed", 17);

@@ -200,6 +200,11 @@ Divergence FindDivergence(const DivergenceRequest& q) {
     if (!candidates.empty() && kept.empty()) d.note = "fetching any of them changes the step's optimized graph";
     const Results step = search.StepResults(kept);
     const Results base = search.BaselineResults(kept);
+    const size_t want = q.model->outputs.size() + kept.size();
+    if (step.empty() || step.front().size() != want || base.empty() || base.front().size() != want) {
+      throw fused::ort::Refused("run", "a session returned another number of outputs than the " + std::to_string(want) +
+                                           " asked for");
+    }
     const onnx_io::ModelInfo m = Extended(q, kept, step);
     const Outputs b = DecodeOutputs(base, m.outputs.size()), s = DecodeOutputs(step, m.outputs.size());
     const std::vector<OutputBound> bounds = BoundsOf(q, m, b);
