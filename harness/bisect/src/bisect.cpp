@@ -716,7 +716,8 @@ class Bisector {
  private:
   void Prepare() {
     if (options_.work_dir.empty()) throw InputError("bisect: no folder for the optimized models");
-    InputOptions io{options_.generate, options_.seed, options_.int_range, options_.shapes, options_.max_bytes};
+    InputOptions io{options_.generate, options_.seed, options_.int_range, options_.shapes, options_.dim_values,
+                    options_.max_bytes};
     sets_ = options_.input_paths.empty() ? GenerateInputs(model_, io) : ReadInputs(model_, options_.input_paths, io);
     if (sets_.empty()) throw InputError(path_ + ": no input sets");
     std::filesystem::create_directories(options_.work_dir);

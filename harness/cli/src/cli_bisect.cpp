@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <filesystem>
@@ -26,7 +27,7 @@ namespace {
 
 struct BisectArgs {
   std::string model, json, junit, html, work_dir, optimizer_list, int_range;
-  std::vector<std::string> inputs, shapes, session_config;
+  std::vector<std::string> inputs, shapes, session_config, dim_shapes;
   int generate = 4;
   uint64_t seed = 1;
   double perf_weight = 0.0, threshold = 0.5;
@@ -48,18 +49,19 @@ int64_t Integer(const std::string& text, const std::string& field) {
   return v;
 }
 
-// --shape NAME=D0,D1,...
-std::map<std::string, std::vector<int64_t>> ParseShapes(const std::vector<std::string>& given) {
+// --shape NAME=D0,D1,... (and --shapes NAME=V1,V2,..., `flag`)
+std::map<std::string, std::vector<int64_t>> ParseShapes(const std::vector<std::string>& given,
+                                                        const std::string& flag = "--shape") {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const std::string& g : given) {
     const size_t eq = g.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("--shape: '" + g + "': expected NAME=D0,D1,...");
+    if (eq == std::string::npos || eq == 0) throw InputError(flag + ": '" + g + "': expected NAME=D0,D1,...");
     std::vector<int64_t> dims;
     std::stringstream s(g.substr(eq + 1));
     std::string d;
     while (std::getline(s, d, ',')) {
-      dims.push_back(Integer(d, "--shape " + g.substr(0, eq)));
-      if (dims.back() < 0) throw InputError("--shape " + g.substr(0, eq) + ": dimension " + d + " is negative");
+      dims.push_back(Integer(d, flag + " " + g.substr(0, eq)));
+      if (dims.back() < 0) throw InputError(flag + " " + g.substr(0, eq) + ": dimension " + d + " is negative");
     }
     shapes[g.substr(0, eq)] = dims;
   }
@@ -127,7 +129,7 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
-int DoBisect(const BisectArgs& a, const CommandContext& context) {
+void CheckArgs(const BisectArgs& a) {
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
   if (!a.html.empty()) CheckOutputPath(a.html, "--html");
@@ -139,19 +141,14 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
                                 {"--expected-atol", a.expected_atol}}) {
     if (v && !(*v >= 0)) throw InputError(std::string(name) + ": expected a number >= 0");
   }
-  CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
-  bisect::OptimizerList custom;
-  bisect::BisectOptions options;
-  if (!a.optimizer_list.empty()) {
-    custom = bisect::ParseOptimizerList(ReadText(a.optimizer_list), a.optimizer_list);
-    options.optimizers = &custom;
+  if (!a.dim_shapes.empty() && !a.inputs.empty()) {
+    throw InputError("--shapes: the inputs are generated per shape; it does not combine with --inputs");
   }
-  onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
-  const auto start = std::chrono::steady_clock::now();
-  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
-  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double start_inside = runtime->ort_seconds();
-  ScratchDir scratch(a.work_dir);
+}
+
+// Every option but the scratch folder, parsed before the runtime starts: bad input exits 2 first.
+bisect::BisectOptions OptionsOf(const BisectArgs& a) {
+  bisect::BisectOptions options;
   options.input_paths = a.inputs;
   options.shapes = ParseShapes(a.shapes);
   options.session_config = ParseSessionConfig(a.session_config);
@@ -161,8 +158,8 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   options.rtol = a.rtol;
   options.atol = a.atol;
   options.expected_rtol = a.expected_rtol;
-  options.bounds = !a.no_bounds;
   options.expected_atol = a.expected_atol;
+  options.bounds = !a.no_bounds;
   if (!a.work_dir.empty()) options.repro_dir = (std::filesystem::path(a.work_dir) / "reproductions").string();
   options.generate = a.generate;
   options.seed = a.seed;
@@ -171,24 +168,89 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   options.max_pairs = a.max_pairs;
   options.warmup = a.warmup;
   options.repeats = a.repeats;
-  options.work_dir = scratch.path();
   options.keep_optimized_models = !a.work_dir.empty();
-  bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
-  r.runtime_start_seconds = start_seconds;
-  r.runtime_start_inside_ort_seconds = start_inside;
+  return options;
+}
+
+// --shapes NAME=V1,V2 (repeatable): every combination of the named symbolic dimensions' values, each a dimension
+// of a model input. Without --shapes one empty combination: the bisect as always.
+std::vector<std::map<std::string, int64_t>> DimCombinations(const std::vector<std::string>& given,
+                                                            const onnx_io::ModelInfo& model) {
+  std::vector<std::map<std::string, int64_t>> combos{{}};
+  for (const auto& [name, values] : ParseShapes(given, "--shapes")) {
+    bool symbolic = false;
+    for (const auto& params : model.input_dim_params) symbolic |= std::count(params.begin(), params.end(), name) > 0;
+    if (!symbolic) throw InputError("--shapes: '" + name + "' is not a symbolic dimension of any input of " + model.path);
+    if (values.empty()) throw InputError("--shapes " + name + ": no values");
+    std::vector<std::map<std::string, int64_t>> next;
+    for (const auto& c : combos) {
+      for (int64_t v : values) {
+        if (v < 1) throw InputError("--shapes " + name + ": " + std::to_string(v) + " is not a positive size");
+        auto with = c;
+        with[name] = v;
+        next.push_back(with);
+      }
+    }
+    combos = std::move(next);
+  }
+  return combos;
+}
+
+// One bisect per shape on one runtime; the runtime's start and close are counted in the first and the last.
+std::vector<bisect::BisectResult> RunBisects(const BisectArgs& a, bisect::BisectOptions options,
+                                             const std::vector<std::map<std::string, int64_t>>& shapes) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
+  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double start_inside = runtime->ort_seconds();
+  ScratchDir scratch(a.work_dir);
+  options.work_dir = scratch.path();
+  std::vector<bisect::BisectResult> results;
+  for (const auto& shape : shapes) {
+    options.dim_values = shape;
+    results.push_back(bisect::Bisect(*runtime, a.model, options));
+  }
+  results.front().runtime_start_seconds = start_seconds;
+  results.front().runtime_start_inside_ort_seconds = start_inside;
   // The runtime's teardown is part of the bisect's wall time: closed here, timed, before the reports are written.
   const double before_close = runtime->ort_seconds();
   const auto close = std::chrono::steady_clock::now();
   runtime->Close();
-  r.runtime_close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - close).count();
-  r.runtime_close_inside_ort_seconds = runtime->ort_seconds() - before_close;
-  context.out << bisect::ToText(r);
+  results.back().runtime_close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - close).count();
+  results.back().runtime_close_inside_ort_seconds = runtime->ort_seconds() - before_close;
+  return results;
+}
+
+int DoBisect(const BisectArgs& a, const CommandContext& context) {
+  CheckArgs(a);
+  CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
+  bisect::OptimizerList custom;
+  bisect::BisectOptions options = OptionsOf(a);
+  if (!a.optimizer_list.empty()) {
+    custom = bisect::ParseOptimizerList(ReadText(a.optimizer_list), a.optimizer_list);
+    options.optimizers = &custom;
+  }
+  const onnx_io::ModelInfo model = onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
+  const auto shapes = DimCombinations(a.dim_shapes, model);
+  const std::vector<bisect::BisectResult> results = RunBisects(a, options, shapes);
   const Provenance provenance = driver::BuildProvenance(JoinCommandLine(context.args));
   const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed, a.max_bytes};
-  if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(r, provenance, ro).dump(2) + "\n");
-  if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(r));
-  if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(r));
-  return r.blacklist.empty() ? kExitPass : kExitFail;
+  bool blacklist = false;
+  for (const auto& r : results) blacklist |= !r.blacklist.empty();
+  if (a.dim_shapes.empty()) {
+    const bisect::BisectResult& r = results.front();
+    context.out << bisect::ToText(r);
+    if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(r, provenance, ro).dump(2) + "\n");
+    if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(r));
+    if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(r));
+    return blacklist ? kExitFail : kExitPass;
+  }
+  const bisect::ShapeResults per_shape = bisect::PerShape(shapes, results);
+  context.out << bisect::ToText(per_shape);
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(per_shape, provenance, ro).dump(2) + "\n");
+  if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(per_shape));
+  if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(per_shape));
+  return blacklist ? kExitFail : kExitPass;
 }
 
 }  // namespace
@@ -203,6 +265,10 @@ Command AddBisectCommand(CLI::App& app) {
                   "Input files (.pb, .npy, raw .raw/.bin with --shape) or folders (ONNX test-data layout: input_K.pb "
                   "binds by name, or unnamed to the K-th non-initializer input; output_K.pb is checked)");
   cmd->add_option("--shape", a->shapes, "NAME=D0,D1,...: the shape of a raw input file or of a generated input");
+  cmd->add_option("--shapes", a->dim_shapes,
+                  "NAME=V1,V2,...: bisect once per value of the symbolic dimension NAME of the model's inputs (repeat "
+                  "for more dimensions: every combination); the report gives each shape's decisions and the fusions "
+                  "whose decision changes with shape");
   cmd->add_option("--session-config", a->session_config,
                   "KEY=VALUE: a session config entry every session gets (e.g. optimization.enable_gelu_approximation=1)");
   cmd->add_option("--int-range", a->int_range,

@@ -55,6 +55,8 @@ struct InputOptions {
   IntRange int_range;  // --int-range: integer inputs the model says nothing about
   // --shape NAME=DIMS: the shape of a raw input file (.raw, .bin), or of a generated input with symbolic dimensions.
   std::map<std::string, std::vector<int64_t>> shapes;
+  // --shapes N=8: the value of each named symbolic dimension in generated inputs (the others are 1).
+  std::map<std::string, int64_t> dim_values;
   uint64_t max_bytes = 0;  // every input set together; 0: no limit
 };
 
@@ -273,6 +275,7 @@ struct BisectOptions {
   uint64_t seed = 1;
   IntRange int_range;                    // InputOptions::int_range
   std::map<std::string, std::vector<int64_t>> shapes;  // InputOptions::shapes
+  std::map<std::string, int64_t> dim_values;           // InputOptions::dim_values (one shape of --shapes)
   // Inputs, outputs and the outputs kept for comparison together, in bytes: a model or inputs beyond it are refused
   // (InputError naming the tensor and its size) before anything that large is allocated.
   uint64_t max_bytes = kDefaultMaxBytes;

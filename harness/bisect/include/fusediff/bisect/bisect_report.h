@@ -1,7 +1,9 @@
 #pragma once
 // A bisect's results as JSON (fusediff-bisect/2), JUnit XML, a text table and an HTML section.
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/model/results.h"
@@ -25,5 +27,21 @@ std::string ToJUnit(const BisectResult& r);
 std::string ToText(const BisectResult& r);
 // A self-contained HTML page: the table and a plot of delta acc against delta perf (inline SVG).
 std::string ToHtml(const BisectResult& r);
+
+// --shapes: one bisect per shape of the model's symbolic dimensions.
+struct ShapeResults {
+  std::vector<std::string> labels;  // "N=8"
+  std::vector<BisectResult> results;
+  // The one-on transformers that fired at some shape, and of them those whose decision (keep, blacklist) or whose
+  // latency call (faster, slower, noise by its interval) differs between shapes.
+  std::vector<std::string> transformers, decision_changes, perf_changes;
+};
+ShapeResults PerShape(const std::vector<std::map<std::string, int64_t>>& shapes, std::vector<BisectResult> results);
+nlohmann::ordered_json ToJson(const ShapeResults& s, const Provenance& provenance, const BisectReportOptions& o);
+// One testsuite per shape ("fusediff.bisect[N=8]").
+std::string ToJUnit(const ShapeResults& s);
+// Each shape's table, then one line per transformer: its decision, accuracy and latency per shape.
+std::string ToText(const ShapeResults& s);
+std::string ToHtml(const ShapeResults& s);
 
 }  // namespace fusediff::bisect
