@@ -10,10 +10,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/bisect/bounds.h"
 #include "fusediff/bisect/export.h"
+#include "fusediff/cli/cli.h"
 #include "test_util.h"
 
 namespace fusediff::bisect {
@@ -198,6 +202,46 @@ TEST(OrtBounds, TheBaselinesGraphIsNeverALatencyChange) {
       EXPECT_TRUE(s.within_noise) << s.kind << " " << s.subject;
     }
   }
+}
+
+int Cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  std::ostringstream o, e;
+  std::vector<std::string> full = {"fusediff"};
+  full.insert(full.end(), args.begin(), args.end());
+  const int rc = cli::Main(full, o, e);
+  out = o.str();
+  err = e.str();
+  return rc;
+}
+
+// --shapes on a model with a symbolic batch: one bisect per value, each step's decision per shape, JSON and JUnit
+// per shape; bad --shapes and --session-config values exit 2 before anything runs.
+TEST(OrtBoundsCli, ShapesBisectsOncePerSymbolicBatchSize) {
+  const std::filesystem::path dir = Scratch("bounds_shapes");
+  const std::string model = BoundModel(dir, "batch_n"), json = (dir / "s.json").string(), xml = (dir / "s.xml").string();
+  std::string out, err;
+  const int rc = Cli({"bisect", model, "--shapes", "N=1,4", "--generate", "1", "--repeats", "2", "--warmup", "0",
+                      "--json", json, "--junit", xml}, out, err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(out.find("== shape N=1"), std::string::npos);
+  EXPECT_NE(out.find("== shape N=4"), std::string::npos);
+  EXPECT_NE(out.find("decision changes with shape: "), std::string::npos);
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("format"), "fusediff-bisect-shapes/1");
+  ASSERT_EQ(j.at("shapes").size(), 2u);
+  EXPECT_EQ(j.at("shapes")[1].at("shape"), "N=4");
+  const auto& per = j.at("per_transformer").at("ConvBNFusion");
+  ASSERT_EQ(per.size(), 2u);
+  EXPECT_EQ(per[0].at("verdict"), "keep");
+  std::ifstream x(xml);
+  const std::string junit((std::istreambuf_iterator<char>(x)), std::istreambuf_iterator<char>());
+  EXPECT_NE(junit.find("name=\"fusediff.bisect[N=4]\""), std::string::npos);
+  EXPECT_EQ(Cli({"bisect", BoundModel(dir, "conv_bn_relu"), "--shapes", "N=1"}, out, err), cli::kExitBadInput);
+  EXPECT_NE(err.find("not a symbolic dimension"), std::string::npos) << err;
+  EXPECT_EQ(Cli({"bisect", model, "--shapes", "N=0"}, out, err), cli::kExitBadInput);
+  EXPECT_EQ(Cli({"bisect", model, "--session-config", "novalue"}, out, err), cli::kExitBadInput);
+  EXPECT_EQ(Cli({"bisect", model, "--atol", "-1"}, out, err), cli::kExitBadInput);
 }
 
 }  // namespace
