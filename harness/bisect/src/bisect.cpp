@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <memory>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -88,14 +89,6 @@ Perf Summarize(std::vector<double> ms) {
 }
 
 namespace {
-double MedianOf(std::vector<double>& v) {
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2 == 1) return v[mid];
-  const double hi = v[mid];
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
-}
-
 // Uniform in [0, n) from 32-bit draws without bias (Lemire, "Fast random integer generation in an interval", ACM
 // TOMACS 2019): a bootstrap draws thousands.
 size_t DrawIndex(generators::CounterRng& rng, uint32_t n) {
@@ -108,36 +101,73 @@ size_t DrawIndex(generators::CounterRng& rng, uint32_t n) {
 }
 }  // namespace
 
+namespace {
+
+// The median of a resample given as multiplicities of the pooled samples, walking their sorted order: no sorting
+// per resample (a bootstrap takes a thousand).
+double WeightedMedian(const std::vector<double>& sorted, const std::vector<size_t>& order,
+                      const std::vector<uint32_t>& count, size_t total) {
+  const size_t lo = (total - 1) / 2, hi = total / 2;
+  size_t seen = 0;
+  double lo_value = 0;
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    const size_t next = seen + count[order[k]];
+    if (lo >= seen && lo < next) lo_value = sorted[k];
+    if (hi >= seen && hi < next) return (lo_value + sorted[k]) / 2;
+    seen = next;
+  }
+  return lo_value;
+}
+
+// The pooled samples' values in sorted order, and where each came from.
+void SortedPool(const std::vector<double>& pooled, std::vector<double>& sorted, std::vector<size_t>& order) {
+  order.resize(pooled.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pooled[a] < pooled[b]; });
+  sorted.resize(pooled.size());
+  for (size_t k = 0; k < order.size(); ++k) sorted[k] = pooled[order[k]];
+}
+
+}  // namespace
+
 RatioInterval BootstrapMedianRatio(const std::vector<std::vector<double>>& step,
                                    const std::vector<std::vector<double>>& baseline, uint64_t seed, uint64_t stream,
                                    int resamples, double level) {
   RatioInterval out;
+  const size_t clusters = std::min(step.size(), baseline.size());
   std::vector<double> a, b;
-  for (size_t c = 0; c < std::min(step.size(), baseline.size()); ++c) {
+  std::vector<size_t> start;  // where each cluster's rounds begin in the pool
+  for (size_t c = 0; c < clusters; ++c) {
+    start.push_back(a.size());
     const size_t n = std::min(step[c].size(), baseline[c].size());
     a.insert(a.end(), step[c].begin(), step[c].begin() + static_cast<std::ptrdiff_t>(n));
     b.insert(b.end(), baseline[c].begin(), baseline[c].begin() + static_cast<std::ptrdiff_t>(n));
   }
   if (a.empty()) return out;
-  out.ratio = MedianOf(a) / MedianOf(b);
-  const size_t clusters = std::min(step.size(), baseline.size());
+  start.push_back(a.size());
+  std::vector<double> sa, sb;
+  std::vector<size_t> oa, ob;
+  SortedPool(a, sa, oa);
+  SortedPool(b, sb, ob);
+  std::vector<uint32_t> all(a.size(), 1), count(a.size());
+  out.ratio = WeightedMedian(sa, oa, all, a.size()) / WeightedMedian(sb, ob, all, b.size());
   std::vector<double> ratios;
   ratios.reserve(static_cast<size_t>(resamples));
   for (int k = 0; k < resamples; ++k) {
+    // Pairs (clusters) first, then rounds within each: a round's two runs stay together.
     generators::CounterRng rng(seed, stream, static_cast<uint32_t>(k), generators::StreamPurpose::bootstrap);
-    a.clear();
-    b.clear();
+    std::fill(count.begin(), count.end(), 0);
+    size_t total = 0;
     for (size_t c = 0; c < clusters; ++c) {
       const size_t pick = DrawIndex(rng, static_cast<uint32_t>(clusters));
-      const size_t n = std::min(step[pick].size(), baseline[pick].size());
-      for (size_t i = 0; i < n; ++i) {
-        const size_t j = DrawIndex(rng, static_cast<uint32_t>(n));
-        a.push_back(step[pick][j]);
-        b.push_back(baseline[pick][j]);
-      }
+      const size_t n = start[pick + 1] - start[pick];
+      for (size_t i = 0; i < n; ++i) ++count[start[pick] + DrawIndex(rng, static_cast<uint32_t>(n))];
+      total += n;
     }
-    ratios.push_back(MedianOf(a) / MedianOf(b));
+    if (total == 0) continue;
+    ratios.push_back(WeightedMedian(sa, oa, count, total) / WeightedMedian(sb, ob, count, total));
   }
+  if (ratios.empty()) return out;
   std::sort(ratios.begin(), ratios.end());
   const auto at = [&](double q) {
     return ratios[std::min(ratios.size() - 1, static_cast<size_t>(std::floor(q * static_cast<double>(ratios.size()))))];
@@ -823,7 +853,7 @@ class Bisector {
     for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
     if (timed) TimeAgainstBaseline(spec, a, s);
     if ((kind == "all_on" || kind == "one_on" || kind == "with_dependency") && !a.measured->diff.empty()) {
-      moved_.push_back({kind, subject, spec, a.graph});
+      moved_.push_back({kind, subject, spec, a.graph, MovingSets(*a.measured)});
     }
     s.loss = judged_units - options_.perf_weight * s.time_saved;
     s.over = s.loss > options_.threshold || s.r - options_.perf_weight * s.time_saved > 1;
@@ -1149,19 +1179,35 @@ class Bisector {
     throw std::logic_error("no step " + kind + " " + subject);
   }
 
-  // The first divergent boundary of every step that moves the outputs (FindDivergence).
+  // The input sets a step moves the outputs on, the first kBoundarySets of them: where its difference starts is
+  // looked for where it reaches the outputs, and a few sets show it (each fetch runs every set chosen).
+  static constexpr size_t kBoundarySets = 4;
+  static std::vector<size_t> MovingSets(const Measured& m) {
+    std::vector<size_t> sets;
+    for (size_t k = 0; k < m.differing_by_set.size() && sets.size() < kBoundarySets; ++k) {
+      if (m.differing_by_set[k] > 0) sets.push_back(k);
+    }
+    return sets;
+  }
+
+  // The first divergent boundary of every step that moves the outputs (FindDivergence), on the sets it moves them
+  // on; the bounds of every candidate tensor on every set chosen computed once for all of them.
   void Divergences() {
     if (moved_.empty()) return;
     const onnx_io::GraphContent graph = onnx_io::ParseGraph(model_bytes_, path_);
-    std::unique_ptr<BoundEvaluator> evaluator;
-    if (options_.bounds) evaluator = std::make_unique<BoundEvaluator>(graph);
+    const std::map<size_t, std::map<std::string, OutputBound>> bounds = BoundaryBounds(graph);
     for (const Moved& m : moved_) {
+      std::map<std::string, OutputBound> step_bounds;
+      std::vector<std::vector<onnx_io::Tensor>> feeds;
+      for (size_t k : m.sets) {
+        feeds.push_back(all_feeds_[k]);
+        for (const auto& [name, b] : bounds.at(k)) Concatenate(step_bounds[name], b);
+      }
       DivergenceRequest q;
       q.model = &model_;
       q.model_bytes = model_bytes_;
       q.graph = &graph;
-      q.evaluator = evaluator.get();
-      q.sets = &sets_;
+      q.bounds = &step_bounds;
       q.criteria = Criteria{options_.threshold, options_.atol, options_.rtol};
       q.baseline_tensors = base_graph_.produced;
       q.step_tensors = m.graph.produced;
@@ -1172,13 +1218,52 @@ class Bisector {
       q.scratch = (std::filesystem::path(options_.work_dir) / "divergence.onnx").string();
       q.run = [&](const fused::ort::SessionSpec& spec, uint64_t& digest) -> const Results& {
         Graph g;
-        const Results& results = session_.Evaluate(spec, all_feeds_, g);
+        const Results& results = session_.Evaluate(spec, feeds, g);
         digest = g.digest;
         return results;
       };
-      StepOf(m.kind, m.subject).divergence = FindDivergence(q);
+      Divergence d = FindDivergence(q);
+      d.sets = m.sets.size();
+      StepOf(m.kind, m.subject).divergence = std::move(d);
     }
     std::filesystem::remove((std::filesystem::path(options_.work_dir) / "divergence.onnx"));
+  }
+
+  static void Concatenate(OutputBound& into, const OutputBound& b) {
+    if (!into.uncovered.empty()) return;
+    if (!b.uncovered.empty()) {
+      into = b;
+      return;
+    }
+    into.baseline.insert(into.baseline.end(), b.baseline.begin(), b.baseline.end());
+    into.step.insert(into.step.end(), b.step.begin(), b.step.end());
+  }
+
+  // Per input set chosen by a moving step: the bounds of the outputs and of every tensor a moving step may fetch,
+  // one evaluation per set.
+  std::map<size_t, std::map<std::string, OutputBound>> BoundaryBounds(const onnx_io::GraphContent& graph) {
+    std::vector<std::string> names;
+    for (const auto& o : model_.outputs) names.push_back(o.name);
+    std::set<size_t> sets;
+    for (const Moved& m : moved_) {
+      sets.insert(m.sets.begin(), m.sets.end());
+      for (const auto& t : BoundaryCandidates(model_, base_graph_.produced, m.graph.produced)) {
+        if (std::find(names.begin(), names.end(), t) == names.end()) names.push_back(t);
+      }
+    }
+    std::map<size_t, std::map<std::string, OutputBound>> out;
+    std::unique_ptr<BoundEvaluator> evaluator;
+    if (options_.bounds) evaluator = std::make_unique<BoundEvaluator>(graph);
+    for (size_t k : sets) {
+      std::map<std::string, OutputBound>& at = out[k];
+      if (!evaluator) {
+        for (const auto& t : names) at[t] = OutputBound{{}, {}, "--no-bounds"};
+        continue;
+      }
+      const std::vector<BoundedTensor> b = evaluator->Evaluate(sets_[k].feeds, names);
+      for (size_t i = 0; i < b.size(); ++i) AppendBound(at[names[i]], b[i], b[i].value.size());
+    }
+    return out;
   }
 
   // A standalone reproduction of all-on's refusal and of each refused one-on step (at most kReproductions).
@@ -1225,6 +1310,7 @@ class Bisector {
     std::string kind, subject;
     fused::ort::SessionSpec spec;
     Graph graph;
+    std::vector<size_t> sets;  // the input sets its boundaries are fetched on
   };
   std::vector<Moved> moved_;  // the steps that move the outputs, for their first divergent boundary
 };

@@ -38,7 +38,7 @@ nlohmann::ordered_json DeltaJson(const OutputDelta& d) {
 nlohmann::ordered_json DivergenceJson(const Divergence& d) {
   nlohmann::ordered_json j = {{"tensor", d.tensor}, {"producer", d.producer}, {"is_output", d.is_output},
                               {"candidates", d.candidates}, {"fetched", d.fetched}, {"skipped", d.skipped},
-                              {"sessions", d.sessions}};
+                              {"sessions", d.sessions}, {"input_sets", d.sets}};
   if (!d.note.empty()) j["note"] = d.note;
   if (d.delta) j["delta"] = DeltaJson(*d.delta);
   j["paths_to_outputs"] = d.paths;

@@ -18,18 +18,6 @@ namespace {
 
 using Results = std::vector<std::vector<onnx_io::Tensor>>;
 
-// Tensors both graphs produce, the model's outputs aside, in the baseline's order.
-std::vector<std::string> Candidates(const DivergenceRequest& q) {
-  const std::set<std::string> step(q.step_tensors.begin(), q.step_tensors.end());
-  std::set<std::string> outputs;
-  for (const auto& o : q.model->outputs) outputs.insert(o.name);
-  std::vector<std::string> out;
-  for (const auto& t : q.baseline_tensors) {
-    if (step.count(t) && !outputs.count(t) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-  }
-  return out;
-}
-
 class Search {
  public:
   explicit Search(const DivergenceRequest& q) : q_(q) {}
@@ -104,22 +92,15 @@ onnx_io::ModelInfo Extended(const DivergenceRequest& q, const std::vector<std::s
   return m;
 }
 
-// Bounds of every extended output over every set, as the bisect keeps them for its outputs.
-std::vector<OutputBound> BoundsOf(const DivergenceRequest& q, const onnx_io::ModelInfo& m, const Outputs& base) {
-  std::vector<OutputBound> bounds(m.outputs.size());
-  std::vector<std::string> names;
-  for (const auto& o : m.outputs) names.push_back(o.name);
-  for (const InputSet& set : *q.sets) {
-    const std::vector<BoundedTensor> b = q.evaluator != nullptr ? q.evaluator->Evaluate(set.feeds, names)
-                                                                : std::vector<BoundedTensor>(names.size());
-    for (size_t o = 0; o < b.size(); ++o) {
-      OutputBound& out = bounds[o];
-      if (!out.uncovered.empty()) continue;
-      out.uncovered = q.evaluator == nullptr ? "--no-bounds" : b[o].uncovered;
-      if (out.uncovered.empty() && b[o].base.size() != base.set_elements[o]) out.uncovered = "shape differs";
-      if (!out.uncovered.empty()) continue;
-      out.baseline.insert(out.baseline.end(), b[o].base.begin(), b[o].base.end());
-      out.step.insert(out.step.end(), b[o].legal.begin(), b[o].legal.end());
+// The bounds of every extended output, from the request's (none where it has none for a tensor).
+std::vector<OutputBound> BoundsOf(const DivergenceRequest& q, const onnx_io::ModelInfo& m) {
+  std::vector<OutputBound> bounds;
+  for (const auto& o : m.outputs) {
+    const auto it = q.bounds != nullptr ? q.bounds->find(o.name) : decltype(q.bounds->end()){};
+    if (q.bounds != nullptr && it != q.bounds->end()) {
+      bounds.push_back(it->second);
+    } else {
+      bounds.push_back(OutputBound{{}, {}, "no bound was computed for it"});
     }
   }
   return bounds;
@@ -185,9 +166,21 @@ void PickFirst(const DivergenceRequest& q, const std::vector<OutputDelta>& delta
 
 }  // namespace
 
+std::vector<std::string> BoundaryCandidates(const onnx_io::ModelInfo& model, const std::vector<std::string>& baseline,
+                                            const std::vector<std::string>& step) {
+  const std::set<std::string> in_step(step.begin(), step.end());
+  std::set<std::string> outputs;
+  for (const auto& o : model.outputs) outputs.insert(o.name);
+  std::vector<std::string> out;
+  for (const auto& t : baseline) {
+    if (in_step.count(t) && !outputs.count(t) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
 Divergence FindDivergence(const DivergenceRequest& q) {
   Divergence d;
-  const std::vector<std::string> candidates = Candidates(q);
+  const std::vector<std::string> candidates = BoundaryCandidates(*q.model, q.baseline_tensors, q.step_tensors);
   d.candidates = static_cast<int>(candidates.size());
   Search search(q);
   std::vector<std::string> kept;
@@ -207,7 +200,12 @@ Divergence FindDivergence(const DivergenceRequest& q) {
     }
     const onnx_io::ModelInfo m = Extended(q, kept, step);
     const Outputs b = DecodeOutputs(base, m.outputs.size()), s = DecodeOutputs(step, m.outputs.size());
-    const std::vector<OutputBound> bounds = BoundsOf(q, m, b);
+    std::vector<OutputBound> bounds = BoundsOf(q, m);
+    for (size_t o = 0; o < bounds.size(); ++o) {
+      if (bounds[o].uncovered.empty() && bounds[o].baseline.size() != b.values[o].size()) {
+        bounds[o] = OutputBound{{}, {}, "the evaluated shape differs from ONNX Runtime's tensor"};
+      }
+    }
     PickFirst(q, CompareOutputs(m, b, s, &bounds, q.criteria), d);
   } catch (const fused::ort::Refused& e) {
     d.note = "ONNX Runtime refused a session with the extra outputs: " + std::string(e.what());

@@ -181,6 +181,7 @@ struct Divergence {
   int fetched = 0;                     // fetched without changing the step's optimized graph
   std::vector<std::string> skipped;    // fetching them changed the step's optimized graph: left out
   int sessions = 0;                    // the sessions the search took
+  size_t sets = 0;                     // the input sets it looked on: the first few the step moves the outputs on
   std::string note;                    // why nothing was fetched, where so
   std::string tensor;                  // the first boundary whose values differ (an output where no other does)
   std::string producer;                // its producer's op in the baseline's graph
@@ -194,8 +195,9 @@ struct DivergenceRequest {
   const onnx_io::ModelInfo* model = nullptr;
   std::string model_bytes;
   const onnx_io::GraphContent* graph = nullptr;       // the model's graph (for the paths)
-  const BoundEvaluator* evaluator = nullptr;          // null: floats without bounds
-  const std::vector<InputSet>* sets = nullptr;
+  // The rounding-error bounds of the model's outputs and of every candidate tensor (BoundaryCandidates), over every
+  // input set; a tensor not in it is judged without one.
+  const std::map<std::string, OutputBound>* bounds = nullptr;
   Criteria criteria;
   std::vector<std::string> baseline_tensors, step_tensors;  // produced by the saved optimized graphs, in their order
   uint64_t step_digest = 0;
@@ -207,6 +209,10 @@ struct DivergenceRequest {
   int max_sessions = 24;
 };
 Divergence FindDivergence(const DivergenceRequest& request);
+// The tensors both saved graphs produce, the model's outputs aside, in the baseline's order: what FindDivergence may
+// fetch.
+std::vector<std::string> BoundaryCandidates(const onnx_io::ModelInfo& model, const std::vector<std::string>& baseline,
+                                            const std::vector<std::string>& step);
 
 struct Step {
   // baseline | completeness | all_on | one_on | leave_one_out | with_dependency (a refused one_on with what it needs)
