@@ -298,7 +298,7 @@ Command AddBisectCommand(CLI::App& app) {
   cmd->add_option("--max-pairs", a->max_pairs, "At most this many pair sessions (default 10)");
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before timing (default 3)");
   cmd->add_option("--repeats", a->repeats, "Timed runs per measured session (default 15)");
-  cmd->add_option("--json", a->json, "Write fusediff-bisect/2 JSON");
+  cmd->add_option("--json", a->json, "Write fusediff-bisect/3 JSON (with --shapes: fusediff-bisect-shapes/1, one per shape)");
   cmd->add_option("--junit", a->junit, "Write JUnit XML (one test case per transformer)");
   cmd->add_option("--html", a->html, "Write the HTML section (table and delta-acc vs delta-perf plot)");
   cmd->add_option("--work-dir", a->work_dir,

@@ -1,5 +1,5 @@
 #pragma once
-// A bisect's results as JSON (fusediff-bisect/2), JUnit XML, a text table and an HTML section.
+// A bisect's results as JSON (fusediff-bisect/3), JUnit XML, a text table and an HTML section.
 #include <nlohmann/json.hpp>
 #include <map>
 #include <string>
@@ -12,7 +12,10 @@ namespace fusediff::bisect {
 
 // /2: refused steps (refusal, dependency, reproduction), output units per element type ("int", f16/bf16/f64 ulps),
 // the expected-output check, generated input ranges, the blacklist's reasons and whether it builds, max_bytes.
-inline constexpr const char* kBisectFormat = "fusediff-bisect/2";
+// /3: float outputs judged by their rounding-error bound (per output criterion, bound, r; per step r and over), the
+// waiver (beyond, waived, waived_by_tolerance), first_divergent_boundary, delta_perf against a baseline timed round
+// by round with its bootstrap interval and noise_reason, timing_control_agrees, bounds (covered ops, legal rewrites).
+inline constexpr const char* kBisectFormat = "fusediff-bisect/3";
 
 struct BisectReportOptions {
   double threshold = 0.5;
