@@ -204,15 +204,7 @@ TEST(OrtBounds, TheBaselinesGraphIsNeverALatencyChange) {
   }
 }
 
-int Cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::ostringstream o, e;
-  std::vector<std::string> full = {"fusediff"};
-  full.insert(full.end(), args.begin(), args.end());
-  const int rc = cli::Main(full, o, e);
-  out = o.str();
-  err = e.str();
-  return rc;
-}
+using test::Cli;
 
 // --shapes on a model with a symbolic batch: one bisect per value, each step's decision per shape, JSON and JUnit
 // per shape; bad --shapes and --session-config values exit 2 before anything runs.

@@ -1,6 +1,5 @@
 #include "fusediff/bisect/bisect.h"
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "fusediff/bisect/bounds.h"
 #include "fusediff/generators/counter_rng.h"
 #include "fusediff/model/errors.h"
+#include "memory_file.h"
 
 namespace fusediff::bisect {
 
@@ -465,18 +465,11 @@ struct Graph {
 class SavedModels {
  public:
   explicit SavedModels(const BisectOptions& options) : options_(options) {
-    if (options.keep_optimized_models) return;
-    memfd_ = ::memfd_create("fusediff-optimized-model", MFD_CLOEXEC);
-    if (memfd_ >= 0) memfd_path_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(memfd_);
+    if (!options.keep_optimized_models) memory_.emplace("fusediff-optimized-model");
   }
-  ~SavedModels() {
-    if (memfd_ >= 0) ::close(memfd_);
-  }
-  SavedModels(const SavedModels&) = delete;
-  SavedModels& operator=(const SavedModels&) = delete;
 
   std::string PathFor(const std::string& tag) {
-    if (!memfd_path_.empty()) return memfd_path_;
+    if (memory_ && memory_->valid()) return memory_->path();
     const std::string file =
         options_.keep_optimized_models ? std::to_string(counter_++) + "_" + FileSafe(tag) + ".onnx" : "optimized.onnx";
     return (std::filesystem::path(options_.work_dir) / file).string();
@@ -484,22 +477,12 @@ class SavedModels {
 
   // The bytes ONNX Runtime saved at `path` (from PathFor), into `bytes`.
   void Read(const std::string& path, std::string& bytes) {
-    if (memfd_path_.empty()) {
+    if (!memory_ || !memory_->valid()) {
       bytes = onnx_io::ReadModelBytes(path);
       if (!options_.keep_optimized_models) std::filesystem::remove(path);
       return;
     }
-    // One pread into a buffer kept at its size (the model's size rarely changes); a full buffer grows and reads on.
-    size_t done = 0;
-    for (;;) {
-      if (buffer_.size() == done) buffer_.resize(std::max<size_t>(2 * buffer_.size(), 64 * 1024));
-      const ssize_t n = ::pread(memfd_, buffer_.data() + done, buffer_.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::runtime_error("the optimized model's memfd: " + std::string(std::strerror(errno)));
-      done += static_cast<size_t>(n);
-      if (n == 0 || done < buffer_.size()) break;  // a regular file reads short only at its end
-    }
-    bytes.assign(buffer_.data(), done);
+    memory_->Read(buffer_, bytes);
     if (bytes.empty()) throw InputError(path + ": ONNX Runtime saved no optimized model");
   }
 
@@ -511,8 +494,7 @@ class SavedModels {
   }
 
   const BisectOptions& options_;
-  int memfd_ = -1;
-  std::string memfd_path_;
+  std::optional<MemoryFile> memory_;
   std::vector<char> buffer_;
   int counter_ = 0;
 };

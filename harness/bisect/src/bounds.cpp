@@ -467,6 +467,31 @@ double Floor(const Val& x) {
   return x.v.empty() ? 0 : std::max(lo, 0.0);
 }
 
+// A binary elementwise op: its operands, broadcast against each other (numpy), and its output shaped.
+struct Binary {
+  const Val& a;
+  const Val& b;
+  Broadcast bc;
+  Val y;
+  double u;
+  explicit Binary(const OpCall& c)
+      : a(c.In(0)), b(c.In(1)), bc(Checked(c, a, b)), y(Shaped(a.type, bc.dims)), u(U(a)) {}
+  static Broadcast Checked(const OpCall& c, const Val& a, const Val& b) {
+    RequireFloat(a, c.node.op + " input");
+    return BroadcastOf({&a, &b});
+  }
+  // f(output index, a's index, b's index) for every output element.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (size_t i = 0; i < bc.index[0].size(); ++i) f(i, bc.index[0][i], bc.index[1][i]);
+  }
+  // Stores the output: constant where both operands are.
+  void Finish(OpCall& c) {
+    y.constant = a.constant && b.constant;
+    c.out[0] = std::move(y);
+  }
+};
+
 // One operand of a sum in the legal mode: a flattened sum of its producer (merged), or one plain term.
 struct Term {
   double rounds = 0;
@@ -484,17 +509,14 @@ double TermP(const Term& t, const Val& x, size_t j) { return t.sum ? t.sum->p[j]
 // order, gamma_(r_a + r_b + 1) (S_a + S_b) + P_a + P_b (Higham eq. (4.4) for the sum, Lemma 3.3 to combine the
 // roundings), which dominates every partial merge.
 void AddSub(OpCall& c, double sign) {
-  const Val& a = c.In(0);
-  const Val& b = c.In(1);
-  RequireFloat(a, c.node.op + " input");
-  const Broadcast bc = BroadcastOf({&a, &b});
-  Val y = Shaped(a.type, bc.dims);
-  const double u = U(a);
+  Binary op(c);
+  const Val &a = op.a, &b = op.b;
+  Val& y = op.y;
+  const double u = op.u;
   const Term ta = TermOf(c, 0), tb = TermOf(c, 1);
   Sum sum;
   sum.rounds = ta.rounds + tb.rounds + 1;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const size_t ja = bc.index[0][i], jb = bc.index[1][i];
+  op.ForEach([&](size_t i, size_t ja, size_t jb) {
     y.v[i] = a.v[ja] + sign * b.v[jb];
     for (int m = 0; m < 2; ++m) {
       y.e[m][i] = (a.e[m][ja] + b.e[m][jb] + u * (Mag(a, ja, m) + Mag(b, jb, m))) * kUp;
@@ -503,7 +525,7 @@ void AddSub(OpCall& c, double sign) {
     y.e[1][i] = std::max(y.e[1][i], (Gamma(sum.rounds, u) * s + p) * kUp);
     sum.prod.push_back(s);
     sum.p.push_back(p);
-  }
+  });
   sum.bias.assign(y.size(), 0);
   sum.bias_value.assign(y.size(), 0);
   y.sum = std::move(sum);
@@ -511,8 +533,7 @@ void AddSub(OpCall& c, double sign) {
     y.nonneg = Positive(a) && Positive(b);
     y.floor = y.nonneg ? std::max(Floor(a), Floor(b)) * (1 - u) : 0;  // fl is monotone
   }
-  y.constant = a.constant && b.constant;
-  c.out[0] = std::move(y);
+  op.Finish(c);
 }
 
 // A constant m scaling a Conv/Gemm/MatMul's sum folded into its weights and bias (ConvMulFusion): each folded value
@@ -534,61 +555,51 @@ Sum ScaledSum(const Sum& s, const std::vector<double>& m, const std::vector<size
 
 // a b: |a^ b^ - a b| <= |a| e_b + |b| e_a + e_a e_b, plus one rounding u |a^ b^| and an underflow (Higham §2.2, the model with underflow).
 void Mul(OpCall& c) {
-  const Val& a = c.In(0);
-  const Val& b = c.In(1);
-  RequireFloat(a, "Mul input");
-  const Broadcast bc = BroadcastOf({&a, &b});
-  Val y = Shaped(a.type, bc.dims);
-  const double u = U(a);
-  for (size_t i = 0; i < y.size(); ++i) {
-    const size_t ja = bc.index[0][i], jb = bc.index[1][i];
+  Binary op(c);
+  const Val &a = op.a, &b = op.b;
+  Val& y = op.y;
+  op.ForEach([&](size_t i, size_t ja, size_t jb) {
     y.v[i] = a.v[ja] * b.v[jb];
     for (int m = 0; m < 2; ++m) {
       const double ea = a.e[m][ja], eb = b.e[m][jb];
       y.e[m][i] = (ExactMag(a, ja, m) * eb + ExactMag(b, jb, m) * ea + ea * eb +
-                   u * Mag(a, ja, m) * Mag(b, jb, m) + Tiny(a)) * kUp;
+                   op.u * Mag(a, ja, m) * Mag(b, jb, m) + Tiny(a)) * kUp;
     }
-  }
+  });
   // Legal: a constant scale folded into a single-consumer Conv/Gemm/MatMul (ConvMulFusion).
   for (size_t k = 0; k < 2; ++k) {
     const Val& s = c.In(k);
     const Val& m = c.In(1 - k);
     if (!m.constant || !s.sum || !s.sum->foldable || !c.single_consumer(c.node.inputs[k])) continue;
     std::vector<double> scale(y.size());
-    for (size_t i = 0; i < y.size(); ++i) scale[i] = m.v[bc.index[1 - k][i]];
-    Sum folded = ScaledSum(*s.sum, scale, bc.index[k], u);
+    for (size_t i = 0; i < y.size(); ++i) scale[i] = m.v[op.bc.index[1 - k][i]];
+    Sum folded = ScaledSum(*s.sum, scale, op.bc.index[k], op.u);
     for (size_t i = 0; i < y.size(); ++i) {
-      y.e[1][i] = std::max(y.e[1][i], (Gamma(folded.rounds, u) * (folded.prod[i] + folded.bias[i]) + folded.p[i]) * kUp);
+      y.e[1][i] = std::max(y.e[1][i], (Gamma(folded.rounds, op.u) * (folded.prod[i] + folded.bias[i]) + folded.p[i]) * kUp);
     }
     y.sum = std::move(folded);
   }
   y.nonneg = c.node.inputs[0] == c.node.inputs[1] || (a.nonneg && b.nonneg);
-  y.constant = a.constant && b.constant;
-  c.out[0] = std::move(y);
+  op.Finish(c);
 }
 
 // a / b where |b| stays clear of 0: |a^/b^ - a/b| <= e_a / |b^| + |a| e_b / (|b| |b^|), |b^| >= |b| - e_b; plus one
 // rounding. Where b's interval reaches 0 the element has no finite bound.
 void Div(OpCall& c) {
-  const Val& a = c.In(0);
-  const Val& b = c.In(1);
-  RequireFloat(a, "Div input");
-  const Broadcast bc = BroadcastOf({&a, &b});
-  Val y = Shaped(a.type, bc.dims);
-  const double u = U(a);
-  for (size_t i = 0; i < y.size(); ++i) {
-    const size_t ja = bc.index[0][i], jb = bc.index[1][i];
+  Binary op(c);
+  const Val &a = op.a, &b = op.b;
+  Val& y = op.y;
+  op.ForEach([&](size_t i, size_t ja, size_t jb) {
     y.v[i] = a.v[ja] / b.v[jb];
     for (int m = 0; m < 2; ++m) {
       const double blo = std::max(std::fabs(b.v[jb]) - b.e[m][jb] * kExactSlack, b.floor);
       const double bhat = std::max(blo - b.e[m][jb], b.floor);
       y.e[m][i] = bhat <= 0 ? INFINITY
                             : (a.e[m][ja] / bhat + ExactMag(a, ja, m) * b.e[m][jb] / (blo * bhat) +
-                               u * Mag(a, ja, m) / bhat + Tiny(a)) * kUp;
+                               op.u * Mag(a, ja, m) / bhat + Tiny(a)) * kUp;
     }
-  }
-  y.constant = a.constant && b.constant;
-  c.out[0] = std::move(y);
+  });
+  op.Finish(c);
 }
 
 // sqrt(x^) - sqrt(x) = (x^ - x) / (sqrt(x^) + sqrt(x)), and <= sqrt(|x^ - x|) where x's interval reaches 0 (then the
@@ -694,8 +705,11 @@ struct Dot {
   }
 };
 
-// Stores the dots as the output's values and bounds, and the legal-mode sum for a following merge or fold.
-void StoreDots(Val& y, const std::vector<Dot>& dots, double rounds, double products, bool foldable) {
+// Stores the dots as the output's values and bounds, and the legal-mode sum for a following merge or fold (where the
+// weights w are constant and the output has one consumer); the output is the op's.
+void StoreDots(OpCall& c, Val y, const std::vector<Dot>& dots, double rounds, double products, const Val& x,
+               const Val& w) {
+  const bool foldable = w.constant && c.single_consumer(c.node.outputs[0]);
   const double u = U(y), tiny = products * Tiny(y);
   Sum sum;
   sum.rounds = rounds;
@@ -710,6 +724,8 @@ void StoreDots(Val& y, const std::vector<Dot>& dots, double rounds, double produ
     sum.p.push_back(d.p[1] + tiny);
   }
   y.sum = std::move(sum);
+  y.constant = x.constant && w.constant;
+  c.out[0] = std::move(y);
 }
 
 // Conv's output size and begin padding per spatial axis (ONNX Conv: pads, strides, dilations, auto_pad).
@@ -815,9 +831,7 @@ void Conv(OpCall& c) {
     }
   }
   const double products = static_cast<double>(cg) * static_cast<double>(taps);
-  StoreDots(y, dots, products + (c.Has(2) ? 1 : 0), products, w.constant && c.single_consumer(c.node.outputs[0]));
-  y.constant = x.constant && w.constant;
-  c.out[0] = std::move(y);
+  StoreDots(c, std::move(y), dots, products + (c.Has(2) ? 1 : 0), products, x, w);
 }
 
 // Gemm: alpha A' B' + beta C. alpha != 1 and beta != 1 each add a rounding to every term.
@@ -854,9 +868,7 @@ void Gemm(OpCall& c) {
   }
   const double products = static_cast<double>(inner);
   const double rounds = products + (c.Has(2) ? 1 : 0) + (alpha != 1 ? 1 : 0) + (c.Has(2) && beta != 1 ? 1 : 0);
-  StoreDots(y, dots, rounds, products, b.constant && c.single_consumer(c.node.outputs[0]));
-  y.constant = a.constant && b.constant;
-  c.out[0] = std::move(y);
+  StoreDots(c, std::move(y), dots, rounds, products, a, b);
 }
 
 // MatMul with numpy's batch broadcasting; a 1-D operand is a row (A) or a column (B).
@@ -896,10 +908,7 @@ void MatMul(OpCall& c) {
       }
     }
   }
-  StoreDots(y, dots, static_cast<double>(inner), static_cast<double>(inner),
-            b.constant && c.single_consumer(c.node.outputs[0]));
-  y.constant = a.constant && b.constant;
-  c.out[0] = std::move(y);
+  StoreDots(c, std::move(y), dots, static_cast<double>(inner), static_cast<double>(inner), a, b);
 }
 
 // ---- BatchNormalization ---------------------------------------------------------------------------------------------

@@ -2,12 +2,7 @@
 // the tensors at its boundaries; marking every tensor as an output (Polygraphy's way) prevents the very fusions under
 // study. Here only tensors both optimized graphs hold are fetched, and only where fetching them leaves the step's
 // optimized graph as it was.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +11,7 @@
 
 #include "fusediff/bisect/bisect.h"
 #include "fusediff/model/errors.h"
+#include "memory_file.h"
 
 namespace fusediff::bisect {
 
@@ -23,42 +19,23 @@ namespace {
 
 using Results = std::vector<std::vector<onnx_io::Tensor>>;
 
-// Where the model with extra outputs is written for ONNX Runtime to read: an anonymous in-memory file (memfd) read
-// through its /proc/<pid>/fd path, rewritten in place for each session; else the request's scratch file. ext4 writes a
-// truncated and rewritten file back when it is closed: 0.2 to 4 ms a session here, most of the search's own time.
+// Where the model with extra outputs is written for ONNX Runtime to read: a MemoryFile rewritten for each session,
+// else the request's scratch file.
 class ScratchModel {
  public:
-  explicit ScratchModel(const std::string& fallback) : path_(fallback) {
-    fd_ = ::memfd_create("fusediff-divergence-model", MFD_CLOEXEC);
-    if (fd_ >= 0) path_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd_);
-  }
-  ~ScratchModel() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScratchModel(const ScratchModel&) = delete;
-  ScratchModel& operator=(const ScratchModel&) = delete;
-
+  explicit ScratchModel(const std::string& fallback) : memory_("fusediff-divergence-model"), fallback_(fallback) {}
   void Write(const std::string& bytes) {
-    if (fd_ < 0) {
-      std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
-      return;
-    }
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("the divergence model's memfd: " + std::string(std::strerror(errno)));
-      done += static_cast<size_t>(n);
-    }
-    if (::ftruncate(fd_, static_cast<off_t>(bytes.size())) != 0) {
-      throw std::runtime_error("the divergence model's memfd: " + std::string(std::strerror(errno)));
+    if (memory_.valid()) {
+      memory_.Write(bytes);
+    } else {
+      std::ofstream(fallback_, std::ios::binary | std::ios::trunc) << bytes;
     }
   }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return memory_.valid() ? memory_.path() : fallback_; }
 
  private:
-  int fd_ = -1;
-  std::string path_;
+  MemoryFile memory_;
+  std::string fallback_;
 };
 
 class Search {
