@@ -312,6 +312,9 @@ TEST(Bounds, AnUncoveredOpIsNamedAndOnlyItsConsumersLoseTheirBound) {
   EXPECT_NE(out[0].uncovered.find("Softmax"), std::string::npos);
   EXPECT_TRUE(out[1].uncovered.empty());
   EXPECT_EQ(out[1].base, (std::vector<double>{0, 0, 0, 0}));  // relu of exact inputs is exact
+  // Within a memory budget only: beyond it the rest of the graph is named as such.
+  const auto small = ev.Evaluate({Tensor::FromFloats("x", {1, 4}, {1, -2, 3, -4})}, {"relu"}, 16);
+  EXPECT_NE(small[0].uncovered.find("a quarter of --max-bytes"), std::string::npos) << small[0].uncovered;
 }
 
 }  // namespace

@@ -1134,10 +1134,13 @@ class Bisector {
     for (const auto& o : model_.outputs) names.push_back(o.name);
     const BoundEvaluator evaluator(onnx_io::ParseGraph(model_bytes_, path_));
     for (size_t k = 0; k < sets_.size(); ++k) {
-      const std::vector<BoundedTensor> b = evaluator.Evaluate(sets_[k].feeds, names);
+      const std::vector<BoundedTensor> b = evaluator.Evaluate(sets_[k].feeds, names, EvaluationBudget());
       for (size_t o = 0; o < b.size(); ++o) AppendBound(bounds_[o], b[o], baseline_.set_elements[o]);
     }
   }
+
+  // What one bound evaluation may hold at once: a quarter of --max-bytes (1 GiB without a limit).
+  uint64_t EvaluationBudget() const { return options_.max_bytes > 0 ? options_.max_bytes / 4 : uint64_t{1} << 30; }
 
   static void AppendBound(OutputBound& out, const BoundedTensor& t, size_t elements) {
     if (!out.uncovered.empty()) return;
@@ -1242,7 +1245,7 @@ class Bisector {
         for (const auto& t : names) at[t] = OutputBound{{}, {}, "--no-bounds"};
         continue;
       }
-      const std::vector<BoundedTensor> b = evaluator->Evaluate(sets_[k].feeds, names);
+      const std::vector<BoundedTensor> b = evaluator->Evaluate(sets_[k].feeds, names, EvaluationBudget());
       for (size_t i = 0; i < b.size(); ++i) AppendBound(at[names[i]], b[i], b[i].value.size());
     }
     return out;

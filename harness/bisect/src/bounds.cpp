@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "fusediff/model/errors.h"
@@ -1277,8 +1278,11 @@ BoundedTensor Result(const std::string& name, const std::map<std::string, Val>& 
 }  // namespace
 
 BoundEvaluator::BoundEvaluator(onnx_io::GraphContent graph) : graph_(std::move(graph)) {
-  for (const auto& node : graph_.nodes) {
-    for (const auto& name : node.inputs) ++consumers_[name];
+  for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+    for (const auto& name : graph_.nodes[k].inputs) {
+      ++consumers_[name];
+      last_use_[name] = k;
+    }
   }
   for (const auto& out : graph_.outputs) ++consumers_[out.name];
   std::map<std::string, std::string> reason;
@@ -1293,6 +1297,13 @@ BoundEvaluator::BoundEvaluator(onnx_io::GraphContent graph) : graph_(std::move(g
   }
   static_uncovered_ = std::move(reason);
   FindLayerNorms();
+  // A LayerNorm pattern reads its input, scale and bias again at its last Add.
+  for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+    const auto& outs = graph_.nodes[k].outputs;
+    const auto ln = outs.empty() ? layer_norms_.end() : layer_norms_.find(outs[0]);
+    if (ln == layer_norms_.end()) continue;
+    for (const std::string* t : {&ln->second.x, &ln->second.scale, &ln->second.bias}) last_use_[*t] = std::max(last_use_[*t], k);
+  }
 }
 
 namespace {
@@ -1366,8 +1377,28 @@ std::string BoundEvaluator::StaticallyUncovered(const std::string& tensor) const
   return it == static_uncovered_.end() ? "" : it->second;
 }
 
+namespace {
+
+// The LayerNormalization pattern's last Add y: its legal bound also allows the fused kernel's, from input x.
+void FusedLayerNorm(const Val& x, const Val& scale, const Val& bias, int64_t axis, double eps, Val& y) {
+  if (!y.uncovered.empty() || !x.uncovered.empty()) return;
+  LayerNormParams p;
+  p.axis = static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(x.dims.size()) : axis);
+  p.scale = &scale;
+  p.bias = &bias;
+  p.eps = eps;
+  LayerNormInto(x, p, y, 1, false);
+}
+
+uint64_t BytesOf(const Val& x) {
+  const uint64_t per = 3 + (x.sum ? 4 : 0);  // value, two bounds; a sum's four vectors
+  return static_cast<uint64_t>(x.size()) * per * sizeof(double);
+}
+
+}  // namespace
+
 std::vector<BoundedTensor> BoundEvaluator::Evaluate(const std::vector<onnx_io::Tensor>& feeds,
-                                                    const std::vector<std::string>& wanted) const {
+                                                    const std::vector<std::string>& wanted, uint64_t max_bytes) const {
   std::map<std::string, Val> vals;
   for (const auto& [name, t] : graph_.initializers) vals.emplace(name, FromTensor(t, true));
   for (const auto& t : feeds) vals[t.name] = FromTensor(t, false);
@@ -1375,20 +1406,30 @@ std::vector<BoundedTensor> BoundEvaluator::Evaluate(const std::vector<onnx_io::T
     const auto it = consumers_.find(name);
     return it != consumers_.end() && it->second == 1;
   };
-  for (const auto& node : graph_.nodes) {
-    EvaluateNode(node, vals, single);
-    if (node.outputs.empty()) continue;
-    const auto ln = layer_norms_.find(node.outputs[0]);
-    Val& y = vals[node.outputs[0]];
-    if (ln == layer_norms_.end() || !y.uncovered.empty() || !vals.count(ln->second.x)) continue;
-    const Val& x = vals.at(ln->second.x);
-    if (!x.uncovered.empty()) continue;
-    LayerNormParams p;
-    p.axis = static_cast<size_t>(ln->second.axis < 0 ? ln->second.axis + static_cast<int64_t>(x.dims.size()) : ln->second.axis);
-    p.scale = &vals.at(ln->second.scale);
-    p.bias = &vals.at(ln->second.bias);
-    p.eps = ln->second.eps;
-    LayerNormInto(x, p, y, 1, false);  // the legal mode may run the fused kernel instead
+  const std::set<std::string> keep(wanted.begin(), wanted.end());
+  std::string over;
+  for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+    const GraphNode& node = graph_.nodes[k];
+    if (over.empty()) {
+      EvaluateNode(node, vals, single);
+      const auto ln = node.outputs.empty() ? layer_norms_.end() : layer_norms_.find(node.outputs[0]);
+      if (ln != layer_norms_.end() && vals.count(ln->second.x)) {
+        const LayerNormPattern& p = ln->second;
+        FusedLayerNorm(vals.at(p.x), vals.at(p.scale), vals.at(p.bias), p.axis, p.eps, vals[node.outputs[0]]);
+      }
+    } else {
+      for (const auto& o : node.outputs) vals[o].uncovered = over;
+    }
+    for (const auto& name : node.inputs) {
+      const auto last = last_use_.find(name);
+      if (last != last_use_.end() && last->second == k && !keep.count(name)) vals.erase(name);
+    }
+    uint64_t live = 0;
+    for (const auto& [name, v] : vals) live += BytesOf(v);
+    if (max_bytes > 0 && live > max_bytes && over.empty()) {
+      over = "the bound evaluation would hold more than " + std::to_string(max_bytes) + " bytes (a quarter of --max-bytes)";
+      for (const auto& o : node.outputs) vals[o] = Val{}, vals[o].uncovered = over;
+    }
   }
   std::vector<BoundedTensor> out;
   for (const auto& name : wanted) out.push_back(Result(name, vals));

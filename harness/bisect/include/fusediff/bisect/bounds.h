@@ -9,6 +9,7 @@
 //     bounded), the LayerNormalization pattern fused into one kernel. legal >= base everywhere.
 // Two legal evaluations differ by at most base + legal of the one written as is and the rewritten one, so a bisect
 // step that moves an element by more than that is not a legal rewrite.
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,15 +50,18 @@ const RuntimeError* RuntimeErrorOf(const std::string& op);
 class BoundEvaluator {
  public:
   explicit BoundEvaluator(onnx_io::GraphContent graph);
-  // One input set (one tensor per model input, by name). Returns the tensors named in `wanted`, in that order.
-  std::vector<BoundedTensor> Evaluate(const std::vector<onnx_io::Tensor>& feeds,
-                                      const std::vector<std::string>& wanted) const;
+  // One input set (one tensor per model input, by name). Returns the tensors named in `wanted`, in that order. A
+  // tensor is dropped after its last use; where the live tensors would hold more than `max_bytes` (0: no limit), the
+  // rest of the graph is left without a bound, named so.
+  std::vector<BoundedTensor> Evaluate(const std::vector<onnx_io::Tensor>& feeds, const std::vector<std::string>& wanted,
+                                      uint64_t max_bytes = 0) const;
   // Why `tensor` has no bound whatever the inputs (an op on its path the evaluator does not cover), or "".
   std::string StaticallyUncovered(const std::string& tensor) const;
 
  private:
   onnx_io::GraphContent graph_;
   std::map<std::string, size_t> consumers_;  // per tensor: how many node inputs and graph outputs read it
+  std::map<std::string, size_t> last_use_;   // per tensor: the last node (index) that reads it
   std::map<std::string, std::string> static_uncovered_;
   // The LayerNormalization pattern written out in ops, by its last Add's output: a fused kernel may replace it.
   struct LayerNormPattern {
