@@ -71,6 +71,8 @@ engine = collections.Counter()
 refused_models, refused_steps = [], 0
 agree, disagree, unchecked = [], [], []
 moved = collections.Counter()
+kept_moving = collections.Counter()  # one-on steps that move the outputs and are kept (within the bound)
+moving_steps, boundaries = 0, 0      # steps that move the outputs; of them those naming a first divergent boundary
 binding_re = re.compile(r"names no model (input|output)|binds by position|no tensor for model input|has no name")
 for tag, rc, path in rows:
     rc = int(rc)
@@ -95,6 +97,13 @@ for tag, rc, path in rows:
             disagree.append((tag, '; '.join(f"{o['output']}: {o.get('problem') or str(o['mismatched']) + ' of ' + str(o['elements']) + ' elements, max |d| ' + format(o['max_abs'], '.3g')}" for o in bad)))
         for name in j['blacklist']['names']:
             moved[name] += 1
+        for s in j['steps']:
+            if s['kind'] not in ('all_on', 'one_on', 'with_dependency') or not s['delta_acc']['max']:
+                continue
+            moving_steps += 1
+            boundaries += bool(s.get('first_divergent_boundary', {}).get('tensor'))
+            if s['kind'] == 'one_on' and s.get('verdict') == 'keep':
+                kept_moving[s['transformer']] += 1
     elif rc == 2:
         m = re.search(r"unsupported feature \[([^\]]+)\]", err)
         if binding_re.search(err):
@@ -130,7 +139,8 @@ report = [f"# fusediff bisect on {len(rows)} models of ONNX's backend test data"
           f"| crashes (exit >= 3 or a signal) | {len(crashes)} |",
           f"| expected outputs: level disabled agrees | {len(agree)} |",
           f"| expected outputs: disagrees | {len(disagree)} |",
-          f"| expected outputs: none to check | {len(unchecked)} |", ""]
+          f"| expected outputs: none to check | {len(unchecked)} |",
+          f"| steps that move the outputs / naming their first divergent boundary | {moving_steps} / {boundaries} |", ""]
 if unsupported:
     report += [table('unsupported feature', unsupported), '']
 if engine:
@@ -138,6 +148,8 @@ if engine:
                      "rewrite", engine), '']
 if moved:
     report += [table('blacklisted transformer (what moved)', moved), '']
+if kept_moving:
+    report += [table('kept transformer that moves the outputs (within the rounding-error bound)', kept_moving), '']
 for title, items in (('refused steps in', [(t, '') for t in refused_models]), ('disagrees with the expected outputs', disagree),
                      ('exit 2, other', other), ('binding errors', binding), ('crashes', [(t, f'exit {rc}: {e}') for t, rc, e in crashes])):
     if items:
@@ -148,7 +160,8 @@ json.dump({'models': len(rows), 'completed': len(completed), 'blacklisted': len(
            'models_with_refused_steps': len(refused_models), 'refused_steps': refused_steps,
            'unsupported': dict(unsupported), 'engine_refusals': dict(engine), 'other_exit_2': len(other),
            'binding_errors': len(binding), 'crashes': len(crashes), 'expected_agree': len(agree),
-           'expected_disagree': len(disagree), 'expected_unchecked': len(unchecked), 'moved': dict(moved)},
+           'expected_disagree': len(disagree), 'expected_unchecked': len(unchecked), 'moved': dict(moved),
+           'kept_moving': dict(kept_moving), 'moving_steps': moving_steps, 'boundaries': boundaries},
           open(os.path.join(out, 'corpus.json'), 'w'), indent=1)
 print(text)
 sys.exit(1 if binding or crashes else 0)

@@ -157,15 +157,7 @@ TEST(OutsideModels, OnnxTestDataBindsByPositionAndIsChecked) {
   EXPECT_NEAR(bad.expected.outputs[0].max_abs, 1.0, 1e-6);
 }
 
-int Cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::ostringstream o, e;
-  std::vector<std::string> full = {"fusediff"};
-  full.insert(full.end(), args.begin(), args.end());
-  const int rc = cli::Main(full, o, e);
-  out = o.str();
-  err = e.str();
-  return rc;
-}
+using test::Cli;
 
 TEST(OutsideModels, TheEnginesOwnRefusalAndTheMemoryBudgetExit2) {
   const std::filesystem::path dir = Scratch("refusal");

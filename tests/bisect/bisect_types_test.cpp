@@ -365,10 +365,10 @@ TEST(Expected, TheRunnersToleranceDtypeAndShape) {
   ExpectedTolerances((dir / "model.onnx").string(), o, c);
   EXPECT_EQ(c.rtol, 0.5);
   EXPECT_EQ(c.atol, 0.25);
-  o.atol = 0;
+  o.expected_atol = 0;
   ExpectedTolerances((dir / "model.onnx").string(), o, c);
   EXPECT_EQ(c.atol, 0);
-  EXPECT_EQ(c.tolerance_source, "--rtol/--atol");
+  EXPECT_EQ(c.tolerance_source, "--expected-rtol/--expected-atol");
   Write(dir / "data.json", R"({"rtol": "x"})");
   EXPECT_NE(ErrorOf([&] { ExpectedTolerances((dir / "model.onnx").string(), BisectOptions{}, c); }).find("\"rtol\": expected"),
             std::string::npos);

@@ -55,6 +55,30 @@ TEST(Measurements, SummarizeTakesMedianAndQuartiles) {
   EXPECT_DOUBLE_EQ(p.max_ms, 5);
 }
 
+// Latencies from one distribution hold ratio 1 in their interval; 20 % faster excludes it; the same seed gives the
+// same interval, another seed another.
+TEST(Measurements, TheBootstrapIntervalOfTheMedianRatioIsDeterministicAndSeparates) {
+  std::vector<std::vector<double>> base(3), same(3), faster(3);
+  for (size_t c = 0; c < 3; ++c) {
+    for (int i = 0; i < 15; ++i) {
+      const double noise = 0.02 * std::sin(7.0 * i + 3.0 * static_cast<double>(c));  // +-2 %, no trend
+      base[c].push_back(10 * (1 + noise));
+      same[c].push_back(10 * (1 + 0.02 * std::sin(5.0 * i + 1.0 * static_cast<double>(c))));
+      faster[c].push_back(8 * (1 + noise));
+    }
+  }
+  const RatioInterval a = BootstrapMedianRatio(same, base, 1, 7);
+  EXPECT_LE(a.lo, 1);
+  EXPECT_GE(a.hi, 1);
+  const RatioInterval b = BootstrapMedianRatio(faster, base, 1, 7);
+  EXPECT_NEAR(b.ratio, 0.8, 1e-12);
+  EXPECT_LT(b.hi, 1);
+  const RatioInterval again = BootstrapMedianRatio(same, base, 1, 7), other = BootstrapMedianRatio(same, base, 2, 7);
+  EXPECT_EQ(again.lo, a.lo);
+  EXPECT_EQ(again.hi, a.hi);
+  EXPECT_TRUE(other.lo != a.lo || other.hi != a.hi);
+}
+
 TEST(Measurements, NodeDeltaCountsEveryOpTypeThatChanged) {
   const auto d = NodeDelta({{"Conv", 2}, {"Relu", 1}, {"QuantizeLinear", 3}},
                            {{"Conv", 1}, {"QuantizeLinear", 3}, {"com.microsoft.QLinearConv", 1}});

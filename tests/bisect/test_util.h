@@ -4,9 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "fusediff/bisect/bisect.h"
+#include "fusediff/cli/cli.h"
 
 namespace fusediff::bisect::test {
 
@@ -36,6 +39,17 @@ inline BisectOptions Quick(const std::filesystem::path& dir, int warmup = 1, int
   o.work_dir = (dir / "work").string();
   o.repro_dir = (dir / "repro").string();
   return o;
+}
+
+// `fusediff ARGS...` through the CLI in this process: its exit status, what it printed and its errors.
+inline int Cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
+  std::ostringstream o, e;
+  std::vector<std::string> full = {"fusediff"};
+  full.insert(full.end(), args.begin(), args.end());
+  const int rc = cli::Main(full, o, e);
+  out = o.str();
+  err = e.str();
+  return rc;
 }
 
 }  // namespace fusediff::bisect::test

@@ -133,7 +133,11 @@ async function handle(req) {
       const ms = [];
       for (let i = 0; i < req.repeats; ++i) {
         const start = process.hrtime.bigint();
-        await session.run(feeds);
+        try {
+          await session.run(feeds);
+        } catch (e) {
+          throw refused('run', e);
+        }
         const elapsed = Number(process.hrtime.bigint() - start) / 1e6;
         ortMs += elapsed;
         ms.push(elapsed);

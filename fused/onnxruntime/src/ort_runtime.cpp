@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -155,18 +156,14 @@ class NodeRuntime final : public Runtime {
     nlohmann::json req = {{"op", "create"}, {"model", spec.model}, {"level", spec.level}};
     nlohmann::json config = nlohmann::json::object();
     if (!spec.disabled.empty()) config[kDisableOptimizersKey] = DisableOptimizersValue(spec.disabled);
+    for (const auto& [key, value] : spec.config) config[key] = value;
     req["config"] = config;
     req["optimized"] = spec.optimized_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.optimized_model);
     return req;
   }
 
   SessionHandle Create(const SessionSpec& spec) override {
-    nlohmann::json req = {{"op", "create"}, {"model", spec.model}, {"level", spec.level}};
-    nlohmann::json config = nlohmann::json::object();
-    if (!spec.disabled.empty()) config[kDisableOptimizersKey] = DisableOptimizersValue(spec.disabled);
-    req["config"] = config;
-    req["optimized"] = spec.optimized_model.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.optimized_model);
-    const nlohmann::json a = Call(req, /*input_error=*/true);
+    const nlohmann::json a = Call(SpecJson(spec), /*input_error=*/true);
     SessionHandle h;
     h.id = a.at("session").get<int>();
     h.inputs = a.at("inputs").get<std::vector<std::string>>();
@@ -182,6 +179,13 @@ class NodeRuntime final : public Runtime {
 
   void Release(const SessionHandle& s) override { Call({{"op", "release"}, {"session", s.id}}); }
   double ort_seconds() const override { return ort_ms_ / 1000.0; }
+
+  // The runner's own timing around session.run (process.hrtime), one run per request.
+  double TimedRun(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) override {
+    nlohmann::json req = {{"op", "time"}, {"session", s.id}, {"warmup", 0}, {"repeats", 1}, {"feeds", nlohmann::json::array()}};
+    for (const auto& t : feeds) req["feeds"].push_back(TensorJson(t));
+    return Call(req, /*input_error=*/true).at("ms").at(0).get<double>();
+  }
 
  private:
   nlohmann::json Call(const nlohmann::json& req, bool input_error = false) {
@@ -215,6 +219,28 @@ class NodeRuntime final : public Runtime {
 };
 
 }  // namespace
+
+double Runtime::TimedRun(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds) {
+  const auto start = std::chrono::steady_clock::now();
+  Run(s, feeds);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<std::vector<double>> Runtime::TimeAlternating(const std::vector<SessionHandle>& sessions,
+                                                          const std::vector<onnx_io::Tensor>& feeds, int warmup,
+                                                          int repeats) {
+  for (int i = 0; i < warmup; ++i) {
+    for (const SessionHandle& s : sessions) TimedRun(s, feeds);
+  }
+  std::vector<std::vector<double>> ms(sessions.size());
+  for (int i = 0; i < repeats; ++i) {
+    for (size_t k = 0; k < sessions.size(); ++k) {
+      const size_t at = i % 2 == 0 ? k : sessions.size() - 1 - k;
+      ms[at].push_back(TimedRun(sessions[at], feeds));
+    }
+  }
+  return ms;
+}
 
 std::string DisableOptimizersValue(const std::vector<std::string>& names) {
   std::string value;

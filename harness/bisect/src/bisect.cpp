@@ -1,10 +1,10 @@
 #include "fusediff/bisect/bisect.h"
 
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -12,10 +12,14 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <memory>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "fusediff/bisect/bounds.h"
+#include "fusediff/generators/counter_rng.h"
 #include "fusediff/model/errors.h"
+#include "memory_file.h"
 
 namespace fusediff::bisect {
 
@@ -84,6 +88,95 @@ Perf Summarize(std::vector<double> ms) {
   return p;
 }
 
+namespace {
+// Uniform in [0, n) from 32-bit draws without bias (Lemire, "Fast random integer generation in an interval", ACM
+// TOMACS 2019): a bootstrap draws thousands.
+size_t DrawIndex(generators::CounterRng& rng, uint32_t n) {
+  uint64_t m = static_cast<uint64_t>(rng.next_u32()) * n;
+  if (static_cast<uint32_t>(m) < n) {
+    const uint32_t floor = static_cast<uint32_t>(-n) % n;
+    while (static_cast<uint32_t>(m) < floor) m = static_cast<uint64_t>(rng.next_u32()) * n;
+  }
+  return static_cast<size_t>(m >> 32);
+}
+}  // namespace
+
+namespace {
+
+// The median of a resample given as multiplicities of the pooled samples, walking their sorted order: no sorting
+// per resample (a bootstrap takes a thousand).
+double WeightedMedian(const std::vector<double>& sorted, const std::vector<size_t>& order,
+                      const std::vector<uint32_t>& count, size_t total) {
+  const size_t lo = (total - 1) / 2, hi = total / 2;
+  size_t seen = 0;
+  double lo_value = 0;
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    const size_t next = seen + count[order[k]];
+    if (lo >= seen && lo < next) lo_value = sorted[k];
+    if (hi >= seen && hi < next) return (lo_value + sorted[k]) / 2;
+    seen = next;
+  }
+  return lo_value;
+}
+
+// The pooled samples' values in sorted order, and where each came from.
+void SortedPool(const std::vector<double>& pooled, std::vector<double>& sorted, std::vector<size_t>& order) {
+  order.resize(pooled.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pooled[a] < pooled[b]; });
+  sorted.resize(pooled.size());
+  for (size_t k = 0; k < order.size(); ++k) sorted[k] = pooled[order[k]];
+}
+
+}  // namespace
+
+RatioInterval BootstrapMedianRatio(const std::vector<std::vector<double>>& step,
+                                   const std::vector<std::vector<double>>& baseline, uint64_t seed, uint64_t stream,
+                                   int resamples, double level) {
+  RatioInterval out;
+  const size_t clusters = std::min(step.size(), baseline.size());
+  std::vector<double> a, b;
+  std::vector<size_t> start;  // where each cluster's rounds begin in the pool
+  for (size_t c = 0; c < clusters; ++c) {
+    start.push_back(a.size());
+    const size_t n = std::min(step[c].size(), baseline[c].size());
+    a.insert(a.end(), step[c].begin(), step[c].begin() + static_cast<std::ptrdiff_t>(n));
+    b.insert(b.end(), baseline[c].begin(), baseline[c].begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  if (a.empty()) return out;
+  start.push_back(a.size());
+  std::vector<double> sa, sb;
+  std::vector<size_t> oa, ob;
+  SortedPool(a, sa, oa);
+  SortedPool(b, sb, ob);
+  std::vector<uint32_t> all(a.size(), 1), count(a.size());
+  out.ratio = WeightedMedian(sa, oa, all, a.size()) / WeightedMedian(sb, ob, all, b.size());
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<size_t>(resamples));
+  for (int k = 0; k < resamples; ++k) {
+    // Pairs (clusters) first, then rounds within each: a round's two runs stay together.
+    generators::CounterRng rng(seed, stream, static_cast<uint32_t>(k), generators::StreamPurpose::bootstrap);
+    std::fill(count.begin(), count.end(), 0);
+    size_t total = 0;
+    for (size_t c = 0; c < clusters; ++c) {
+      const size_t pick = DrawIndex(rng, static_cast<uint32_t>(clusters));
+      const size_t n = start[pick + 1] - start[pick];
+      for (size_t i = 0; i < n; ++i) ++count[start[pick] + DrawIndex(rng, static_cast<uint32_t>(n))];
+      total += n;
+    }
+    if (total == 0) continue;
+    ratios.push_back(WeightedMedian(sa, oa, count, total) / WeightedMedian(sb, ob, count, total));
+  }
+  if (ratios.empty()) return out;
+  std::sort(ratios.begin(), ratios.end());
+  const auto at = [&](double q) {
+    return ratios[std::min(ratios.size() - 1, static_cast<size_t>(std::floor(q * static_cast<double>(ratios.size()))))];
+  };
+  out.lo = at((1 - level) / 2);
+  out.hi = at(1 - (1 - level) / 2);
+  return out;
+}
+
 std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& baseline,
                                          const std::map<std::string, int64_t>& step) {
   std::map<std::string, int64_t> delta;
@@ -141,8 +234,60 @@ bool IdenticalOutput(const Outputs& a, const Outputs& b, size_t o) {
 }
 }  // namespace
 
-std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline,
-                                        const Outputs& step) {
+bool Criteria::Waives(double delta, double baseline) const {
+  if (!atol && !rtol) return false;
+  // Polygraphy's defaults (polygraphy/comparator/compare.py) for the one not given.
+  const double a = atol.value_or(1e-5), r = rtol.value_or(1e-5);
+  const double d = std::fabs(delta);
+  return d <= a || d <= r * std::fabs(baseline);
+}
+
+namespace {
+
+// r of one element: |delta| / (B_baseline + B_step); 0 where equal, +inf where a bound of 0 or a NaN is exceeded.
+double RatioOf(double delta, double bound) {
+  if (delta == 0) return 0;
+  return std::isfinite(delta) && bound > 0 ? std::fabs(delta) / bound : INFINITY;
+}
+
+// Judges one differing element of output d (index i, baseline b, delta) by its criterion and the waiver.
+void Judge(OutputDelta& d, const OutputBound* bound, const Criteria& c, size_t i, double b, double delta, double units) {
+  bool beyond = std::fabs(units) > c.threshold;
+  if (bound != nullptr) {
+    const double r = RatioOf(delta, bound->baseline[i] + bound->step[i]);
+    beyond = r > 1;
+    if (r > d.r || d.r_delta == 0) {
+      d.r = r;
+      d.r_delta = std::fabs(delta);
+      d.r_bound_baseline = bound->baseline[i];
+      d.r_bound_step = bound->step[i];
+      d.r_value = b;
+      d.r_at = i;
+    }
+  }
+  if (!beyond) return;
+  ++d.beyond;
+  if (c.Waives(delta, b)) ++d.waived;
+}
+
+// The criterion an output is judged by, and its bound (null where it has none).
+const OutputBound* CriterionOf(OutputDelta& d, const std::vector<OutputBound>* bounds, size_t o) {
+  if (d.unit == "lsb" || d.unit == "int") return nullptr;
+  d.criterion = "fallback tolerance";
+  if (bounds == nullptr || o >= bounds->size()) {
+    d.uncovered = "no bound was computed";
+    return nullptr;
+  }
+  d.uncovered = (*bounds)[o].uncovered;
+  if (!d.uncovered.empty()) return nullptr;
+  d.criterion = "bound";
+  return &(*bounds)[o];
+}
+
+}  // namespace
+
+std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step,
+                                        const std::vector<OutputBound>* bounds, const Criteria& criteria) {
   std::vector<OutputDelta> out;
   for (size_t o = 0; o < baseline.values.size(); ++o) {
     OutputDelta d;
@@ -152,6 +297,7 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
     const std::vector<double>& s = step.values[o];
     d.elements = b.size();
     d.unit = UnitOf(model.outputs[o].type, q);
+    const OutputBound* bound = CriterionOf(d, bounds, o);
     const bool counted = d.unit == "lsb" || d.unit == "int";  // units with a histogram of signed deltas
     if (q) d.step = q->codes ? 1.0 : q->scale;
     const bool identical = IdenticalOutput(baseline, step, o);
@@ -173,6 +319,7 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
       d.max_units = std::max(d.max_units, std::fabs(units));
       d.max_abs = std::max(d.max_abs, std::fabs(delta));
       if (max_base > 0) d.max_rel = std::max(d.max_rel, std::fabs(delta) / max_base);
+      Judge(d, bound, criteria, i, b[i], delta, units);
       if (counted && std::isfinite(units)) {
         const int64_t k = static_cast<int64_t>(std::llround(units));
         if (k >= -kDense && k <= kDense) {
@@ -185,7 +332,61 @@ std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const O
     for (size_t k = 0; k < dense.size(); ++k) {
       if (dense[k] != 0) d.histogram[static_cast<int64_t>(k) - kDense] += dense[k];
     }
+    d.waived_by_tolerance = d.beyond > 0 && d.waived == d.beyond;
     out.push_back(std::move(d));
+  }
+  return out;
+}
+
+namespace {
+  // The tensor's elements as doubles (exact for every supported type), one type dispatch per tensor.
+template <typename T>
+void AppendAs(const onnx_io::Tensor& t, std::vector<double>& out) {
+    const size_t n = t.elements();
+    const size_t at = out.size();
+    out.resize(at + n);
+    const uint8_t* bytes = t.bytes.data();
+    double* dst = out.data() + at;
+    for (size_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+      dst[i] = static_cast<double>(v);
+    }
+  }
+void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
+    switch (t.type) {
+      case onnx_io::DType::float32: return AppendAs<float>(t, out);
+      case onnx_io::DType::uint8: case onnx_io::DType::bool_: return AppendAs<uint8_t>(t, out);
+      case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
+      case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
+      case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
+      case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
+      case onnx_io::DType::float64: return AppendAs<double>(t, out);
+      default: {  // float16, bfloat16 and the unsigned types of 16 to 64 bits: element by element
+        const size_t at = out.size();
+        out.resize(at + t.elements());
+        for (size_t i = 0; i < t.elements(); ++i) out[at + i] = t.value(i);
+      }
+    }
+  }
+
+}  // namespace
+
+Outputs DecodeOutputs(const std::vector<std::vector<onnx_io::Tensor>>& results, size_t outputs) {
+  Outputs out;
+  out.values.resize(outputs);
+  out.set_elements.resize(outputs);
+  out.exact.resize(outputs);
+  for (const std::vector<onnx_io::Tensor>& result : results) {
+    if (result.size() != outputs) throw std::runtime_error("ONNX Runtime returned a different output count");
+    for (size_t o = 0; o < result.size(); ++o) {
+      const onnx_io::Tensor& t = result[o];
+      out.set_elements[o] = t.elements();
+      AppendValues(t, out.values[o]);
+      if (t.type == onnx_io::DType::int64 || t.type == onnx_io::DType::uint64) {
+        for (size_t i = 0; i < t.elements(); ++i) out.exact[o].push_back(t.bits(i));
+      }
+    }
   }
   return out;
 }
@@ -253,6 +454,7 @@ using Results = std::vector<std::vector<onnx_io::Tensor>>;  // [input set][outpu
 struct Graph {
   std::map<std::string, int64_t> counts;
   uint64_t digest = 0;
+  std::vector<std::string> produced;  // every node output, in the graph's order
 };
 
 // Where ONNX Runtime saves each session's optimized model, and its reading back. Kept (BisectOptions::
@@ -263,18 +465,11 @@ struct Graph {
 class SavedModels {
  public:
   explicit SavedModels(const BisectOptions& options) : options_(options) {
-    if (options.keep_optimized_models) return;
-    memfd_ = ::memfd_create("fusediff-optimized-model", MFD_CLOEXEC);
-    if (memfd_ >= 0) memfd_path_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(memfd_);
+    if (!options.keep_optimized_models) memory_.emplace("fusediff-optimized-model");
   }
-  ~SavedModels() {
-    if (memfd_ >= 0) ::close(memfd_);
-  }
-  SavedModels(const SavedModels&) = delete;
-  SavedModels& operator=(const SavedModels&) = delete;
 
   std::string PathFor(const std::string& tag) {
-    if (!memfd_path_.empty()) return memfd_path_;
+    if (memory_ && memory_->valid()) return memory_->path();
     const std::string file =
         options_.keep_optimized_models ? std::to_string(counter_++) + "_" + FileSafe(tag) + ".onnx" : "optimized.onnx";
     return (std::filesystem::path(options_.work_dir) / file).string();
@@ -282,22 +477,12 @@ class SavedModels {
 
   // The bytes ONNX Runtime saved at `path` (from PathFor), into `bytes`.
   void Read(const std::string& path, std::string& bytes) {
-    if (memfd_path_.empty()) {
+    if (!memory_ || !memory_->valid()) {
       bytes = onnx_io::ReadModelBytes(path);
       if (!options_.keep_optimized_models) std::filesystem::remove(path);
       return;
     }
-    // One pread into a buffer kept at its size (the model's size rarely changes); a full buffer grows and reads on.
-    size_t done = 0;
-    for (;;) {
-      if (buffer_.size() == done) buffer_.resize(std::max<size_t>(2 * buffer_.size(), 64 * 1024));
-      const ssize_t n = ::pread(memfd_, buffer_.data() + done, buffer_.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::runtime_error("the optimized model's memfd: " + std::string(std::strerror(errno)));
-      done += static_cast<size_t>(n);
-      if (n == 0 || done < buffer_.size()) break;  // a regular file reads short only at its end
-    }
-    bytes.assign(buffer_.data(), done);
+    memory_->Read(buffer_, bytes);
     if (bytes.empty()) throw InputError(path + ": ONNX Runtime saved no optimized model");
   }
 
@@ -309,8 +494,7 @@ class SavedModels {
   }
 
   const BisectOptions& options_;
-  int memfd_ = -1;
-  std::string memfd_path_;
+  std::optional<MemoryFile> memory_;
   std::vector<char> buffer_;
   int counter_ = 0;
 };
@@ -335,35 +519,43 @@ class Session {
   // Creates the session, saves its optimized model, runs every set of `feeds`; returns the outputs as ONNX Runtime
   // gave them ([set][output], valid until the next Evaluate) and the saved node counts.
   const Results& Evaluate(const fused::ort::SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& feeds,
-                          Graph& node_counts, std::optional<Perf>* perf, int warmup, int repeats) {
-    // The first session timed warms the process (allocator, caches, CPU clock) too: without a throwaway round the
-    // baseline comes out slower than a session that changes nothing.
-    const int throwaway = perf != nullptr && first_timing_ ? 10 * (warmup + repeats) : 0;
-    if (perf != nullptr) first_timing_ = false;
-    Timed([&] { rt_.Evaluate(spec, feeds, throwaway, warmup, perf != nullptr ? repeats : 0, eval_); });
-    if (perf != nullptr) *perf = Summarize(eval_.ms);
+                          Graph& node_counts) {
+    Timed([&] { rt_.Evaluate(spec, feeds, 0, 0, 0, eval_); });
     node_counts = SavedGraph(spec.optimized_model);
     return eval_.results;
   }
 
-  // Every set's outputs as doubles, per output concatenated in set order (64-bit integers also as their bits).
-  static Outputs Decode(const Results& results, const onnx_io::ModelInfo& model) {
-    Outputs out;
-    out.values.resize(model.outputs.size());
-    out.set_elements.resize(model.outputs.size());
-    out.exact.resize(model.outputs.size());
-    for (const std::vector<onnx_io::Tensor>& result : results) {
-      if (result.size() != model.outputs.size()) throw std::runtime_error("ONNX Runtime returned a different output count");
-      for (size_t o = 0; o < result.size(); ++o) {
-        const onnx_io::Tensor& t = result[o];
-        out.set_elements[o] = t.elements();
-        AppendValues(t, out.values[o]);
-        if (t.type == onnx_io::DType::int64 || t.type == onnx_io::DType::uint64) {
-          for (size_t i = 0; i < t.elements(); ++i) out.exact[o].push_back(t.bits(i));
+  // Times the session of `spec` against the baseline's in kTimingPairs pairs of new sessions, each pair round by
+  // round (Runtime::TimeAlternating) on `feeds`, the pairs created in alternating order: {step's ms per pair,
+  // baseline's ms per pair}. Two sessions of one graph differ by about 1 % here (where each sits in memory): new pairs,
+  // warmed alike, let that show in the interval instead of as a difference (docs/bisect.md, "Δperf"). The first
+  // time, both warm up with 5 (warmup + repeats) runs each: the process warms up there too.
+  static constexpr int kTimingPairs = 3;
+  std::array<std::vector<std::vector<double>>, 2> TimeAgainst(const fused::ort::SessionSpec& baseline,
+                                                              fused::ort::SessionSpec spec,
+                                                              const std::vector<onnx_io::Tensor>& feeds, int warmup,
+                                                              int repeats) {
+    std::array<std::vector<std::vector<double>>, 2> ms;
+    spec.optimized_model.clear();
+    Timed([&] {
+      for (int pair = 0; pair < kTimingPairs; ++pair) {
+        std::vector<fused::ort::SessionHandle> sessions;
+        try {
+          sessions.push_back(rt_.Create(pair % 2 == 0 ? spec : baseline));
+          sessions.push_back(rt_.Create(pair % 2 == 0 ? baseline : spec));
+          auto runs = rt_.TimeAlternating(sessions, feeds, warmed_ ? warmup : 5 * (warmup + repeats), repeats);
+          warmed_ = true;
+          if (pair % 2 == 1) std::swap(runs[0], runs[1]);
+          ms[0].push_back(std::move(runs[0]));
+          ms[1].push_back(std::move(runs[1]));
+        } catch (...) {
+          for (const auto& h : sessions) rt_.Release(h);
+          throw;
         }
+        for (const auto& h : sessions) rt_.Release(h);
       }
-    }
-    return out;
+    });
+    return ms;
   }
 
  private:
@@ -373,47 +565,16 @@ class Session {
     saved_.Read(path, bytes_);
     const auto it = parsed_.find(bytes_);
     if (it != parsed_.end()) return it->second;
-    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes_, path);
-    Graph g{saved.node_counts, saved.graph_digest};
+    const onnx_io::ModelInfo saved = onnx_io::ParseModel(bytes_, path, /*untyped_outputs=*/true);
+    Graph g{saved.node_counts, saved.graph_digest, saved.produced};
     parsed_.emplace(bytes_, g);
     return g;
-  }
-
-  // The tensor's elements as doubles (exact for every supported type), one type dispatch per tensor.
-  template <typename T>
-  static void AppendAs(const onnx_io::Tensor& t, std::vector<double>& out) {
-    const size_t n = t.elements();
-    const size_t at = out.size();
-    out.resize(at + n);
-    const uint8_t* bytes = t.bytes.data();
-    double* dst = out.data() + at;
-    for (size_t i = 0; i < n; ++i) {
-      T v;
-      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
-      dst[i] = static_cast<double>(v);
-    }
-  }
-  static void AppendValues(const onnx_io::Tensor& t, std::vector<double>& out) {
-    switch (t.type) {
-      case onnx_io::DType::float32: return AppendAs<float>(t, out);
-      case onnx_io::DType::uint8: case onnx_io::DType::bool_: return AppendAs<uint8_t>(t, out);
-      case onnx_io::DType::int8: return AppendAs<int8_t>(t, out);
-      case onnx_io::DType::int16: return AppendAs<int16_t>(t, out);
-      case onnx_io::DType::int32: return AppendAs<int32_t>(t, out);
-      case onnx_io::DType::int64: return AppendAs<int64_t>(t, out);
-      case onnx_io::DType::float64: return AppendAs<double>(t, out);
-      default: {  // float16, bfloat16 and the unsigned types of 16 to 64 bits: element by element
-        const size_t at = out.size();
-        out.resize(at + t.elements());
-        for (size_t i = 0; i < t.elements(); ++i) out[at + i] = t.value(i);
-      }
-    }
   }
 
   fused::ort::Runtime& rt_;
   double& seconds_;
   SavedModels& saved_;
-  bool first_timing_ = true;
+  bool warmed_ = false;
   std::map<std::string, Graph> parsed_;
   fused::ort::Runtime::Evaluation eval_;  // the last session's, its buffers reused
   std::string bytes_;
@@ -436,8 +597,9 @@ struct Measured {
 class Measurements {
  public:
   // Keeps at most `kept_bytes` of distinct output contents to recognize repeats.
-  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets, size_t kept_bytes)
-      : model_(model), baseline_(baseline), sets_(sets), kept_limit_(kept_bytes) {}
+  Measurements(const onnx_io::ModelInfo& model, const Outputs& baseline, size_t sets, size_t kept_bytes,
+               const std::vector<OutputBound>& bounds, const Criteria& criteria)
+      : model_(model), baseline_(baseline), sets_(sets), kept_limit_(kept_bytes), bounds_(bounds), criteria_(criteria) {}
 
   const Measured& Of(const Results& results) {
     Flatten(results, shapes_);
@@ -445,8 +607,8 @@ class Measurements {
       if (m->kept && m->shapes == shapes_ && SameBytes(m->bytes, results)) return *m;
     }
     auto m = std::make_unique<Measured>();
-    const Outputs outputs = Session::Decode(results, model_);
-    m->deltas = CompareOutputs(model_, baseline_, outputs);
+    const Outputs outputs = DecodeOutputs(results, model_.outputs.size());
+    m->deltas = CompareOutputs(model_, baseline_, outputs, &bounds_, criteria_);
     m->diff = Differences(baseline_, outputs);
     m->differing_by_set.assign(sets_, 0);
     for (const auto& [key, value] : m->diff) ++m->differing_by_set[key.second / outputs.set_elements[key.first]];
@@ -497,6 +659,8 @@ class Measurements {
   const Outputs& baseline_;
   size_t sets_;
   size_t kept_limit_;
+  const std::vector<OutputBound>& bounds_;
+  const Criteria criteria_;
   std::vector<int64_t> shapes_;  // the content looked up, reused
   size_t kept_bytes_ = 0;
   std::vector<std::unique_ptr<Measured>> seen_;
@@ -537,7 +701,8 @@ class Bisector {
   Bisector(fused::ort::Runtime& runtime, const std::string& model_path, const BisectOptions& options)
       : runtime_(runtime), path_(model_path), options_(options),
         list_(options.optimizers != nullptr ? *options.optimizers : PinnedOptimizers()), names_(list_.names()),
-        model_(onnx_io::ReadModel(model_path)), saved_(options), session_(runtime, r_.ort_seconds, saved_) {}
+        model_(onnx_io::ReadModel(model_path)), model_bytes_(onnx_io::ReadModelBytes(model_path)), saved_(options),
+        session_(runtime, r_.ort_seconds, saved_) {}
 
   BisectResult Run() {
     const auto start = std::chrono::steady_clock::now();
@@ -552,6 +717,7 @@ class Bisector {
       if (s.kind == "one_on" && s.verdict == "refused") FindDependency(s.subject);
     }
     Pairs();
+    Divergences();
     Blacklist();
     Reproductions();
     r_.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -562,7 +728,8 @@ class Bisector {
  private:
   void Prepare() {
     if (options_.work_dir.empty()) throw InputError("bisect: no folder for the optimized models");
-    InputOptions io{options_.generate, options_.seed, options_.int_range, options_.shapes, options_.max_bytes};
+    InputOptions io{options_.generate, options_.seed, options_.int_range, options_.shapes, options_.dim_values,
+                    options_.max_bytes};
     sets_ = options_.input_paths.empty() ? GenerateInputs(model_, io) : ReadInputs(model_, options_.input_paths, io);
     if (sets_.empty()) throw InputError(path_ + ": no input sets");
     std::filesystem::create_directories(options_.work_dir);
@@ -589,15 +756,19 @@ class Bisector {
     spec.model = path_;
     spec.level = level;
     spec.disabled = std::move(disabled);
+    spec.config = options_.session_config;
     spec.optimized_model = saved_.PathFor(tag);
     return spec;
   }
 
-  // Every set through the session; timed (perf) where asked. ONNX Runtime's refusal is the attempt's result.
-  Attempt Try(const fused::ort::SessionSpec& spec, std::optional<Perf>* perf = nullptr) {
+  // Built, and its graph is not the baseline's: worth timing.
+  bool Fired(const Attempt& a) const { return a.built() && a.graph.digest != base_graph_.digest; }
+
+  // Every set through the session. ONNX Runtime's refusal is the attempt's result.
+  Attempt Try(const fused::ort::SessionSpec& spec) {
     Attempt a;
     try {
-      const Results& results = session_.Evaluate(spec, all_feeds_, a.graph, perf, options_.warmup, options_.repeats);
+      const Results& results = session_.Evaluate(spec, all_feeds_, a.graph);
       a.measured = &measurements_->Of(results);
     } catch (const fused::ort::Refused& e) {
       a.refusal = e.what();
@@ -606,21 +777,37 @@ class Bisector {
     return a;
   }
 
-  // A built session's graph differs from the baseline's: its latency, timed on the first set in a session of its own.
-  std::optional<Perf> TimeIfFired(const fused::ort::SessionSpec& spec, const Attempt& a) {
-    std::optional<Perf> perf;
-    if (!a.built() || a.graph.digest == base_graph_.digest) return perf;
-    Graph again;
+  // The step's latency against the baseline's on the first input set, with the bootstrap interval of the median
+  // ratio. A step whose saved graph is the baseline's is noise by construction; its statistics are kept beside.
+  void TimeAgainstBaseline(const fused::ort::SessionSpec& spec, const Attempt& a, Step& s) {
+    std::array<std::vector<std::vector<double>>, 2> ms;
     try {
-      session_.Evaluate(spec, first_feeds_, again, &perf, options_.warmup, options_.repeats);
+      ms = session_.TimeAgainst(Spec("disabled", {}, "timing"), spec, first_feeds_.front(), options_.warmup,
+                                options_.repeats);
     } catch (const fused::ort::Refused&) {
-      perf.reset();  // built and ran every set a moment ago: a refusal now leaves the step untimed
+      return;  // built and ran every set a moment ago: a refusal now leaves the step untimed
     }
-    return perf;
+    const auto pooled = [](const std::vector<std::vector<double>>& pairs) {
+      std::vector<double> all;
+      for (const auto& p : pairs) all.insert(all.end(), p.begin(), p.end());
+      return all;
+    };
+    s.perf = Summarize(pooled(ms[0]));
+    s.baseline_perf = Summarize(pooled(ms[1]));
+    const RatioInterval ci = BootstrapMedianRatio(ms[0], ms[1], options_.seed, r_.steps.size());
+    s.time_saved = 1 - ci.ratio;
+    s.time_saved_lo = 1 - ci.hi;
+    s.time_saved_hi = 1 - ci.lo;
+    s.same_graph = a.graph.digest == base_graph_.digest;
+    const bool holds_zero = ci.lo <= 1 && 1 <= ci.hi;
+    s.within_noise = s.same_graph || holds_zero;
+    s.noise_reason = s.same_graph ? "same graph as the baseline" : (holds_zero ? "interval holds 0" : "interval excludes 0");
+    if (s.same_graph) s.time_saved = 0;  // the statistics stay in the interval and the medians
   }
 
+  // The step of an attempt; `timed`: its latency against the baseline too (where it built).
   Step MakeStep(const std::string& kind, const std::string& subject, const fused::ort::SessionSpec& spec,
-                const Attempt& a, const std::optional<Perf>& perf) {
+                const Attempt& a, bool timed) {
     Step s;
     s.kind = kind;
     s.subject = subject;
@@ -638,15 +825,20 @@ class Bisector {
     for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
     s.fired = a.graph.digest != base_graph_.digest;
     s.deltas = a.measured->deltas;
-    for (const auto& d : s.deltas) s.max_units = std::max(s.max_units, d.max_units);
-    for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
-    s.perf = perf;
-    if (perf && base_perf_ && base_perf_->median_ms > 0) {
-      s.time_saved = (base_perf_->median_ms - perf->median_ms) / base_perf_->median_ms;
-      s.within_noise = std::fabs(base_perf_->median_ms - perf->median_ms) <=
-                       (base_perf_->q3_ms - base_perf_->q1_ms) + (perf->q3_ms - perf->q1_ms);
+    double judged_units = 0;
+    for (const auto& d : s.deltas) {
+      s.max_units = std::max(s.max_units, d.max_units);
+      if (d.waived_by_tolerance) continue;
+      if (d.criterion == "bound") s.r = std::max(s.r, d.r);
+      if (d.criterion != "bound") judged_units = std::max(judged_units, d.max_units);
     }
-    s.loss = s.max_units - options_.perf_weight * s.time_saved;
+    for (size_t k = 0; k < sets_.size(); ++k) s.differing_by_family[sets_[k].family] += a.measured->differing_by_set[k];
+    if (timed) TimeAgainstBaseline(spec, a, s);
+    if ((kind == "all_on" || kind == "one_on" || kind == "with_dependency") && !a.measured->diff.empty()) {
+      moved_.push_back({kind, subject, spec, a.graph, MovingSets(*a.measured)});
+    }
+    s.loss = judged_units - options_.perf_weight * s.time_saved;
+    s.over = s.loss > options_.threshold || s.r - options_.perf_weight * s.time_saved > 1;
     return s;
   }
 
@@ -654,12 +846,12 @@ class Bisector {
     const auto spec = Spec("disabled", {}, "baseline");
     const Results* results = nullptr;
     try {
-      results = &session_.Evaluate(spec, all_feeds_, base_graph_, &base_perf_, options_.warmup, options_.repeats);
+      results = &session_.Evaluate(spec, all_feeds_, base_graph_);
     } catch (const fused::ort::Refused& e) {
       throw InputError(path_ + ": the engine refuses the model itself (level disabled, every transformer off; at " +
                        e.phase() + "): " + e.what());
     }
-    baseline_ = Session::Decode(*results, model_);
+    baseline_ = DecodeOutputs(*results, model_.outputs.size());
     CheckKeptSize(*results);
     if (!options_.input_paths.empty()) {
       ExpectedTolerances(path_, options_, r_.expected);
@@ -668,11 +860,13 @@ class Bisector {
     // Distinct output contents kept to recognize repeats: 256 MiB, or a quarter of a smaller budget.
     const uint64_t cap = uint64_t{256} << 20;
     const size_t kept = static_cast<size_t>(options_.max_bytes == 0 ? cap : std::min(cap, options_.max_bytes / 4));
-    measurements_ = std::make_unique<Measurements>(model_, baseline_, sets_.size(), kept);
+    ComputeBounds();
+    measurements_ = std::make_unique<Measurements>(model_, baseline_, sets_.size(), kept, bounds_,
+                                                   Criteria{options_.threshold, options_.atol, options_.rtol});
     Attempt a;
     a.graph = base_graph_;
     a.measured = &measurements_->Of(*results);
-    r_.steps.push_back(MakeStep("baseline", "", spec, a, base_perf_));
+    r_.steps.push_back(MakeStep("baseline", "", spec, a, false));
   }
 
   // The outputs as ONNX Runtime returns them and as doubles (the baseline and one step) within --max-bytes.
@@ -706,7 +900,10 @@ class Bisector {
                        "), where level disabled builds: the refusal comes from a part no name disables, so a bisect "
                        "cannot separate the transformers: " + a.refusal);
     }
-    Step s = MakeStep("completeness", "", spec, a, std::nullopt);
+    // The timing control: the baseline's graph in a session of its own, timed against the baseline.
+    Step s = MakeStep("completeness", "", spec, a, true);
+    r_.timing_control_agrees = !s.perf || s.noise_reason != "interval excludes 0";
+    r_.steps.front().perf = s.baseline_perf;
     r_.steps.push_back(s);
     if (s.fired || s.max_units > 0 || !a.measured->diff.empty()) {
       std::string what;
@@ -721,22 +918,21 @@ class Bisector {
 
   void AllOn() {
     const auto spec = Spec("all", {}, "all_on");
-    std::optional<Perf> perf;
-    all_on_ = Try(spec, &perf);
+    all_on_ = Try(spec);
     all_index_ = r_.steps.size();
-    r_.steps.push_back(MakeStep("all_on", "", spec, all_on_, perf));
+    r_.steps.push_back(MakeStep("all_on", "", spec, all_on_, true));
   }
 
   // Each name alone. Timed only where it fired (otherwise its session is the baseline's graph).
   void OneOn(const std::string& name) {
     const auto spec = Spec("all", AllBut(names_, {name}), "one_on_" + name);
     const Attempt a = Try(spec);
-    Step s = MakeStep("one_on", name, spec, a, TimeIfFired(spec, a));
+    Step s = MakeStep("one_on", name, spec, a, Fired(a));
     if (a.built()) {
       if (s.fired) fired_.push_back(name);
       if (!a.measured->diff.empty()) single_diffs_.push_back(&a.measured->diff);
       single_by_name_[name] = &a.measured->diff;
-      s.verdict = !s.fired && a.measured->diff.empty() ? "not_fired" : (s.loss > options_.threshold ? "blacklist" : "keep");
+      s.verdict = !s.fired && a.measured->diff.empty() ? "not_fired" : (s.over ? "blacklist" : Kept(s));
       if (s.verdict == "blacklist") AddToBlacklist(name, MovesText(s));
     }
     r_.steps.push_back(std::move(s));
@@ -748,7 +944,7 @@ class Bisector {
   void LeaveOneOut(const std::string& name) {
     const auto spec = Spec("all", {name}, "leave_one_out_" + name);
     const Attempt a = Try(spec);
-    Step s = MakeStep("leave_one_out", name, spec, a, std::nullopt);
+    Step s = MakeStep("leave_one_out", name, spec, a, false);
     if (!a.built()) {
       r_.steps.push_back(std::move(s));
       return;
@@ -765,7 +961,7 @@ class Bisector {
     for (const auto& [op, d] : s.node_delta) s.nodes_changed += std::llabs(d);
     s.fired = a.graph.digest != all_on_.graph.digest;
     const Step& all_step = r_.steps[all_index_];
-    s.verdict = all_step.max_units > options_.threshold && s.max_units <= options_.threshold ? "restores" : "no_effect";
+    s.verdict = all_step.over && !s.over ? "restores" : "no_effect";
     // A name that changes all-on's graph when left out acts there, though perhaps only after another (a fusion
     // that needs ConvBNFusion's fold first): a pair candidate like those that fire alone.
     if (s.fired && !Contains(fired_, name)) fired_.push_back(name);
@@ -805,14 +1001,14 @@ class Bisector {
     refused.dependency = found;
     refused.dependency_sessions = tried;
     if (found.empty()) return;
-    Step s = MakeStep("with_dependency", name + "+" + Join(found, "+"), spec, built, TimeIfFired(spec, built));
+    Step s = MakeStep("with_dependency", name + "+" + Join(found, "+"), spec, built, Fired(built));
     // Blacklisted where it moves the outputs beyond what its dependency moves alone.
     std::vector<const Diff*> alone;
     for (const auto& d : found) {
       if (single_by_name_.count(d)) alone.push_back(single_by_name_[d]);
     }
     const bool adds = alone.size() != found.size() || !Explains(alone, built.measured->diff);
-    s.verdict = adds && s.loss > options_.threshold ? "blacklist" : "keep";
+    s.verdict = adds && s.over ? "blacklist" : Kept(s);
     if (s.verdict == "blacklist") AddToBlacklist(name, MovesText(s) + " with " + Join(found, "+") + " enabled");
     r_.steps.push_back(std::move(s));
   }
@@ -831,13 +1027,13 @@ class Bisector {
         ++r_.pairs_run;
         const auto spec = Spec("all", AllBut(names_, {fired_[i], fired_[j]}), "pair_" + fired_[i] + "_" + fired_[j]);
         const Attempt a = Try(spec);
-        Step s = MakeStep("pair", fired_[i] + "+" + fired_[j], spec, a, std::nullopt);
+        Step s = MakeStep("pair", fired_[i] + "+" + fired_[j], spec, a, false);
         if (a.built() && single_by_name_.count(fired_[i]) && single_by_name_.count(fired_[j])) {
           // additive: the pair moves exactly what its two singles move; interacts: it moves something else.
           const bool additive = Explains({single_by_name_[fired_[i]], single_by_name_[fired_[j]]}, a.measured->diff);
-          s.verdict = additive ? "additive" : (s.loss > options_.threshold ? "interacts_blacklist" : "interacts");
+          s.verdict = additive ? "additive" : (s.over ? "interacts_blacklist" : "interacts");
         } else if (a.built()) {
-          s.verdict = s.loss > options_.threshold ? "interacts_blacklist" : "interacts";
+          s.verdict = s.over ? "interacts_blacklist" : "interacts";
         }
         if (s.verdict == "interacts_blacklist" && !Contains(r_.blacklist, fired_[i]) && !Contains(r_.blacklist, fired_[j])) {
           AddToBlacklist(fired_[i], "interacts with " + fired_[j]);  // the interaction needs both; one removes it
@@ -851,13 +1047,12 @@ class Bisector {
   // refused, the names it needs off are added in turn (those whose absence lets all-on build, those whose
   // dependency the blacklist disables, the refused ones without a dependency found) until it builds.
   void Blacklist() {
-    std::optional<Perf> perf;
     auto spec = Spec("all", r_.blacklist, "blacklist");
-    Attempt a = Try(spec, &perf);
+    Attempt a = Try(spec);
     for (int stage = 0; !a.built() && stage < 3; ++stage) {
       if (!Extend(stage)) continue;
       spec = Spec("all", r_.blacklist, "blacklist");
-      a = Try(spec, &perf);
+      a = Try(spec);
     }
     for (const Step& s : r_.steps) {
       if (s.kind == "one_on" && s.verdict == "refused" && !s.dependency.empty() && !Contains(r_.blacklist, s.subject)) {
@@ -866,10 +1061,10 @@ class Bisector {
     }
     r_.blacklist_config = std::string(fused::ort::kDisableOptimizersKey) + "=" +
                           fused::ort::DisableOptimizersValue(r_.blacklist);
-    Step s = MakeStep("blacklist", "", spec, a, a.built() ? perf : std::nullopt);
+    Step s = MakeStep("blacklist", "", spec, a, true);
     r_.blacklist_builds = a.built();
     r_.blacklist_refusal = a.refusal;
-    r_.blacklist_within_tolerance = a.built() && s.max_units <= options_.threshold;
+    r_.blacklist_within_tolerance = a.built() && !s.over;
     if (a.built()) s.verdict = r_.blacklist_within_tolerance ? "within_tolerance" : "over_threshold";
     r_.steps.push_back(std::move(s));
     for (const auto& name : r_.blacklist) {
@@ -880,7 +1075,7 @@ class Bisector {
       Graph other;
       bool changes = true;  // a session refused without it: the name matters to ONNX Runtime
       try {
-        session_.Evaluate(Spec("all", without, "blacklist_without_" + name), first_feeds_, other, nullptr, 0, 0);
+        session_.Evaluate(Spec("all", without, "blacklist_without_" + name), first_feeds_, other);
         changes = !a.built() || other.digest != a.graph.digest;
       } catch (const fused::ort::Refused&) {
       }
@@ -912,7 +1107,54 @@ class Bisector {
 
   static std::string MovesText(const Step& s) {
     const OutputDelta* d = LargestDelta(s);
+    for (const OutputDelta& b : s.deltas) {
+      if (b.criterion == "bound" && b.r > 1 && !b.waived_by_tolerance) {
+        return fmt::format("moves the outputs beyond the rounding-error bound (r {:.4g} on '{}')", b.r, b.output);
+      }
+    }
     return fmt::format("moves the outputs ({:.4g} {})", s.max_units, d != nullptr ? d->unit : "");
+  }
+
+  // A step within its criteria: kept, or kept because --atol/--rtol waived what was beyond them.
+  static std::string Kept(const Step& s) {
+    for (const OutputDelta& d : s.deltas) {
+      if (d.waived_by_tolerance) return "waived_by_tolerance";
+    }
+    return "keep";
+  }
+
+  // Every float output's rounding-error bound over every input set, or why it has none (bounds.h).
+  void ComputeBounds() {
+    bounds_.assign(model_.outputs.size(), OutputBound{});
+    if (!options_.bounds) {
+      for (OutputBound& b : bounds_) b.uncovered = "--no-bounds";
+      return;
+    }
+    std::vector<std::string> names;
+    for (const auto& o : model_.outputs) names.push_back(o.name);
+    const BoundEvaluator evaluator(onnx_io::ParseGraph(model_bytes_, path_));
+    for (size_t k = 0; k < sets_.size(); ++k) {
+      const std::vector<BoundedTensor> b = evaluator.Evaluate(sets_[k].feeds, names, EvaluationBudget());
+      for (size_t o = 0; o < b.size(); ++o) AppendBound(bounds_[o], b[o], baseline_.set_elements[o]);
+    }
+  }
+
+  // What one bound evaluation may hold at once: a quarter of --max-bytes (1 GiB without a limit).
+  uint64_t EvaluationBudget() const { return options_.max_bytes > 0 ? options_.max_bytes / 4 : uint64_t{1} << 30; }
+
+  static void AppendBound(OutputBound& out, const BoundedTensor& t, size_t elements) {
+    if (!out.uncovered.empty()) return;
+    out.uncovered = t.uncovered;
+    if (out.uncovered.empty() && t.base.size() != elements) {
+      out.uncovered = "the evaluated shape " + onnx_io::DimsText(t.dims) + " differs from ONNX Runtime's output";
+    }
+    if (!out.uncovered.empty()) {
+      out.baseline.clear();
+      out.step.clear();
+      return;
+    }
+    out.baseline.insert(out.baseline.end(), t.base.begin(), t.base.end());
+    out.step.insert(out.step.end(), t.legal.begin(), t.legal.end());
   }
 
   Step& StepOf(const std::string& kind, const std::string& subject) {
@@ -920,6 +1162,93 @@ class Bisector {
       if (s.kind == kind && s.subject == subject) return s;
     }
     throw std::logic_error("no step " + kind + " " + subject);
+  }
+
+  // The input sets a step moves the outputs on, the first kBoundarySets of them: where its difference starts is
+  // looked for where it reaches the outputs, and a few sets show it (each fetch runs every set chosen).
+  static constexpr size_t kBoundarySets = 4;
+  static std::vector<size_t> MovingSets(const Measured& m) {
+    std::vector<size_t> sets;
+    for (size_t k = 0; k < m.differing_by_set.size() && sets.size() < kBoundarySets; ++k) {
+      if (m.differing_by_set[k] > 0) sets.push_back(k);
+    }
+    return sets;
+  }
+
+  // The first divergent boundary of every step that moves the outputs (FindDivergence), on the sets it moves them
+  // on; the bounds of every candidate tensor on every set chosen computed once for all of them.
+  void Divergences() {
+    if (moved_.empty()) return;
+    const onnx_io::GraphContent graph = onnx_io::ParseGraph(model_bytes_, path_);
+    const std::map<size_t, std::map<std::string, OutputBound>> bounds = BoundaryBounds(graph);
+    for (const Moved& m : moved_) {
+      std::map<std::string, OutputBound> step_bounds;
+      std::vector<std::vector<onnx_io::Tensor>> feeds;
+      for (size_t k : m.sets) {
+        feeds.push_back(all_feeds_[k]);
+        for (const auto& [name, b] : bounds.at(k)) Concatenate(step_bounds[name], b);
+      }
+      DivergenceRequest q;
+      q.model = &model_;
+      q.model_bytes = model_bytes_;
+      q.graph = &graph;
+      q.bounds = &step_bounds;
+      q.criteria = Criteria{options_.threshold, options_.atol, options_.rtol};
+      q.baseline_tensors = base_graph_.produced;
+      q.step_tensors = m.graph.produced;
+      q.step_digest = m.graph.digest;
+      q.baseline = Spec("disabled", {}, "divergence_baseline");
+      q.step = m.spec;
+      q.step.optimized_model = saved_.PathFor("divergence_" + m.kind + "_" + m.subject);
+      q.scratch = (std::filesystem::path(options_.work_dir) / "divergence.onnx").string();
+      q.run = [&](const fused::ort::SessionSpec& spec, uint64_t& digest) -> const Results& {
+        Graph g;
+        const Results& results = session_.Evaluate(spec, feeds, g);
+        digest = g.digest;
+        return results;
+      };
+      Divergence d = FindDivergence(q);
+      d.sets = m.sets.size();
+      StepOf(m.kind, m.subject).divergence = std::move(d);
+    }
+    std::filesystem::remove((std::filesystem::path(options_.work_dir) / "divergence.onnx"));
+  }
+
+  static void Concatenate(OutputBound& into, const OutputBound& b) {
+    if (!into.uncovered.empty()) return;
+    if (!b.uncovered.empty()) {
+      into = b;
+      return;
+    }
+    into.baseline.insert(into.baseline.end(), b.baseline.begin(), b.baseline.end());
+    into.step.insert(into.step.end(), b.step.begin(), b.step.end());
+  }
+
+  // Per input set chosen by a moving step: the bounds of the outputs and of every tensor a moving step may fetch,
+  // one evaluation per set.
+  std::map<size_t, std::map<std::string, OutputBound>> BoundaryBounds(const onnx_io::GraphContent& graph) {
+    std::vector<std::string> names;
+    for (const auto& o : model_.outputs) names.push_back(o.name);
+    std::set<size_t> sets;
+    for (const Moved& m : moved_) {
+      sets.insert(m.sets.begin(), m.sets.end());
+      for (const auto& t : BoundaryCandidates(model_, base_graph_.produced, m.graph.produced)) {
+        if (std::find(names.begin(), names.end(), t) == names.end()) names.push_back(t);
+      }
+    }
+    std::map<size_t, std::map<std::string, OutputBound>> out;
+    std::unique_ptr<BoundEvaluator> evaluator;
+    if (options_.bounds) evaluator = std::make_unique<BoundEvaluator>(graph);
+    for (size_t k : sets) {
+      std::map<std::string, OutputBound>& at = out[k];
+      if (!evaluator) {
+        for (const auto& t : names) at[t] = OutputBound{{}, {}, "--no-bounds"};
+        continue;
+      }
+      const std::vector<BoundedTensor> b = evaluator->Evaluate(sets_[k].feeds, names, EvaluationBudget());
+      for (size_t i = 0; i < b.size(); ++i) AppendBound(at[names[i]], b[i], b[i].value.size());
+    }
+    return out;
   }
 
   // A standalone reproduction of all-on's refusal and of each refused one-on step (at most kReproductions).
@@ -933,6 +1262,7 @@ class Bisector {
       spec.model = path_;
       spec.level = s.level;
       spec.disabled = s.disabled;
+      spec.config = options_.session_config;
       const std::string tag = std::to_string(++written) + "_" + s.kind + (s.subject.empty() ? "" : "_" + s.subject);
       s.reproduction = WriteReproduction((std::filesystem::path(r_.repro_dir) / tag).string(), spec, s.refusal_phase,
                                          s.refusal, all_feeds_, r_.runtime_version);
@@ -945,6 +1275,7 @@ class Bisector {
   const OptimizerList& list_;
   const std::vector<std::string> names_;
   const onnx_io::ModelInfo model_;
+  const std::string model_bytes_;
   BisectResult r_;
   SavedModels saved_;
   Session session_;
@@ -952,14 +1283,21 @@ class Bisector {
   std::vector<std::vector<onnx_io::Tensor>> all_feeds_, first_feeds_;  // built once for every session
   uint64_t input_bytes_ = 0;
   Graph base_graph_;
-  std::optional<Perf> base_perf_;
   Outputs baseline_;
+  std::vector<OutputBound> bounds_;
   std::unique_ptr<Measurements> measurements_;
   Attempt all_on_;
   size_t all_index_ = 0;
   std::vector<const Diff*> single_diffs_;
   std::map<std::string, const Diff*> single_by_name_;
   std::vector<std::string> fired_;
+  struct Moved {
+    std::string kind, subject;
+    fused::ort::SessionSpec spec;
+    Graph graph;
+    std::vector<size_t> sets;  // the input sets its boundaries are fetched on
+  };
+  std::vector<Moved> moved_;  // the steps that move the outputs, for their first divergent boundary
 };
 
 }  // namespace

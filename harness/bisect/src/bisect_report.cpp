@@ -16,6 +16,35 @@ nlohmann::ordered_json PerfJson(const Perf& p) {
           {"q3_ms", p.q3_ms},     {"min_ms", p.min_ms},       {"max_ms", p.max_ms}};
 }
 
+nlohmann::ordered_json DeltaJson(const OutputDelta& d) {
+  nlohmann::ordered_json o = {{"output", d.output},       {"unit", d.unit},         {"step", d.step},
+                              {"elements", d.elements},   {"differing", d.differing}, {"max", d.max_units},
+                              {"max_abs", d.max_abs},     {"max_rel", d.max_rel}};
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  for (const auto& [k, n] : d.histogram) h[std::to_string(k)] = n;
+  o["histogram"] = h;
+  o["criterion"] = d.criterion;
+  if (!d.uncovered.empty()) o["uncovered"] = d.uncovered;
+  if (d.criterion == "bound") {
+    o["bound"] = {{"r", d.r}, {"delta", d.r_delta}, {"bound_baseline", d.r_bound_baseline},
+                  {"bound_step", d.r_bound_step}, {"value", d.r_value}, {"at", d.r_at}};
+  }
+  o["beyond"] = d.beyond;
+  o["waived"] = d.waived;
+  o["waived_by_tolerance"] = d.waived_by_tolerance;
+  return o;
+}
+
+nlohmann::ordered_json DivergenceJson(const Divergence& d) {
+  nlohmann::ordered_json j = {{"tensor", d.tensor}, {"producer", d.producer}, {"is_output", d.is_output},
+                              {"candidates", d.candidates}, {"fetched", d.fetched}, {"skipped", d.skipped},
+                              {"sessions", d.sessions}, {"input_sets", d.sets}};
+  if (!d.note.empty()) j["note"] = d.note;
+  if (d.delta) j["delta"] = DeltaJson(*d.delta);
+  j["paths_to_outputs"] = d.paths;
+  return j;
+}
+
 nlohmann::ordered_json StepJson(const Step& s) {
   nlohmann::ordered_json j;
   j["kind"] = s.kind;
@@ -26,27 +55,28 @@ nlohmann::ordered_json StepJson(const Step& s) {
   j["nodes_changed"] = s.nodes_changed;
   j["node_delta"] = s.node_delta;
   nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
-  for (const auto& d : s.deltas) {
-    nlohmann::ordered_json o = {{"output", d.output},       {"unit", d.unit},         {"step", d.step},
-                                {"elements", d.elements},   {"differing", d.differing}, {"max", d.max_units},
-                                {"max_abs", d.max_abs},     {"max_rel", d.max_rel}};
-    nlohmann::ordered_json h = nlohmann::ordered_json::object();
-    for (const auto& [k, n] : d.histogram) h[std::to_string(k)] = n;
-    o["histogram"] = h;
-    outputs.push_back(o);
-  }
-  j["delta_acc"] = {{"max", s.max_units}, {"outputs", outputs}};
+  for (const auto& d : s.deltas) outputs.push_back(DeltaJson(d));
+  j["delta_acc"] = {{"max", s.max_units}, {"r", s.r}, {"outputs", outputs}};
   j["differing_by_family"] = s.differing_by_family;
   if (s.perf) {
     j["delta_perf"] = {{"latency", PerfJson(*s.perf)}, {"time_saved", s.time_saved}, {"within_noise", s.within_noise}};
+    if (s.baseline_perf) {
+      j["delta_perf"]["baseline_latency"] = PerfJson(*s.baseline_perf);
+      j["delta_perf"]["time_saved_interval"] = {s.time_saved_lo, s.time_saved_hi};
+      j["delta_perf"]["interval"] = "95% percentile bootstrap of the median ratio: 1000 resamplings of session pairs, then rounds (Philox)";
+      j["delta_perf"]["noise_reason"] = s.noise_reason;
+      j["delta_perf"]["same_graph"] = s.same_graph;
+    }
   }
   j["loss"] = s.loss;
+  j["over"] = s.over;
   if (!s.verdict.empty()) j["verdict"] = s.verdict;
   if (!s.refusal.empty()) j["refusal"] = {{"phase", s.refusal_phase}, {"message", s.refusal}};
   if (s.kind == "one_on" && !s.refusal.empty()) {
     j["dependency"] = {{"names", s.dependency}, {"sessions_tried", s.dependency_sessions}};
   }
   if (!s.reproduction.empty()) j["reproduction"] = s.reproduction;
+  if (s.divergence) j["first_divergent_boundary"] = DivergenceJson(*s.divergence);
   return j;
 }
 
@@ -87,9 +117,11 @@ std::string VerdictText(const Step& s) {
 
 std::string PerfText(const Step& s) {
   if (!s.perf) return "-";
-  // Microseconds: in process a small model's run takes a few of them.
-  return fmt::format("{:+.1f}% ({:.1f} us){}", 100.0 * s.time_saved, 1000.0 * s.perf->median_ms,
-                     s.within_noise ? " noise" : "");
+  // Microseconds: in process a small model's run takes a few of them. The interval: BootstrapMedianRatio's.
+  if (!s.baseline_perf) return fmt::format("{:.1f} us", 1000.0 * s.perf->median_ms);
+  if (s.same_graph) return fmt::format("same graph ({:.1f} us) noise", 1000.0 * s.perf->median_ms);
+  return fmt::format("{:+.1f}% [{:+.1f},{:+.1f}] ({:.1f} us){}", 100.0 * s.time_saved, 100.0 * s.time_saved_lo,
+                     100.0 * s.time_saved_hi, 1000.0 * s.perf->median_ms, s.within_noise ? " noise" : "");
 }
 
 // The rows a user reads: baseline, all on, every one-on step that fired or moved an output, pairs, the blacklist.
@@ -142,6 +174,93 @@ std::string ExpectedText(const ExpectedCheck& c) {
   return t;
 }
 
+// "c2_bn (BatchNormalization): 3 f32_ulp_of_max, r 0.031" for a step's first divergent boundary.
+std::string DivergenceText(const Divergence& d) {
+  if (!d.delta) return d.note.empty() ? "-" : d.note;
+  std::string t = d.tensor + " (" + (d.producer.empty() ? "?" : d.producer) + (d.is_output ? ", an output" : "") + "): " +
+                  fmt::format("{:.4g} {}", d.delta->max_units, d.delta->unit);
+  if (d.delta->criterion == "bound") t += fmt::format(", r {:.3g}", d.delta->r);
+  if (!d.skipped.empty()) t += fmt::format(" ({} of {} tensors skipped: fetching them changes the graph)", d.skipped.size(), d.candidates);
+  return t;
+}
+
+// How an output was judged: r against its bound, or its units against the named tolerance.
+std::string JudgedText(const OutputDelta& d) {
+  std::string t;
+  if (d.criterion == "bound") {
+    t = fmt::format("|delta| {:.3g}, B_baseline {:.3g}, B_step {:.3g}, r {:.3g}", d.r_delta, d.r_bound_baseline,
+                    d.r_bound_step, d.r);
+  } else if (d.criterion == "fallback tolerance") {
+    t = fmt::format("{:.4g} {} against the fallback tolerance (--threshold; no bound: {})", d.max_units, d.unit, d.uncovered);
+  } else {
+    t = fmt::format("{:.4g} {} against --threshold", d.max_units, d.unit);
+  }
+  if (d.waived_by_tolerance) t += ", waived by tolerance (--atol/--rtol)";
+  return t;
+}
+
+// Per step that moves an output: how each moved output was judged, and where the difference starts.
+std::string AccuracyText(const BisectResult& r) {
+  std::string t;
+  for (const Step* s : TableRows(r)) {
+    if (s->verdict == "refused" || s->max_units == 0 || s->kind == "pair") continue;
+    for (const OutputDelta& d : s->deltas) {
+      if (d.differing == 0) continue;
+      t += fmt::format("  {:<42} {:<10} {}\n", Label(*s), d.output, JudgedText(d));
+    }
+    if (s->divergence) t += fmt::format("  {:<42} {:<10} first divergent boundary: {}\n", "", "", DivergenceText(*s->divergence));
+  }
+  if (t.empty()) return "";
+  return "accuracy (r = |delta| / (B_baseline + B_step), the rounding-error bounds of the graph as written and of any "
+         "legal rewrite; r > 1: beyond them):\n" + t;
+}
+
+std::string TimingControlText(const BisectResult& r) {
+  for (const Step& s : r.steps) {
+    if (s.kind != "completeness" || !s.perf) continue;
+    return fmt::format("timing control (the baseline's graph in sessions of its own): {:+.1f}% [{:+.1f},{:+.1f}]: {}\n",
+                       100.0 * (1 - s.perf->median_ms / s.baseline_perf->median_ms), 100.0 * s.time_saved_lo,
+                       100.0 * s.time_saved_hi, r.timing_control_agrees ? "agrees (the interval holds 0)"
+                                                                        : "DISAGREES: the timings are not to be trusted");
+  }
+  return "";
+}
+
+// "r1 &rarr; Conv &rarr; c2_conv ... &rarr; logits", one line per output the boundary reaches.
+std::string PathsHtml(const Divergence& d) {
+  std::string h;
+  for (const auto& path : d.paths) {
+    std::string line;
+    for (size_t k = 0; k < path.size(); ++k) {
+      line += (k == 0 ? "" : " &rarr; ") + std::string(k % 2 == 1 ? "<b>" : "<code>") + reports::HtmlEscape(path[k]) +
+              (k % 2 == 1 ? "</b>" : "</code>");
+    }
+    h += (h.empty() ? "" : "<br>") + line;
+  }
+  return h.empty() ? "-" : h;
+}
+
+// Per step that moves an output: how each output was judged, the first divergent boundary, its path to the outputs.
+std::string DivergenceHtml(const BisectResult& r) {
+  std::string rows;
+  for (const Step* s : TableRows(r)) {
+    if (s->verdict == "refused" || s->max_units == 0 || s->kind == "pair") continue;
+    std::string judged;
+    for (const OutputDelta& d : s->deltas) {
+      if (d.differing > 0) judged += (judged.empty() ? "" : "<br>") + reports::HtmlEscape(d.output + ": " + JudgedText(d));
+    }
+    rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", reports::HtmlEscape(Label(*s)), judged,
+                        s->divergence ? reports::HtmlEscape(DivergenceText(*s->divergence)) : "-",
+                        s->divergence ? PathsHtml(*s->divergence) : "-");
+  }
+  if (rows.empty()) return "";
+  return "<h3>Where each difference starts</h3><p>r = |&Delta;| / (B<sub>baseline</sub> + B<sub>step</sub>): the "
+         "rounding-error bounds of the graph as written and of any legal rewrite; r &gt; 1 is beyond them. The first "
+         "divergent boundary: of the tensors both optimized graphs hold, the first in topological order whose values "
+         "differ, and its path to the outputs.</p><table><tr><th>step</th><th>outputs</th><th>first divergent "
+         "boundary</th><th>path to the outputs</th></tr>" + rows + "</table>";
+}
+
 }  // namespace
 
 nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const BisectReportOptions& o) {
@@ -167,6 +286,10 @@ nlohmann::ordered_json ToJson(const BisectResult& r, const Provenance& p, const 
   j["refused_steps"] = r.refused_steps;
   if (!r.repro_dir.empty()) j["reproductions"] = r.repro_dir;
   j["explained_by_singles"] = r.explained_by_singles;
+  j["timing_control_agrees"] = r.timing_control_agrees;
+  j["bounds"] = {{"covered_ops", CoveredOps()}, {"legal_rewrites", LegalRewrites()},
+                 {"verdict", "float outputs with a bound: r = |delta| / (B_baseline + B_step) > 1 blacklists; others: "
+                             "max|delta| in their units > threshold"}};
   j["pairs"] = {{"run", r.pairs_run}, {"skipped_over_cap", r.pairs_skipped}};
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const Step& s : r.steps) steps.push_back(StepJson(s));
@@ -265,6 +388,8 @@ std::string ToText(const BisectResult& r) {
     restores += s.kind == "leave_one_out" && (s.verdict == "restores" || s.verdict == "restores_build");
     loo_refused += s.kind == "leave_one_out" && s.verdict == "refused";
   }
+  t += AccuracyText(r);
+  t += TimingControlText(r);
   t += fmt::format("leave-one-out: {} of the names restore the baseline{} alone{}; singles explain all-on: {}; pairs {}\n",
                    restores, r.steps.size() > 2 && r.steps[2].verdict == "refused" ? " build" : "",
                    loo_refused > 0 ? fmt::format(" ({} refused)", loo_refused) : "", r.explained_by_singles ? "yes" : "no",
@@ -327,6 +452,7 @@ std::string ToHtml(const BisectResult& r) {
     h += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">{}</text>", x + 5, y - 4, reports::HtmlEscape(s.subject));
   }
   h += "</svg>";
+  h += DivergenceHtml(r);
   h += "<p>blacklist: <code>" + reports::HtmlEscape(r.blacklist.empty() ? std::string("(empty)") : r.blacklist_config) +
        "</code></p></section></body></html>\n";
   return h;

@@ -44,10 +44,10 @@ void ExpectedTolerances(const std::string& model_path, const BisectOptions& opti
     check.atol = Tolerance(j, "atol", check.atol, data.string());
     check.tolerance_source = data.string();
   }
-  if (options.rtol || options.atol) {
-    check.rtol = options.rtol.value_or(check.rtol);
-    check.atol = options.atol.value_or(check.atol);
-    check.tolerance_source = "--rtol/--atol";
+  if (options.expected_rtol || options.expected_atol) {
+    check.rtol = options.expected_rtol.value_or(check.rtol);
+    check.atol = options.expected_atol.value_or(check.atol);
+    check.tolerance_source = "--expected-rtol/--expected-atol";
   }
 }
 

@@ -103,11 +103,19 @@ double Draw(const std::string& family, generators::CounterRng& rng, const Range&
                    : r.step * static_cast<double>(r.qmin - r.zero_point - beyond);
 }
 
-std::vector<int64_t> ConcreteDims(const onnx_io::ValueInfo& v, const std::map<std::string, std::vector<int64_t>>& shapes) {
-  const auto given = shapes.find(v.name);
-  if (given != shapes.end()) return given->second;
+// Input i's dims: --shape's, else the declared ones with each symbolic dimension its --shapes value (by name) or 1.
+std::vector<int64_t> ConcreteDims(const onnx_io::ModelInfo& model, size_t i, const InputOptions& o) {
+  const onnx_io::ValueInfo& v = model.inputs[i];
+  const auto given = o.shapes.find(v.name);
+  if (given != o.shapes.end()) return given->second;
   std::vector<int64_t> dims = v.dims;
-  for (int64_t& d : dims) d = d < 0 ? 1 : d;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] >= 0) continue;
+    const std::string param = i < model.input_dim_params.size() && k < model.input_dim_params[i].size()
+                                  ? model.input_dim_params[i][k] : "";
+    const auto value = o.dim_values.find(param);
+    dims[k] = !param.empty() && value != o.dim_values.end() ? value->second : 1;
+  }
   return dims;
 }
 
@@ -118,7 +126,7 @@ void CheckGeneratedSize(const onnx_io::ModelInfo& model, const InputOptions& o, 
   uint64_t per_set = 0;
   for (size_t i = 0; i < model.inputs.size(); ++i) {
     const onnx_io::ValueInfo& v = model.inputs[i];
-    const std::vector<int64_t> dims = ConcreteDims(v, o.shapes);
+    const std::vector<int64_t> dims = ConcreteDims(model, i, o);
     const std::optional<uint64_t> size = onnx_io::ByteSize(v.type, dims);
     uint64_t total = 0;
     const bool over = !size || (o.max_bytes > 0 && (__builtin_add_overflow(per_set, *size, &total) ||
@@ -136,7 +144,7 @@ void CheckGeneratedSize(const onnx_io::ModelInfo& model, const InputOptions& o, 
 onnx_io::Tensor GenerateOne(const onnx_io::ModelInfo& model, size_t i, const std::string& family,
                             generators::CounterRng& rng, const InputOptions& o) {
   const onnx_io::ValueInfo& v = model.inputs[i];
-  const std::vector<int64_t> dims = ConcreteDims(v, o.shapes);
+  const std::vector<int64_t> dims = ConcreteDims(model, i, o);
   size_t n = 1;
   for (int64_t d : dims) n *= static_cast<size_t>(d);
   std::vector<double> values(n);

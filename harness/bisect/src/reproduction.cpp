@@ -28,9 +28,10 @@ std::string Script(const fused::ort::SessionSpec& spec, const std::string& phase
                    const std::string& runtime_version) {
   nlohmann::json options = {{"graphOptimizationLevel", spec.level}, {"intraOpNumThreads", 1}, {"interOpNumThreads", 1},
                             {"executionMode", "sequential"},       {"logSeverityLevel", 3}};
-  if (!spec.disabled.empty()) {
-    options["extra"] = {{fused::ort::kDisableOptimizersKey, fused::ort::DisableOptimizersValue(spec.disabled)}};
-  }
+  nlohmann::json extra = nlohmann::json::object();
+  if (!spec.disabled.empty()) extra[fused::ort::kDisableOptimizersKey] = fused::ort::DisableOptimizersValue(spec.disabled);
+  for (const auto& [key, value] : spec.config) extra[key] = value;
+  if (!extra.empty()) options["extra"] = extra;
   std::string js;
   js += "'use strict';\n";
   js += "// Written by `fusediff bisect`: " + runtime_version + " refused this session (at " + phase + "):\n";
@@ -104,6 +105,7 @@ std::string WriteReproduction(const std::string& dir, const fused::ort::SessionS
   if (!spec.disabled.empty()) {
     options += std::string(fused::ort::kDisableOptimizersKey) + "=" + fused::ort::DisableOptimizersValue(spec.disabled) + "\n";
   }
+  for (const auto& [key, value] : spec.config) options += key + "=" + value + "\n";
   options += "intra_op_num_threads=1\ninter_op_num_threads=1\nexecution_mode=sequential\n";
   reports::WriteFileAtomically((folder / "options.txt").string(), options);
   if (phase == "run") WriteInputs(folder, sets);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <filesystem>
@@ -26,13 +27,14 @@ namespace {
 
 struct BisectArgs {
   std::string model, json, junit, html, work_dir, optimizer_list, int_range;
-  std::vector<std::string> inputs, shapes;
+  std::vector<std::string> inputs, shapes, session_config, dim_shapes;
   int generate = 4;
   uint64_t seed = 1;
   double perf_weight = 0.0, threshold = 0.5;
   int max_pairs = 10, warmup = 3, repeats = 15, dependency_budget = 100;
   uint64_t max_bytes = kDefaultMaxBytes;
-  std::optional<double> rtol, atol;
+  std::optional<double> rtol, atol, expected_rtol, expected_atol;
+  bool no_bounds = false;
 };
 
 int64_t Integer(const std::string& text, const std::string& field) {
@@ -47,22 +49,38 @@ int64_t Integer(const std::string& text, const std::string& field) {
   return v;
 }
 
-// --shape NAME=D0,D1,...
-std::map<std::string, std::vector<int64_t>> ParseShapes(const std::vector<std::string>& given) {
+// --shape NAME=D0,D1,... (and --shapes NAME=V1,V2,..., `flag`)
+std::map<std::string, std::vector<int64_t>> ParseShapes(const std::vector<std::string>& given,
+                                                        const std::string& flag = "--shape") {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const std::string& g : given) {
     const size_t eq = g.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("--shape: '" + g + "': expected NAME=D0,D1,...");
+    if (eq == std::string::npos || eq == 0) throw InputError(flag + ": '" + g + "': expected NAME=D0,D1,...");
     std::vector<int64_t> dims;
     std::stringstream s(g.substr(eq + 1));
     std::string d;
     while (std::getline(s, d, ',')) {
-      dims.push_back(Integer(d, "--shape " + g.substr(0, eq)));
-      if (dims.back() < 0) throw InputError("--shape " + g.substr(0, eq) + ": dimension " + d + " is negative");
+      dims.push_back(Integer(d, flag + " " + g.substr(0, eq)));
+      if (dims.back() < 0) throw InputError(flag + " " + g.substr(0, eq) + ": dimension " + d + " is negative");
     }
     shapes[g.substr(0, eq)] = dims;
   }
   return shapes;
+}
+
+// --session-config KEY=VALUE, repeated. The disabled-optimizer key is the bisect's own.
+std::vector<std::pair<std::string, std::string>> ParseSessionConfig(const std::vector<std::string>& given) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& g : given) {
+    const size_t eq = g.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("--session-config: '" + g + "': expected KEY=VALUE");
+    if (g.substr(0, eq) == fused::ort::kDisableOptimizersKey) {
+      throw InputError("--session-config: " + std::string(fused::ort::kDisableOptimizersKey) +
+                       " is what the bisect sets itself");
+    }
+    out.emplace_back(g.substr(0, eq), g.substr(eq + 1));
+  }
+  return out;
 }
 
 // --int-range LO:HI, the half-open [LO, HI).
@@ -111,7 +129,7 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
-int DoBisect(const BisectArgs& a, const CommandContext& context) {
+void CheckArgs(const BisectArgs& a) {
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   if (!a.junit.empty()) CheckOutputPath(a.junit, "--junit");
   if (!a.html.empty()) CheckOutputPath(a.html, "--html");
@@ -119,27 +137,29 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   if (a.repeats < 1 || a.warmup < 0) throw InputError("--repeats must be >= 1 and --warmup >= 0");
   if (!(a.threshold >= 0)) throw InputError("--threshold: expected a non-negative number of output steps");
   if (a.dependency_budget < 0) throw InputError("--dependency-budget: expected a number of sessions >= 0");
-  if ((a.rtol && !(*a.rtol >= 0)) || (a.atol && !(*a.atol >= 0))) throw InputError("--rtol/--atol: expected >= 0");
-  CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
-  bisect::OptimizerList custom;
-  bisect::BisectOptions options;
-  if (!a.optimizer_list.empty()) {
-    custom = bisect::ParseOptimizerList(ReadText(a.optimizer_list), a.optimizer_list);
-    options.optimizers = &custom;
+  for (const auto& [name, v] : {std::pair{"--rtol", a.rtol}, {"--atol", a.atol}, {"--expected-rtol", a.expected_rtol},
+                                {"--expected-atol", a.expected_atol}}) {
+    if (v && !(*v >= 0)) throw InputError(std::string(name) + ": expected a number >= 0");
   }
-  onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
-  const auto start = std::chrono::steady_clock::now();
-  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
-  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double start_inside = runtime->ort_seconds();
-  ScratchDir scratch(a.work_dir);
+  if (!a.dim_shapes.empty() && !a.inputs.empty()) {
+    throw InputError("--shapes: the inputs are generated per shape; it does not combine with --inputs");
+  }
+}
+
+// Every option but the scratch folder, parsed before the runtime starts: bad input exits 2 first.
+bisect::BisectOptions OptionsOf(const BisectArgs& a) {
+  bisect::BisectOptions options;
   options.input_paths = a.inputs;
   options.shapes = ParseShapes(a.shapes);
+  options.session_config = ParseSessionConfig(a.session_config);
   options.int_range = ParseIntRange(a.int_range);
   options.max_bytes = a.max_bytes;
   options.dependency_budget = a.dependency_budget;
   options.rtol = a.rtol;
   options.atol = a.atol;
+  options.expected_rtol = a.expected_rtol;
+  options.expected_atol = a.expected_atol;
+  options.bounds = !a.no_bounds;
   if (!a.work_dir.empty()) options.repro_dir = (std::filesystem::path(a.work_dir) / "reproductions").string();
   options.generate = a.generate;
   options.seed = a.seed;
@@ -148,24 +168,89 @@ int DoBisect(const BisectArgs& a, const CommandContext& context) {
   options.max_pairs = a.max_pairs;
   options.warmup = a.warmup;
   options.repeats = a.repeats;
-  options.work_dir = scratch.path();
   options.keep_optimized_models = !a.work_dir.empty();
-  bisect::BisectResult r = bisect::Bisect(*runtime, a.model, options);
-  r.runtime_start_seconds = start_seconds;
-  r.runtime_start_inside_ort_seconds = start_inside;
+  return options;
+}
+
+// --shapes NAME=V1,V2 (repeatable): every combination of the named symbolic dimensions' values, each a dimension
+// of a model input. Without --shapes one empty combination: the bisect as always.
+std::vector<std::map<std::string, int64_t>> DimCombinations(const std::vector<std::string>& given,
+                                                            const onnx_io::ModelInfo& model) {
+  std::vector<std::map<std::string, int64_t>> combos{{}};
+  for (const auto& [name, values] : ParseShapes(given, "--shapes")) {
+    bool symbolic = false;
+    for (const auto& params : model.input_dim_params) symbolic |= std::count(params.begin(), params.end(), name) > 0;
+    if (!symbolic) throw InputError("--shapes: '" + name + "' is not a symbolic dimension of any input of " + model.path);
+    if (values.empty()) throw InputError("--shapes " + name + ": no values");
+    std::vector<std::map<std::string, int64_t>> next;
+    for (const auto& c : combos) {
+      for (int64_t v : values) {
+        if (v < 1) throw InputError("--shapes " + name + ": " + std::to_string(v) + " is not a positive size");
+        auto with = c;
+        with[name] = v;
+        next.push_back(with);
+      }
+    }
+    combos = std::move(next);
+  }
+  return combos;
+}
+
+// One bisect per shape on one runtime; the runtime's start and close are counted in the first and the last.
+std::vector<bisect::BisectResult> RunBisects(const BisectArgs& a, bisect::BisectOptions options,
+                                             const std::vector<std::map<std::string, int64_t>>& shapes) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::unique_ptr<fused::ort::Runtime> runtime = fused::ort::StartRuntime();
+  const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double start_inside = runtime->ort_seconds();
+  ScratchDir scratch(a.work_dir);
+  options.work_dir = scratch.path();
+  std::vector<bisect::BisectResult> results;
+  for (const auto& shape : shapes) {
+    options.dim_values = shape;
+    results.push_back(bisect::Bisect(*runtime, a.model, options));
+  }
+  results.front().runtime_start_seconds = start_seconds;
+  results.front().runtime_start_inside_ort_seconds = start_inside;
   // The runtime's teardown is part of the bisect's wall time: closed here, timed, before the reports are written.
   const double before_close = runtime->ort_seconds();
   const auto close = std::chrono::steady_clock::now();
   runtime->Close();
-  r.runtime_close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - close).count();
-  r.runtime_close_inside_ort_seconds = runtime->ort_seconds() - before_close;
-  context.out << bisect::ToText(r);
+  results.back().runtime_close_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - close).count();
+  results.back().runtime_close_inside_ort_seconds = runtime->ort_seconds() - before_close;
+  return results;
+}
+
+int DoBisect(const BisectArgs& a, const CommandContext& context) {
+  CheckArgs(a);
+  CheckFileWithinBudget(a.model, a.max_bytes);  // the model is read whole
+  bisect::OptimizerList custom;
+  bisect::BisectOptions options = OptionsOf(a);
+  if (!a.optimizer_list.empty()) {
+    custom = bisect::ParseOptimizerList(ReadText(a.optimizer_list), a.optimizer_list);
+    options.optimizers = &custom;
+  }
+  const onnx_io::ModelInfo model = onnx_io::ReadModel(a.model);  // a malformed model is refused before the runtime starts
+  const auto shapes = DimCombinations(a.dim_shapes, model);
+  const std::vector<bisect::BisectResult> results = RunBisects(a, options, shapes);
   const Provenance provenance = driver::BuildProvenance(JoinCommandLine(context.args));
   const bisect::BisectReportOptions ro{a.threshold, a.perf_weight, a.seed, a.max_bytes};
-  if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(r, provenance, ro).dump(2) + "\n");
-  if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(r));
-  if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(r));
-  return r.blacklist.empty() ? kExitPass : kExitFail;
+  bool blacklist = false;
+  for (const auto& r : results) blacklist |= !r.blacklist.empty();
+  if (a.dim_shapes.empty()) {
+    const bisect::BisectResult& r = results.front();
+    context.out << bisect::ToText(r);
+    if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(r, provenance, ro).dump(2) + "\n");
+    if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(r));
+    if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(r));
+    return blacklist ? kExitFail : kExitPass;
+  }
+  const bisect::ShapeResults per_shape = bisect::PerShape(shapes, results);
+  context.out << bisect::ToText(per_shape);
+  if (!a.json.empty()) reports::WriteFileAtomically(a.json, bisect::ToJson(per_shape, provenance, ro).dump(2) + "\n");
+  if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, bisect::ToJUnit(per_shape));
+  if (!a.html.empty()) reports::WriteFileAtomically(a.html, bisect::ToHtml(per_shape));
+  return blacklist ? kExitFail : kExitPass;
 }
 
 }  // namespace
@@ -180,6 +265,12 @@ Command AddBisectCommand(CLI::App& app) {
                   "Input files (.pb, .npy, raw .raw/.bin with --shape) or folders (ONNX test-data layout: input_K.pb "
                   "binds by name, or unnamed to the K-th non-initializer input; output_K.pb is checked)");
   cmd->add_option("--shape", a->shapes, "NAME=D0,D1,...: the shape of a raw input file or of a generated input");
+  cmd->add_option("--shapes", a->dim_shapes,
+                  "NAME=V1,V2,...: bisect once per value of the symbolic dimension NAME of the model's inputs (repeat "
+                  "for more dimensions: every combination); the report gives each shape's decisions and the fusions "
+                  "whose decision changes with shape");
+  cmd->add_option("--session-config", a->session_config,
+                  "KEY=VALUE: a session config entry every session gets (e.g. optimization.enable_gelu_approximation=1)");
   cmd->add_option("--int-range", a->int_range,
                   "LO:HI: generated integer inputs the model gives no range for take [LO, HI) (default 0:16; a "
                   "Gather's indices take its table's rows, a *mask* input 0 or 1)");
@@ -188,16 +279,26 @@ Command AddBisectCommand(CLI::App& app) {
                       std::to_string(kDefaultMaxBytes) + " = 4 GiB; 0: no limit)");
   cmd->add_option("--dependency-budget", a->dependency_budget,
                   "Sessions per refused step in the search for the transformers it needs (default 100)");
-  cmd->add_option("--rtol", a->rtol, "Expected-output check: relative tolerance (default: data.json, else 1e-3)");
-  cmd->add_option("--atol", a->atol, "Expected-output check: absolute tolerance (default: data.json, else 1e-7)");
+  cmd->add_option("--atol", a->atol,
+                  "Waive, labelled \"waived by tolerance\", an output whose every element beyond its criterion has "
+                  "|delta| <= atol or <= rtol |baseline| (Polygraphy's semantics; the one not given: 1e-5). Default: none");
+  cmd->add_option("--rtol", a->rtol, "The waiver's relative tolerance (with --atol; Polygraphy's semantics)");
+  cmd->add_flag("--no-bounds", a->no_bounds,
+               "Judge float outputs by --threshold in their ulps instead of their rounding-error bound");
+  cmd->add_option("--expected-rtol", a->expected_rtol,
+                  "Expected-output check: relative tolerance (default: data.json, else 1e-3)");
+  cmd->add_option("--expected-atol", a->expected_atol,
+                  "Expected-output check: absolute tolerance (default: data.json, else 1e-7)");
   cmd->add_option("--generate", a->generate, "Generated input sets per family (default 4)");
   cmd->add_option("--seed", a->seed, "Seed of the generated inputs");
   cmd->add_option("--perf-weight", a->perf_weight, "w in loss = max|delta| - w * time saved / baseline (default 0)");
-  cmd->add_option("--threshold", a->threshold, "Blacklist a transformer whose loss exceeds this (default 0.5 LSB)");
+  cmd->add_option("--threshold", a->threshold,
+                  "Blacklist a transformer whose loss exceeds this in an output's units (QDQ, integer, and float outputs "
+                  "without a rounding-error bound; default 0.5). Float outputs with a bound: r > 1");
   cmd->add_option("--max-pairs", a->max_pairs, "At most this many pair sessions (default 10)");
   cmd->add_option("--warmup", a->warmup, "Unmeasured runs before timing (default 3)");
   cmd->add_option("--repeats", a->repeats, "Timed runs per measured session (default 15)");
-  cmd->add_option("--json", a->json, "Write fusediff-bisect/2 JSON");
+  cmd->add_option("--json", a->json, "Write fusediff-bisect/3 JSON (with --shapes: fusediff-bisect-shapes/1, one per shape)");
   cmd->add_option("--junit", a->junit, "Write JUnit XML (one test case per transformer)");
   cmd->add_option("--html", a->html, "Write the HTML section (table and delta-acc vs delta-perf plot)");
   cmd->add_option("--work-dir", a->work_dir,

@@ -159,6 +159,13 @@ std::vector<int64_t> DimsOf(const onnx::ValueInfoProto& v) {
   return dims;
 }
 
+std::vector<std::string> DimParamsOf(const onnx::ValueInfoProto& v) {
+  std::vector<std::string> params;
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return params;
+  for (const auto& d : v.type().tensor_type().shape().dim()) params.push_back(d.has_dim_param() ? d.dim_param() : "");
+  return params;
+}
+
 // A scalar initializer's value (scale or zero point), or nullopt when it is not a scalar constant.
 std::optional<Tensor> ScalarInitializer(const onnx::GraphProto& g, const std::string& name) {
   for (const auto& init : g.initializer()) {
@@ -392,6 +399,15 @@ std::optional<IndexRange> GatherRange(const onnx::GraphProto& g, const std::stri
   return range;
 }
 
+std::optional<TensorQuant> ProducedQuant(const onnx::GraphProto& g,
+                                         const std::map<std::string, const onnx::NodeProto*>& producer,
+                                         const std::string& name) {
+  const auto p = producer.find(name);
+  if (p != producer.end() && p->second->op_type() == "QuantizeLinear") return QuantOf(g, *p->second, true);
+  if (p != producer.end() && p->second->op_type() == "DequantizeLinear") return QuantOf(g, *p->second, false);
+  return std::nullopt;
+}
+
 uint64_t Digest(const onnx::GraphProto& g) {
   onnx::GraphProto content = g;
   content.clear_name();
@@ -415,7 +431,7 @@ uint64_t Digest(const onnx::GraphProto& g) {
 
 }  // namespace
 
-ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
+ModelInfo ParseModel(const std::string& bytes, const std::string& path, bool untyped_outputs) {
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
   ModelInfo info;
@@ -432,6 +448,9 @@ ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
     if (n.domain() == "ai.onnx.preview.training") ThrowUnsupported(path, "training op", op + " (a training operator)");
     ++info.node_counts[op];
     info.nodes.push_back(op + "(" + (n.output_size() > 0 ? n.output(0) : std::string()) + ")");
+    for (const auto& o : n.output()) {
+      if (!o.empty()) info.produced.push_back(o);
+    }
     for (const auto& o : n.output()) producer[o] = &n;
     for (const auto& i : n.input()) consumer.emplace(i, &n);
   }
@@ -445,17 +464,94 @@ ModelInfo ParseModel(const std::string& bytes, const std::string& path) {
                                    ? QuantOf(g, *c->second, false)
                                    : std::nullopt);
     info.input_range.push_back(GatherRange(g, v.name()));
+    info.input_dim_params.push_back(DimParamsOf(v));
   }
   for (const auto& v : g.output()) {
+    if (untyped_outputs && !v.has_type()) {
+      info.outputs.push_back({v.name(), DType::float32, {}});
+      info.output_quant.push_back(std::nullopt);
+      continue;
+    }
     info.outputs.push_back(TensorValue(v, path, "output"));
-    std::optional<TensorQuant> q;
-    const auto p = producer.find(v.name());
-    if (p != producer.end() && p->second->op_type() == "QuantizeLinear") q = QuantOf(g, *p->second, true);
-    if (p != producer.end() && p->second->op_type() == "DequantizeLinear") q = QuantOf(g, *p->second, false);
-    info.output_quant.push_back(q);
+    info.output_quant.push_back(ProducedQuant(g, producer, v.name()));
   }
   info.graph_digest = Digest(g);
   return info;
+}
+
+namespace {
+
+NodeAttribute ReadAttribute(const onnx::AttributeProto& a, const std::string& path) {
+  NodeAttribute out;
+  out.name = a.name();
+  out.i = a.i();
+  out.f = a.f();
+  out.s = a.s();
+  out.ints.assign(a.ints().begin(), a.ints().end());
+  out.floats.assign(a.floats().begin(), a.floats().end());
+  if (a.has_t() && is_supported_dtype(a.t().data_type()) && a.t().data_location() != onnx::TensorProto::EXTERNAL) {
+    out.t = FromProtoTensor(a.t(), path + ": attribute " + a.name());
+  }
+  return out;
+}
+
+onnx::ModelProto ParseProto(const std::string& bytes, const std::string& path) {
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes) || !m.has_graph()) throw InputError(path + ": not an ONNX model (ModelProto)");
+  return m;
+}
+
+}  // namespace
+
+const NodeAttribute* GraphNode::Find(const std::string& name) const {
+  for (const NodeAttribute& a : attributes) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+GraphContent ParseGraph(const std::string& bytes, const std::string& path) {
+  const onnx::ModelProto m = ParseProto(bytes, path);
+  GraphContent g;
+  for (const auto& op : m.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
+  }
+  for (const auto& init : m.graph().initializer()) {
+    // A type fusediff does not read stays out: whatever consumes it is not evaluated.
+    if (!is_supported_dtype(init.data_type()) || init.data_location() == onnx::TensorProto::EXTERNAL || init.has_segment()) continue;
+    g.initializers.emplace(init.name(), FromProtoTensor(init, path + ": initializer " + init.name()));
+  }
+  for (const auto& v : m.graph().input()) {
+    if (!g.initializers.count(v.name())) g.inputs.push_back(TensorValue(v, path, "input"));
+  }
+  for (const auto& v : m.graph().output()) g.outputs.push_back(TensorValue(v, path, "output"));
+  for (const auto& n : m.graph().node()) {
+    GraphNode node;
+    node.op = OpName(n);
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto& a : n.attribute()) node.attributes.push_back(ReadAttribute(a, path));
+    g.nodes.push_back(std::move(node));
+  }
+  return g;
+}
+
+std::vector<std::optional<TensorQuant>> TensorQuants(const std::string& bytes, const std::vector<std::string>& names,
+                                                     const std::string& path) {
+  const onnx::ModelProto m = ParseProto(bytes, path);
+  std::map<std::string, const onnx::NodeProto*> producer;
+  for (const auto& n : m.graph().node()) {
+    for (const auto& o : n.output()) producer[o] = &n;
+  }
+  std::vector<std::optional<TensorQuant>> out;
+  for (const auto& name : names) out.push_back(ProducedQuant(m.graph(), producer, name));
+  return out;
+}
+
+std::string WithExtraOutputs(const std::string& bytes, const std::vector<std::string>& names, const std::string& path) {
+  onnx::ModelProto m = ParseProto(bytes, path);
+  for (const auto& name : names) m.mutable_graph()->add_output()->set_name(name);
+  return m.SerializeAsString();
 }
 
 Tensor ReadTensorPb(const std::string& path) {

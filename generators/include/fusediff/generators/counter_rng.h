@@ -7,7 +7,7 @@ namespace fusediff::generators {
 
 // What a stream is used for; distinct purposes never share values.
 enum class StreamPurpose : uint32_t { geometry = 1, parameters = 2, input = 3, targets = 4, convention = 5, pattern = 6,
-                                     formulation = 7 };
+                                     formulation = 7, bootstrap = 8 };
 
 // Philox4x32-10 (Random123) in counter mode: key = seed, counter = (purpose:8 | index:24, draw, case lo, case hi).
 // Each block yields four 32-bit words; `next_*` walk the index. At most 2^24 blocks per stream.

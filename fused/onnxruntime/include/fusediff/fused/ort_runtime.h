@@ -35,6 +35,8 @@ struct SessionSpec {
   std::string level = "all";              // disabled | basic | extended | layout | all
   std::vector<std::string> disabled;      // graph transformer and rewrite-rule names
   std::string optimized_model;            // where ORT saves the optimized model; empty: not saved
+  // Other session config entries, as given (`optimization.enable_gelu_approximation` = "1").
+  std::vector<std::pair<std::string, std::string>> config;
 };
 
 struct SessionHandle {
@@ -59,6 +61,14 @@ class Runtime {
   };
   virtual void Evaluate(const SessionSpec& spec, const std::vector<std::vector<onnx_io::Tensor>>& sets, int throwaway,
                         int warmup, int repeats, Evaluation& e) = 0;
+  // One run of a created session, its outputs dropped: the milliseconds ONNX Runtime's run took (by default the wall
+  // time around Run). Throws Refused where ONNX Runtime refuses the run.
+  virtual double TimedRun(const SessionHandle& s, const std::vector<onnx_io::Tensor>& feeds);
+  // Times sessions against each other on one set of feeds: `warmup` runs of each, then `repeats` rounds of one run of
+  // each, alternating which goes first (A B, B A, ...), so that drift (clock frequency, caches, other load) falls
+  // on all alike. ms[k][i]: session k's run in round i.
+  std::vector<std::vector<double>> TimeAlternating(const std::vector<SessionHandle>& sessions,
+                                                   const std::vector<onnx_io::Tensor>& feeds, int warmup, int repeats);
   // Releases every session and the runtime itself (in process: the environment, timed inside; the Node runner: it
   // exits). Nothing may be created after it; the destructor calls it.
   virtual void Close() = 0;

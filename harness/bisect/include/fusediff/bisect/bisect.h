@@ -3,11 +3,13 @@
 // many output steps, and what it buys in latency. Sessions: baseline (level disabled), all on, each one on alone
 // (all others disabled), each left out, pairs where the singles do not explain all-on, and the blacklist re-run.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fusediff/bisect/bounds.h"
 #include "fusediff/fused/ort_runtime.h"
 #include "fusediff/model/memory_budget.h"
 #include "fusediff/onnx/onnx_io.h"
@@ -53,6 +55,8 @@ struct InputOptions {
   IntRange int_range;  // --int-range: integer inputs the model says nothing about
   // --shape NAME=DIMS: the shape of a raw input file (.raw, .bin), or of a generated input with symbolic dimensions.
   std::map<std::string, std::vector<int64_t>> shapes;
+  // --shapes N=8: the value of each named symbolic dimension in generated inputs (the others are 1).
+  std::map<std::string, int64_t> dim_values;
   uint64_t max_bytes = 0;  // every input set together; 0: no limit
 };
 
@@ -87,6 +91,10 @@ struct Outputs {
   std::vector<std::vector<uint64_t>> exact;
 };
 
+// Every set's outputs (as ONNX Runtime returns them: [set][output]) as doubles, per output concatenated in set
+// order (64-bit integers also as their bits).
+Outputs DecodeOutputs(const std::vector<std::vector<onnx_io::Tensor>>& results, size_t outputs);
+
 struct OutputDelta {
   std::string output;
   // "lsb": a QDQ output (codes, or real values of a known scale); "int": an integer or bool output, equal or not
@@ -100,6 +108,32 @@ struct OutputDelta {
   double max_abs = 0;
   double max_rel = 0;       // max |delta| / max(|baseline|) over the output
   std::map<int64_t, uint64_t> histogram;  // signed delta in units (rounded), differing elements only (lsb and int)
+  // How the output is judged: "bound" (a float output with a rigorous rounding-error bound: r > 1 is beyond what any
+  // legal evaluation order gives), "fallback tolerance" (a float output without one: --threshold in its ulps, named
+  // with `uncovered`), "threshold" (QDQ and integer outputs: --threshold in their units).
+  std::string criterion = "threshold";
+  std::string uncovered;    // why a float output has no bound
+  // "bound": r = |delta| / (B_baseline + B_step) per element, the largest, and at that element |delta|, both bounds,
+  // the flat index (over the sets) and the baseline's value.
+  double r = 0, r_delta = 0, r_bound_baseline = 0, r_bound_step = 0, r_value = 0;
+  uint64_t r_at = 0;
+  uint64_t beyond = 0;      // elements over their criterion (r > 1, or units over --threshold)
+  uint64_t waived = 0;      // of which within --atol/--rtol (Polygraphy: |delta| <= atol or <= rtol |baseline|)
+  bool waived_by_tolerance = false;  // every element beyond its criterion was within --atol/--rtol
+};
+
+// The rounding-error bound of each output over every input set (bounds.h): per output, the elements of every set
+// in set order, or why there is none.
+struct OutputBound {
+  std::vector<double> baseline, step;  // B_baseline (the graph as written), B_step (any legal rewrite)
+  std::string uncovered;               // non-empty: no bound
+};
+
+// What a comparison judges by: --threshold for unbounded outputs, and the waiver --atol/--rtol (both absent: none).
+struct Criteria {
+  double threshold = 0.5;
+  std::optional<double> atol, rtol;
+  bool Waives(double delta, double baseline) const;  // Polygraphy: fails only beyond both atol and rtol |baseline|
 };
 
 struct Perf {
@@ -108,11 +142,26 @@ struct Perf {
 };
 Perf Summarize(std::vector<double> ms);
 
+// The median ratio step / baseline of latency samples timed in clusters (a pair of sessions, one of each, timed round
+// by round: step[c][i] and baseline[c][i] ran in round i of pair c), with a percentile bootstrap interval: each of
+// `resamples` resamplings draws pairs, then rounds within each, by Philox (generators::CounterRng) from (seed,
+// stream), so one seed gives the same interval for the same samples. Drawing pairs carries the difference between
+// two sessions of one graph (where each sits in memory) into the interval.
+struct RatioInterval {
+  double ratio = 1, lo = 1, hi = 1;
+};
+RatioInterval BootstrapMedianRatio(const std::vector<std::vector<double>>& step,
+                                   const std::vector<std::vector<double>>& baseline, uint64_t seed, uint64_t stream,
+                                   int resamples = 1000, double level = 0.95);
+
 // Node counts of an optimized model against the baseline's: op type -> count difference (non-zero only).
 std::map<std::string, int64_t> NodeDelta(const std::map<std::string, int64_t>& baseline,
                                          const std::map<std::string, int64_t>& step);
-// One comparison, output by output, of a session's outputs with the baseline's.
-std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step);
+// One comparison, output by output, of a session's outputs with the baseline's; with bounds (one per output), the
+// float outputs that have one are judged by r.
+std::vector<OutputDelta> CompareOutputs(const onnx_io::ModelInfo& model, const Outputs& baseline, const Outputs& step,
+                                        const std::vector<OutputBound>* bounds = nullptr,
+                                        const Criteria& criteria = Criteria{});
 // One unit of a float output of `type` at magnitude m: the type's ulp there (its smallest subnormal step below).
 double UlpAt(double m, onnx_io::DType type);
 // The unit an output is compared in (OutputDelta::unit) for its type and quantization.
@@ -123,6 +172,47 @@ using Diff = std::vector<std::pair<std::pair<size_t, size_t>, double>>;
 Diff Differences(const Outputs& baseline, const Outputs& step);
 // "Explain": the union of the single steps' differences equals all-on's, value for value.
 bool Explains(const std::vector<const Diff*>& singles, const Diff& all_on);
+
+// The first divergent boundary of a step that moves the outputs: of the tensors both the baseline's and the step's
+// saved optimized graphs hold (the fusions' boundaries), fetched as extra outputs of both sessions where that leaves
+// the step's optimized graph unchanged, the first in the baseline's topological order whose values differ.
+struct Divergence {
+  int candidates = 0;                  // tensors both graphs hold, outputs aside
+  int fetched = 0;                     // fetched without changing the step's optimized graph
+  std::vector<std::string> skipped;    // fetching them changed the step's optimized graph: left out
+  int sessions = 0;                    // the sessions the search took
+  size_t sets = 0;                     // the input sets it looked on: the first few the step moves the outputs on
+  std::string note;                    // why nothing was fetched, where so
+  std::string tensor;                  // the first boundary whose values differ (an output where no other does)
+  std::string producer;                // its producer's op in the baseline's graph
+  bool is_output = false;
+  std::optional<OutputDelta> delta;    // its difference in its own units (r for floats with a bound)
+  std::vector<std::vector<std::string>> paths;  // per output it reaches: tensor, op, tensor, ..., the output
+};
+
+// What the search needs from a bisect.
+struct DivergenceRequest {
+  const onnx_io::ModelInfo* model = nullptr;
+  std::string model_bytes;
+  const onnx_io::GraphContent* graph = nullptr;       // the model's graph (for the paths)
+  // The rounding-error bounds of the model's outputs and of every candidate tensor (BoundaryCandidates), over every
+  // input set; a tensor not in it is judged without one.
+  const std::map<std::string, OutputBound>* bounds = nullptr;
+  Criteria criteria;
+  std::vector<std::string> baseline_tensors, step_tensors;  // produced by the saved optimized graphs, in their order
+  uint64_t step_digest = 0;
+  fused::ort::SessionSpec baseline, step;              // their model is replaced by the one with extra outputs
+  std::string scratch;                                 // where that model is written
+  // Every input set through a session: the results ([set][output], valid until the next call) and the digest of the
+  // saved optimized graph. Throws fused::ort::Refused.
+  std::function<const std::vector<std::vector<onnx_io::Tensor>>&(const fused::ort::SessionSpec&, uint64_t&)> run;
+  int max_sessions = 24;
+};
+Divergence FindDivergence(const DivergenceRequest& request);
+// The tensors both saved graphs produce, the model's outputs aside, in the baseline's order: what FindDivergence may
+// fetch.
+std::vector<std::string> BoundaryCandidates(const onnx_io::ModelInfo& model, const std::vector<std::string>& baseline,
+                                            const std::vector<std::string>& step);
 
 struct Step {
   // baseline | completeness | all_on | one_on | leave_one_out | with_dependency (a refused one_on with what it needs)
@@ -136,11 +226,20 @@ struct Step {
   int64_t nodes_changed = 0;          // sum of |count difference|
   std::vector<OutputDelta> deltas;
   double max_units = 0;               // the largest max_units over the outputs
+  double r = 0;                       // the largest r over the outputs judged by their bound (not waived)
   std::map<std::string, uint64_t> differing_by_family;  // differing output elements per input family
+  // Latency on the first input set, timed against a baseline session run for run (Runtime::TimeAlternating).
   std::optional<Perf> perf;
-  double time_saved = 0;              // (baseline median - step median) / baseline median
-  bool within_noise = true;           // |median difference| <= the two interquartile ranges together
-  double loss = 0;                    // max_units - w * time_saved
+  std::optional<Perf> baseline_perf;  // the baseline's runs of the same rounds
+  double time_saved = 0;              // 1 - median(step) / median(baseline)
+  double time_saved_lo = 0, time_saved_hi = 0;  // its 95 % bootstrap interval (BootstrapMedianRatio)
+  bool same_graph = false;            // the saved optimized model is the baseline's: noise by construction
+  bool within_noise = true;           // the interval holds 0, or the graph is the baseline's
+  std::string noise_reason;           // "interval holds 0" | "interval excludes 0" | "same graph as the baseline"
+  // max_units - w * time_saved over the outputs judged by --threshold (not waived); r - w * time_saved over the
+  // bounded ones. `over`: loss > threshold or that r term > 1.
+  double loss = 0;
+  bool over = false;
   // one_on: blacklist | keep | not_fired | refused; leave_one_out: restores | no_effect | refused | restores_build
   // (all-on is refused, this one builds); with_dependency: blacklist | keep; pair: additive | interacts |
   // interacts_blacklist | refused; blacklist: within_tolerance | over_threshold | refused
@@ -152,6 +251,7 @@ struct Step {
   std::vector<std::string> dependency;
   int dependency_sessions = 0;        // the sessions the search tried
   std::string reproduction;           // the folder of its standalone reproduction, where one was written
+  std::optional<Divergence> divergence;  // steps that move the outputs: where the difference starts
 };
 
 // The output a step's largest delta is in (the first output where none moved; null without outputs).
@@ -181,11 +281,19 @@ struct BisectOptions {
   uint64_t seed = 1;
   IntRange int_range;                    // InputOptions::int_range
   std::map<std::string, std::vector<int64_t>> shapes;  // InputOptions::shapes
+  std::map<std::string, int64_t> dim_values;           // InputOptions::dim_values (one shape of --shapes)
   // Inputs, outputs and the outputs kept for comparison together, in bytes: a model or inputs beyond it are refused
   // (InputError naming the tensor and its size) before anything that large is allocated.
   uint64_t max_bytes = kDefaultMaxBytes;
   int dependency_budget = 100;           // sessions per refused one_on step in the search for what it needs
-  std::optional<double> rtol, atol;      // the expected-output check's; default: data.json beside the model, else ONNX's
+  std::optional<double> expected_rtol, expected_atol;  // the expected-output check's; default: data.json, else ONNX's
+  std::optional<double> atol, rtol;      // the waiver (Criteria): a difference within them is "waived by tolerance"
+  // Judge float outputs by their rounding-error bound where they have one (false, --no-bounds: by --threshold in
+  // their ulps, as fusediff did before).
+  bool bounds = true;
+  // Session config entries every session gets (--session-config KEY=VALUE), e.g.
+  // optimization.enable_gelu_approximation=1 (GeluApproximation acts only with it).
+  std::vector<std::pair<std::string, std::string>> session_config;
   // Where standalone reproductions of refused sessions go; empty: a folder fusediff-repro-XXXXXX made in the
   // temporary directory when the first one is written (and kept).
   std::string repro_dir;
@@ -213,6 +321,9 @@ struct BisectResult {
   std::map<std::string, int> sets_per_family;
   std::vector<Step> steps;
   bool explained_by_singles = true;
+  // The timing control: the completeness session (level all, every name disabled: the baseline's graph) timed
+  // against the baseline. Its interval should hold 0; where it does not, the measurement is not to be trusted.
+  bool timing_control_agrees = true;
   int pairs_run = 0;
   int pairs_skipped = 0;               // over --max-pairs
   std::vector<std::string> blacklist;

@@ -86,8 +86,11 @@ struct ModelInfo {
   std::vector<std::optional<TensorQuant>> output_quant;  // per output
   std::vector<std::optional<TensorQuant>> input_quant;   // per input
   std::vector<std::optional<IndexRange>> input_range;    // per input
+  // per input, per dimension: its symbolic name ("N"), empty where the dimension is a number or unnamed
+  std::vector<std::vector<std::string>> input_dim_params;
   std::map<std::string, int64_t> node_counts;            // op type ("com.microsoft.QLinearConv" off the default domain)
   std::vector<std::string> nodes;                        // "OpType(output0)" in graph order
+  std::vector<std::string> produced;                     // every node output's name, in graph order
   // The graph's content (nodes with their inputs, outputs and attributes; initializers with their types, shapes
   // and bytes), names of nodes aside, as a SHA-free 64-bit digest: two graphs with equal digests are the same
   // graph. A transformer that only retypes tensors (QDQS8ToU8Transformer) changes it but no op count.
@@ -100,8 +103,43 @@ ModelInfo ReadModel(const std::string& path);
 // The same from a model file's bytes (`path` names it in errors), and the bytes of a model file: a caller that reads
 // many saved models parses each distinct content once. ONNX Runtime may save a graph without nodes (everything
 // folded into initializers): ParseModel accepts it.
-ModelInfo ParseModel(const std::string& bytes, const std::string& path);
+// `untyped_outputs`: accept graph outputs declared without a type (a model fusediff gave extra outputs to, saved back
+// by ONNX Runtime); they are listed as float32.
+ModelInfo ParseModel(const std::string& bytes, const std::string& path, bool untyped_outputs = false);
 std::string ReadModelBytes(const std::string& path);
+
+// A model's graph as data: what fusediff evaluates itself (the rounding-error bounds of a bisect) and the tensors a
+// bisect fetches at fusion boundaries.
+struct NodeAttribute {
+  std::string name;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::optional<Tensor> t;  // a TENSOR attribute (Constant's value) of a supported type
+};
+struct GraphNode {
+  std::string op;  // "Conv", or "com.microsoft.Gelu" off the default domain (ModelInfo::node_counts' names)
+  std::vector<std::string> inputs, outputs;  // an omitted optional input is ""
+  std::vector<NodeAttribute> attributes;
+  const NodeAttribute* Find(const std::string& name) const;  // null where absent
+};
+struct GraphContent {
+  int64_t opset = 0;
+  std::vector<ValueInfo> inputs, outputs;  // inputs: those that are not initializers
+  std::vector<GraphNode> nodes;            // in the file's order (ONNX requires a topological one)
+  std::map<std::string, Tensor> initializers;  // of the supported types (others are left out: evaluators refuse them)
+};
+// Throws InputError where `bytes` is not an ONNX model.
+GraphContent ParseGraph(const std::string& bytes, const std::string& path);
+// The quantization of each named tensor as a QDQ graph gives it (the output of a QuantizeLinear: codes; of a
+// DequantizeLinear: real values of its scale; else nullopt), as ModelInfo::output_quant does for outputs.
+std::vector<std::optional<TensorQuant>> TensorQuants(const std::string& bytes, const std::vector<std::string>& names,
+                                                     const std::string& path);
+// The model with `names` appended to its graph outputs (declared without a type: ONNX Runtime infers it). Throws
+// InputError where `bytes` is not an ONNX model.
+std::string WithExtraOutputs(const std::string& bytes, const std::vector<std::string>& names, const std::string& path);
 
 Tensor ReadTensorPb(const std::string& path);
 std::string SerializeTensorPb(const Tensor& t);  // the bytes of a .pb file (callers write them atomically)
