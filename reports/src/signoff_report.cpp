@@ -247,10 +247,11 @@ std::string CanonicalHtml(const RunResult& run) {
   }
   out += "</table>\n" + CanonicalSvg(sweep, k) + "\n";
   if (!k.worse_rows.empty()) {
-    out += fmt::format("<h3>The {} {}s that make the table worse</h3>\n<table><tr><th>{}</th><th>value</th><th>canonical "
+    out += fmt::format("<h3>The {} {}{} that make{} the table worse</h3>\n<table><tr><th>{}</th><th>value</th><th>canonical "
                        "value</th><th>signed error e at its worst code</th><th>canonical e there</th><th>worst code u</th>"
                        "<th style=\"text-align:left\">codes it feeds</th><th>of them worse</th></tr>",
-                       k.worse_rows.size(), k.rows, k.rows);
+                       k.worse_rows.size(), k.rows, k.worse_rows.size() == 1 ? "" : "s",
+                       k.worse_rows.size() == 1 ? "s" : "", k.rows);
     for (const WorseRow& r : k.worse_rows) {
       out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"fail\">{:+d}</td><td>{:+d}</td><td>{}</td>"
                          "<td style=\"text-align:left\">[{}, {}]</td><td>{}</td></tr>",
