@@ -254,7 +254,9 @@ void CompareLedger(CaseContext& ctx, const CaseResult& b, const CaseResult& c, b
   for (const auto& [id, unused] : ids) {
     const KnownDefectTally* was = before.count(id) ? before[id] : nullptr;
     const KnownDefectTally* now = after.count(id) ? after[id] : nullptr;
-    const uint64_t w = was ? was->stats.overall.count() : 0, n = now ? now->stats.overall.count() : 0;
+    // Withheld samples (model not_executed: the library would crash on the draw) count as the entry's.
+    const uint64_t w = was ? was->stats.overall.count() + was->withheld_samples : 0;
+    const uint64_t n = now ? now->stats.overall.count() + now->withheld_samples : 0;
     const LedgerKind kind = (now ? now : was)->kind;
     if (w == n || (w > 0 && n > 0 && !same)) continue;
     const std::string text = fmt::format("{} {} {} ({} -> {} samples)", describe(kind), id,

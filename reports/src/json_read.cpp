@@ -383,6 +383,8 @@ void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std:
     t.draws = k["draws"].u64();
     t.samples = k["samples"].u64();
     t.predicted_samples = k["predicted_samples"].u64();
+    if (k.has("withheld_samples")) t.withheld_samples = k["withheld_samples"].u64();
+    if (t.withheld_samples > t.samples) k["withheld_samples"].fail("withheld_samples <= samples");
     t.stats.overall = ReadStats(k["explained"]);
     if (t.stats.overall.count() > t.predicted_samples || t.predicted_samples > t.samples) {
       k["predicted_samples"].fail("explained.count <= predicted_samples <= samples");
@@ -443,6 +445,11 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
     c.unsupported_samples = f["unsupported_samples"].u64();
     c.first_unsupported_sample = f["first_unsupported_sample"].u64();
     c.unsupported_sample_reason = f["unsupported_sample_reason"].str();
+  }
+  if (f.has("withheld_samples")) {
+    c.withheld_samples = f["withheld_samples"].u64();
+    c.first_withheld_sample = f["first_withheld_sample"].u64();
+    c.withheld_reason = f["withheld_reason"].str();
   }
   c.spec.mutant = f["mutant"].raw().is_null() ? Mutant::none : Parse(f["mutant"], parse_mutant);
   if (f.has("table")) {  // an external table: its fingerprint is part of the case's identity

@@ -215,6 +215,7 @@ ordered_json LedgerTallyToJson(const KnownDefectTally& t) {
   item["draws"] = t.draws;
   item["samples"] = t.samples;
   item["predicted_samples"] = t.predicted_samples;
+  if (t.withheld_samples > 0) item["withheld_samples"] = t.withheld_samples;  // model not_executed: never compared
   item["explained"] = StatsToJson(t.stats.overall);
   ordered_json by_region = ordered_json::object();
   for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)], false);
@@ -263,6 +264,11 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
     j["unsupported_samples"] = c.unsupported_samples;
     j["first_unsupported_sample"] = c.first_unsupported_sample;
     j["unsupported_sample_reason"] = c.unsupported_sample_reason;
+  }
+  if (c.withheld_samples > 0) {  // not executed: the library would crash on them, no ledger entry explains it
+    j["withheld_samples"] = c.withheld_samples;
+    j["first_withheld_sample"] = c.first_withheld_sample;
+    j["withheld_reason"] = c.withheld_reason;
   }
   j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
   if (!c.spec.table_fingerprint.empty()) {  // an external table (fusediff gate): part of the case's identity

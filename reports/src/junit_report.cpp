@@ -41,6 +41,9 @@ std::string ToJUnit(const RunResult& run) {
         out += fmt::format("        <property name=\"{}.{}\" value=\"{}\"/>\n", to_string(t.kind), XmlEscape(t.id),
                            XmlEscape(t.no_longer_reproduces()
                                    ? fmt::format("no longer reproduces ({} draws met its conditions)", t.draws)
+                                   : t.withheld_samples > 0
+                                   ? fmt::format("{} samples not executed (the library crashes on their draws), in {} draws",
+                                                 t.withheld_samples, t.draws)
                                    : fmt::format("{} samples explained, max |e| = {} LSB, in {} draws", t.stats.overall.count(),
                                                  t.stats.overall.max_abs(), t.draws)));
         if (!t.worst.empty()) {

@@ -154,7 +154,7 @@ std::string RejectedLines(const RunResult& run, bool verbose) {
 std::string LedgerLines(const RunResult& run, bool replays, bool verbose) {
   struct EntryTotals {
     LedgerKind kind = LedgerKind::known_defect;
-    uint64_t cases = 0, draws = 0, samples = 0, explained = 0, predicted = 0;
+    uint64_t cases = 0, draws = 0, samples = 0, explained = 0, predicted = 0, withheld = 0;
     int64_t max_abs = 0;
     std::string first_replay;
   };
@@ -169,9 +169,15 @@ std::string LedgerLines(const RunResult& run, bool replays, bool verbose) {
       e.samples += t.samples;
       e.explained += t.stats.overall.count();
       e.predicted += t.predicted_samples;
+      e.withheld += t.withheld_samples;
       e.max_abs = std::max(e.max_abs, t.stats.overall.max_abs());
       if (e.first_replay.empty() && !t.worst.empty()) e.first_replay = t.worst.front().replay;
       if (!verbose) continue;
+      if (t.withheld_samples > 0) {
+        out += fmt::format("{}: {} {}: {} samples in {} draws not executed (the library crashes on them)\n", c.spec.name,
+                           describe(t.kind), t.id, t.withheld_samples, t.draws);
+      }
+      if (t.withheld_samples == t.samples) continue;
       out += fmt::format("{}: {} {}: {} of {} samples explained ({} predicted) in {} draws, max |e| {}\n", c.spec.name,
                          describe(t.kind), t.id, t.stats.overall.count(), t.samples, t.predicted_samples, t.draws,
                          t.stats.overall.max_abs());
@@ -183,7 +189,10 @@ std::string LedgerLines(const RunResult& run, bool replays, bool verbose) {
     }
   }
   for (const auto& [id, e] : entries) {
-    if (e.explained > 0) {
+    if (e.withheld > 0) {
+      out += fmt::format("{} {}: {} samples in {} cases not executed (the library crashes on their draws), {}; {} draws "
+                         "met its conditions\n", describe(e.kind), id, e.withheld, e.cases, NotFailing(run, e.kind), e.draws);
+    } else if (e.explained > 0) {
       out += fmt::format("{} {}: {} samples in {} cases (max |e| {}), {}; {} draws met its conditions{}\n", describe(e.kind),
                          id, e.explained, e.cases, e.max_abs, NotFailing(run, e.kind), e.draws,
                          replays && !e.first_replay.empty() ? "; first: fusediff replay '" + e.first_replay + "'" : "");

@@ -141,7 +141,7 @@ TEST(KnownDefectsFile, MalformedLedgersNameTheFieldAndWhatWasExpected) {
       {Replace(good, "\"max\": \"2.6.3\"", "\"max\": \"two\""), "defects[0].versions.max: 'two' (expected a dotted version"},
       {Replace(good, "\"min\": \"2.6.0\"", "\"min\": \"2.7\""), "defects[0].versions.min: '2.7' (expected a version <= max"},
       {Replace(good, "[\"conv: jit_deconvolution:avx512_core_vnni*\"]", "[]"), "defects[0].implementations: expected a non-empty array"},
-      {Replace(good, "jit_deconv_single_block_output_padding", "bogus"), "defects[0].draw.rule: unknown draw rule 'bogus' (expected jit_deconv_single_block_output_padding, jit_deconv_stride_hole, jit_uni_deconv_columns, source_as_passed)"},
+      {Replace(good, "jit_deconv_single_block_output_padding", "bogus"), "defects[0].draw.rule: unknown draw rule 'bogus' (expected jit_deconv_single_block_output_padding, jit_deconv_stride_hole, jit_uni_deconv_columns, source_as_passed, brgconv_empty_kernel_range)"},
       {Replace(good, "\"registers\": 30", "\"registers\": 0"), "defects[0].draw.registers: 0 (expected a register budget"},
       {Replace(good, "\"registers\": 30", "\"registers\": \"30\""), "defects[0].draw.registers: expected an integer"},
       {Replace(good, "\"registers\": 30", "\"registers\": 30, \"block\": 16"), "defects[0].draw.block: unknown field for rule jit_deconv_single_block_output_padding"},
@@ -149,6 +149,7 @@ TEST(KnownDefectsFile, MalformedLedgersNameTheFieldAndWhatWasExpected) {
       {Replace(good, "\"rule\": \"jit_deconv_single_block_output_padding\", \"registers\": 30", "\"rule\": \"jit_deconv_stride_hole\""), "defects[0].draw.block: missing (required)"},
       {Replace(good, "\"rule\": \"jit_deconv_single_block_output_padding\", \"registers\": 30", "\"rule\": \"jit_deconv_stride_hole\", \"block\": 12"), "defects[0].draw.block: 12 (expected an ic/oc block of 4, 8 or 16)"},
       {Replace(good, "drop_last_input_column", "drop_everything"), "defects[0].model: unknown model 'drop_everything' (expected drop_last_input_column, stride_hole_tail_rows, halved_weights"},
+      {Replace(good, "drop_last_input_column", "not_executed"), "defects[0].model: not_executed goes with the draw rule brgconv_empty_kernel_range, and that rule only with it"},
       {Replace(good, "\"replay\": \"fusediff-replay/1;", "\"replay\": \"fusediff-replay/7;"), "defects[0].replay: expected a replay string"},
       {Replace(good, "\"test\": \"onednn_tests: OneDnnKernel.JitDeconvolutionWithOutputPaddingDropsTaps\"", "\"test\": \"\""), "defects[0].test: expected a non-empty string"},
       {Replace(good, "\"id\": \"x\",", "\"id\": \"x\", \"id\": \"y\","), "ledger.json"},  // a repeated key (strict parse)
@@ -277,6 +278,57 @@ TEST(KnownDefectResults, JsonRoundTripAndExactMerge) {
   nlohmann::json edited = nlohmann::json::parse(text);
   edited["cases"][0]["known_defects"][0]["status"] = "no_longer_reproduces";
   EXPECT_THROW(reports::FromJson(edited, "results.json"), InputError);
+}
+
+// A draw the path withheld because the library would crash on it (model not_executed): with a ledger entry the
+// case is a known defect, counted and listed, not failing; without one it fails. Both round-trip through JSON and
+// merge exactly.
+TEST(KnownDefectResults, WithheldDrawsAreAKnownDefectOrAFailure) {
+  CaseResult c = CaseWithKnownDefect(0, 0);
+  c.known_defects[0].id = "onednn-crash";
+  c.known_defects[0].predicted_samples = 0;
+  c.known_defects[0].samples = 16;
+  c.known_defects[0].draws = 1;
+  c.known_defects[0].withheld_samples = 16;
+  finish_case_result(c, 1);
+  EXPECT_EQ(c.verdict, Verdict::known_defect);
+  EXPECT_NE(c.reason.find("onednn-crash (16 samples not executed: the library crashes on their draws)"), std::string::npos)
+      << c.reason;
+  EXPECT_EQ(withheld_samples(c, LedgerKind::known_defect), 16u);
+  EXPECT_EQ(compared_samples(c), 1u);  // withheld samples are never compared
+  const RunResult run = RunOf({c});
+  EXPECT_FALSE(run.any_failure());
+  const std::string text = reports::RenderTable(run, {});
+  EXPECT_NE(text.find("known defect onednn-crash: 16 samples in 1 cases not executed (the library crashes on their "
+                      "draws), not failing; 1 draws met its conditions"), std::string::npos) << text;
+  EXPECT_NE(reports::ToJUnit(run).find("16 samples not executed"), std::string::npos);
+  const std::string json = reports::ToJson(run).dump(2);
+  const RunResult back = reports::FromJson(nlohmann::json::parse(json), "results.json");
+  ASSERT_EQ(back.cases.size(), 1u);
+  EXPECT_EQ(back.cases[0].known_defects[0].withheld_samples, 16u);
+  EXPECT_EQ(back.cases[0].verdict, Verdict::known_defect);
+  EXPECT_EQ(reports::ToJson(back).dump(2), json);
+  CaseResult merged = c;
+  merge_case_result(merged, c, 1);
+  EXPECT_EQ(merged.known_defects[0].withheld_samples, 32u);
+  EXPECT_EQ(merged.verdict, Verdict::known_defect);
+
+  // No ledger entry: the same draw fails the case, naming the crash and the first sample.
+  CaseResult unexplained = CaseWithKnownDefect(0, 0);
+  unexplained.known_defects.clear();
+  unexplained.withheld_samples = 16;
+  unexplained.first_withheld_sample = 48;
+  unexplained.withheld_reason = "the library would crash";
+  finish_case_result(unexplained, 1);
+  EXPECT_EQ(unexplained.verdict, Verdict::fail);
+  EXPECT_NE(unexplained.reason.find("16 samples not executed: the library would crash (first: sample 48"), std::string::npos)
+      << unexplained.reason;
+  EXPECT_TRUE(RunOf({unexplained}).any_failure());
+  const std::string failing_json = reports::ToJson(RunOf({unexplained})).dump(2);
+  const RunResult failing_back = reports::FromJson(nlohmann::json::parse(failing_json), "results.json");
+  EXPECT_EQ(failing_back.cases[0].withheld_samples, 16u);
+  EXPECT_EQ(failing_back.cases[0].first_withheld_sample, 48u);
+  EXPECT_EQ(failing_back.cases[0].verdict, Verdict::fail);
 }
 
 // The same case whose tally is a documented behaviour (oneDNN's int8 arithmetic without VNNI).

@@ -21,7 +21,39 @@
 #include <utility>
 #include <vector>
 
+#include <omp.h>
+
+#include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/model/errors.h"
+
+namespace fusediff::fused::onednn {
+
+bool BrgconvEmptyKernelRow(const BrgconvGeometry& g) {
+  const int64_t dh = g.dilate_h + 1;
+  const auto div_up = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    const int64_t iih = oh * g.stride_h - g.t_pad;  // BRGEMM_CONV_KER_HEADER (jit_brgemm_conv.cpp:1339-1344)
+    const int64_t kh_s = div_up(std::max<int64_t>(0, -iih), dh);
+    const int64_t kh_f = g.kh - div_up(std::max<int64_t>(0, iih - g.ih + (g.kh - 1) * dh + 1), dh);
+    if (kh_f <= kh_s) return true;
+  }
+  return false;
+}
+
+bool BrgconvEmptyKernelRangeCrashes(const std::string& implementation, bool sum_and_eltwise, const BrgconvGeometry& g,
+                                    size_t scratchpad_bytes, int threads) {
+  constexpr size_t kPage = 4096;  // P4K: the batch's perf alignment and its per-thread rounding (sizeof element 32)
+  // The code is the same from v2.6 to v2.7.2; v2.7.3 (4761ee91b3, d28f2c1757) and v3.0 (2402005dc5) changed it.
+  const dnnl_version_t* v = dnnl_version();
+  const bool affected = v->major == 2 && (v->minor == 6 || (v->minor == 7 && v->patch <= 2));
+  return affected && implementation.rfind("brgconv:avx512_core", 0) == 0 && implementation.find("amx") == std::string::npos &&
+         sum_and_eltwise && BrgconvEmptyKernelRow(g) && threads > 0 &&
+         scratchpad_bytes == (static_cast<size_t>(threads) + 1) * kPage;
+}
+
+int OneDnnMaxThreads() { return omp_get_max_threads(); }
+
+}  // namespace fusediff::fused::onednn
 
 namespace fusediff::fused::onednn::detail {
 
@@ -56,7 +88,7 @@ class PatternPath final : public FusedPath {
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override;
   std::vector<std::string> implementations() const override { return implementations_; }
-  RunInfo last_run() const override { return {last_implementation_, last_formulation_, {}, {}, {}}; }
+  RunInfo last_run() const override { return {last_implementation_, last_formulation_, {}, {}, {}, withheld_}; }
   bool repeatable() const override { return true; }
   void set_repetition(uint32_t r) override { repetition_ = r; }
   WeightRange weight_range() const override { return WeightRange::full; }
@@ -89,6 +121,7 @@ class PatternPath final : public FusedPath {
   dnnl::stream stream_{engine_};
   std::vector<std::string> implementations_;
   std::string last_implementation_, last_formulation_;
+  std::string withheld_;  // the last Run did not execute its draw: oneDNN would crash on it (RunInfo::withheld)
   uint32_t repetition_ = 0;  // the poison pattern of the next Run (Poison)
   // Host buffers behind the memories of one Run (oneDNN reads and writes them in place).
   std::vector<std::vector<float>> floats_;
@@ -139,6 +172,7 @@ memory PatternPath::Activate(memory& values, std::string& impl) {
 bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) {
   const ConvCase& conv = draw.conv;
   conv.validate();
+  withheld_.clear();
   const PatternGeometry out_shape = pattern_output_geometry(spec_.pattern, conv);
   if (draw.input.size() != conv.input_elements() || y.size() != out_shape.elements()) {
     throw InputError("oneDNN pattern path: input or output has the wrong size");
@@ -248,6 +282,20 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
     }
   } catch (const dnnl::error& e) {
     return Reject(rejected, DescribeDnnlError(e, problem));
+  }
+  // oneDNN 2.6.3's brgconv would die with SIGSEGV on this draw (BrgconvEmptyKernelRangeCrashes): not executed; the
+  // driver counts it as the ledger's entry or fails the case.
+  if (chain_ == Chain::sum && !unfused() && conv.op() == ConvOp::conv2d &&
+      BrgconvEmptyKernelRangeCrashes(made.implementation, true,
+                                     BrgconvGeometry{in_h, conv.output_height(), conv.kernel_height(),
+                                                     conv.stride_height(), conv.dilation_height() - 1,
+                                                     conv.padding_top()},
+                                     made.scratchpad_md.get_size(), OneDnnMaxThreads())) {
+    last_implementation_ = "conv: " + made.implementation;
+    last_formulation_ = format_formulation(form, output_padding);
+    withheld_ = "oneDNN 2.6 brgconv dies with SIGSEGV on an output row whose kernel rows all lie in the padding, "
+                "under a sum and an eltwise post-op, without an accumulation buffer (docs/onednn.md)";
+    return Reject(rejected, withheld_);
   }
 
   floats_.clear();

@@ -121,6 +121,10 @@ struct Partial {
   uint64_t unsupported_samples = 0;
   uint64_t first_unsupported_sample = UINT64_MAX;
   std::string unsupported_reason;
+  // Samples of draws the path withheld (the library would crash on them) that no ledger entry explains: they fail.
+  uint64_t withheld_samples = 0;
+  uint64_t first_withheld_sample = UINT64_MAX;
+  std::string withheld_reason;
   // Per ledger entry whose conditions a draw met (by index into the ledger): its tally.
   std::map<size_t, KnownDefectTally> known;
   // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
@@ -194,6 +198,7 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
       it->second.draws += tally.draws;
       it->second.samples += tally.samples;
       it->second.predicted_samples += tally.predicted_samples;
+      it->second.withheld_samples += tally.withheld_samples;
       it->second.stats.merge(tally.stats);
     }
   }
@@ -209,6 +214,11 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
                                       p.first_unsupported_sample < result.first_unsupported_sample)) {
       result.first_unsupported_sample = p.first_unsupported_sample;
       result.unsupported_sample_reason = p.unsupported_reason;
+    }
+    result.withheld_samples += p.withheld_samples;
+    if (p.withheld_samples > 0 && (result.withheld_reason.empty() || p.first_withheld_sample < result.first_withheld_sample)) {
+      result.first_withheld_sample = p.first_withheld_sample;
+      result.withheld_reason = p.withheld_reason;
     }
   }
   if (!key) return;
@@ -294,6 +304,38 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     std::string rejected;
     const bool compared = comparison->Compare(draw, samples, &rejected, repeat);
     RecordPaired(partial.stats.paired, comparison->paired(), batch.take);
+    if (!compared && !comparison->path().last_run().withheld.empty()) {
+      // Not executed: the library would crash on the draw. A ledger entry of model not_executed whose conditions
+      // the draw meets counts it (withheld, explained); otherwise the case fails. Never unsupported.
+      const fused::RunInfo info = comparison->path().last_run();
+      const DefectCallAttributes call = call_attributes(draw.formulation, draw.conv);
+      for (size_t e = 0; ledger && e < ledger->entries.size(); ++e) {
+        const KnownDefect& d = ledger->entries[e];
+        if (d.model != DefectModel::not_executed ||
+            !defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
+                            info.implementation) ||
+            !draw_meets_rule(d, draw.conv, call)) {
+          continue;
+        }
+        auto [it, fresh] = partial.known.try_emplace(e);
+        if (fresh) {
+          it->second.id = d.id;
+          it->second.kind = d.kind;
+          it->second.stats.worst = WorstCases(options.worst_count);
+        }
+        ++it->second.draws;
+        it->second.samples += batch.take;
+        it->second.withheld_samples += batch.take;
+        return 0;
+      }
+      if (batch.first < partial.first_withheld_sample) {
+        partial.first_withheld_sample = batch.first;
+        partial.withheld_reason = info.withheld + " (" + info.implementation +
+                                  (info.formulation.empty() ? "" : "; form=" + info.formulation) + ")";
+      }
+      partial.withheld_samples += batch.take;
+      return 0;
+    }
     if (!compared) {
       if (batch.first < partial.first_unsupported_sample) {
         partial.first_unsupported_sample = batch.first;
@@ -322,7 +364,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       const DefectCallAttributes call = call_attributes(used_formulation, draw.conv);
       for (size_t e = 0; e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
-        if (!defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
+        if (d.model == DefectModel::not_executed ||  // withheld draws only (above)
+            !defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
                             info.implementation) ||
             !draw_meets_rule(d, draw.conv, call)) {
           continue;

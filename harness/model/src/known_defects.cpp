@@ -14,13 +14,14 @@ using detail::NameOf;
 using detail::ParseNamed;
 constexpr detail::Names<LedgerKind, 2> kKinds{{{"known_defect", LedgerKind::known_defect},
                                               {"documented_behaviour", LedgerKind::documented_behaviour}}};
-constexpr detail::Names<DefectRule, 4> kRules{{
+constexpr detail::Names<DefectRule, 5> kRules{{
     {"jit_deconv_single_block_output_padding", DefectRule::jit_deconv_single_block_output_padding},
     {"jit_deconv_stride_hole", DefectRule::jit_deconv_stride_hole},
     {"jit_uni_deconv_columns", DefectRule::jit_uni_deconv_columns},
     {"source_as_passed", DefectRule::source_as_passed},
+    {"brgconv_empty_kernel_range", DefectRule::brgconv_empty_kernel_range},
 }};
-constexpr detail::Names<DefectModel, 7> kModels{{
+constexpr detail::Names<DefectModel, 8> kModels{{
     {"drop_last_input_column", DefectModel::drop_last_input_column},
     {"stride_hole_tail_rows", DefectModel::stride_hole_tail_rows},
     {"halved_weights", DefectModel::halved_weights},
@@ -28,6 +29,7 @@ constexpr detail::Names<DefectModel, 7> kModels{{
     {"int16_pairs_flattened", DefectModel::int16_pairs_flattened},
     {"int16_pairs_shifted_weights", DefectModel::int16_pairs_shifted_weights},
     {"jit_uni_deconv_columns", DefectModel::jit_uni_deconv_columns},
+    {"not_executed", DefectModel::not_executed},
 }};
 }  // namespace
 
@@ -236,6 +238,14 @@ bool is_stride_hole_row(const ConvCase& conv, int32_t oy) {
   return true;
 }
 
+bool is_empty_kernel_range_row(const ConvCase& conv, int32_t oy) {
+  for (int32_t ky = 0; ky < conv.kernel_height(); ++ky) {
+    const int64_t iy = int64_t{oy} * conv.stride_height() - conv.padding_top() + int64_t{ky} * conv.dilation_height();
+    if (iy >= 0 && iy < conv.input_height()) return false;
+  }
+  return true;
+}
+
 bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCallAttributes& call) {
   switch (d.rule) {
     case DefectRule::jit_deconv_single_block_output_padding: {
@@ -284,6 +294,13 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCal
                                   int64_t{conv.batch()} * conv.output_height() * conv.output_width() > 1;
       return (!d.op || *d.op == conv.op()) && (!d.source || *d.source == source) &&
              (!d.weights_vector || *d.weights_vector == weights_vector);
+    }
+    case DefectRule::brgconv_empty_kernel_range: {
+      if (conv.op() != ConvOp::conv2d) return false;
+      for (int32_t oy = 0; oy < conv.output_height(); ++oy) {
+        if (is_empty_kernel_range_row(conv, oy)) return true;
+      }
+      return false;
     }
   }
   return false;
@@ -365,6 +382,7 @@ void apply_defect_model(const KnownDefect& d, ConvCase* conv, std::vector<int32_
     case DefectModel::int16_pairs_shifted_weights:
       AccumulateAs(Accumulation::int16_pairs_shifted_weights, conv, input, call);
       break;
+    case DefectModel::not_executed: break;  // nothing computed: the draw is withheld, never compared
   }
 }
 

@@ -38,6 +38,12 @@ uint64_t explained_samples(const CaseResult& c, LedgerKind kind) {
   return n;
 }
 
+uint64_t withheld_samples(const CaseResult& c, LedgerKind kind) {
+  uint64_t n = 0;
+  for (const KnownDefectTally& t : c.known_defects) n += t.kind == kind ? t.withheld_samples : 0;
+  return n;
+}
+
 }  // namespace fusediff
 
 namespace fusediff {
@@ -82,8 +88,9 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   const auto explained_ids = [&](LedgerKind kind) {
     std::string ids;
     for (const KnownDefectTally& t : result.known_defects) {
-      if (t.kind != kind || t.stats.overall.count() == 0) continue;
-      ids += (ids.empty() ? "" : ", ") + t.id + " (" + std::to_string(t.stats.overall.count()) + " samples)";
+      if (t.kind != kind || t.stats.overall.count() + t.withheld_samples == 0) continue;
+      ids += (ids.empty() ? "" : ", ") + t.id + " (" + std::to_string(t.stats.overall.count() + t.withheld_samples) +
+             (t.withheld_samples > 0 ? " samples not executed: the library crashes on their draws)" : " samples)");
     }
     return ids;
   };
@@ -91,8 +98,10 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     t.worst.clear();
     for (const WorstCase& w : t.stats.worst.sorted()) t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
   }
-  const uint64_t known = explained_samples(result, LedgerKind::known_defect);
-  const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour);
+  const uint64_t known = explained_samples(result, LedgerKind::known_defect) +
+                         withheld_samples(result, LedgerKind::known_defect);
+  const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour) +
+                              withheld_samples(result, LedgerKind::documented_behaviour);
   if (result.verdict == Verdict::unsupported) return;
   if (result.stats.nondeterministic > 0) {
     // Checked before the value comparison and whatever the comparison: the path disagrees with itself.
@@ -104,6 +113,12 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
       const std::string values = check_tolerance(result.stats.overall, result.tolerance);
       if (!values.empty()) result.reason += "; values: " + values;
     }
+    return;
+  }
+  if (result.withheld_samples > 0) {  // a crash no ledger entry explains fails, whatever the comparison
+    result.verdict = Verdict::fail;
+    result.reason = std::to_string(result.withheld_samples) + " samples not executed: " + result.withheld_reason +
+                    " (first: sample " + std::to_string(result.first_withheld_sample) + "; no ledger entry explains it)";
     return;
   }
   if (result.stats.overall.count() + known + documented == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
@@ -145,6 +160,7 @@ void merge_known_defects(std::vector<KnownDefectTally>& into, const std::vector<
     it->draws += p.draws;
     it->samples += p.samples;
     it->predicted_samples += p.predicted_samples;
+    it->withheld_samples += p.withheld_samples;
     it->stats.merge(p.stats);
   }
   std::sort(into.begin(), into.end(), [](const KnownDefectTally& a, const KnownDefectTally& b) { return a.id < b.id; });
@@ -187,6 +203,12 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
     into.unsupported_sample_reason = part.unsupported_sample_reason;
   }
   into.unsupported_samples += part.unsupported_samples;
+  if (part.withheld_samples > 0 &&
+      (into.withheld_samples == 0 || part.first_withheld_sample < into.first_withheld_sample)) {
+    into.first_withheld_sample = part.first_withheld_sample;
+    into.withheld_reason = part.withheld_reason;
+  }
+  into.withheld_samples += part.withheld_samples;
   merge_known_defects(into.known_defects, part.known_defects);
   if (part.batchnorm_bins) {
     if (!into.batchnorm_bins) into.batchnorm_bins.emplace();

@@ -104,6 +104,7 @@ void ReadDraw(const Fields& f, const json& item, KnownDefect& d) {
       if (rule.contains("weights_vector")) d.weights_vector = draw.Bool(rule["weights_vector"], "weights_vector");
       break;
     }
+    case DefectRule::brgconv_empty_kernel_range: only({}); break;
   }
 }
 
@@ -125,6 +126,9 @@ KnownDefect ReadEntry(const Fields& f, const json& item, bool v1) {
   d.implementations = Globs(f, item, "implementations", "implementation");
   ReadDraw(f, item, d);
   d.model = parse_defect_model(f.String(item, "model"), f.Where("model"));
+  if ((d.model == DefectModel::not_executed) != (d.rule == DefectRule::brgconv_empty_kernel_range)) {
+    f.Fail("model", "not_executed goes with the draw rule brgconv_empty_kernel_range, and that rule only with it");
+  }
   d.explanation = NonEmpty(f, item, "explanation");
   d.replay = NonEmpty(f, item, "replay");
   try {

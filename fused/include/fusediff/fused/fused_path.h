@@ -28,6 +28,11 @@ struct RunInfo {
   std::string paired_dimension;  // empty: none
   std::vector<std::string> paired_values;
   std::vector<PairedRun> paired;
+  // Set by a Run that returned false because it did not execute the draw: the library is known to crash on it
+  // (why, e.g. oneDNN 2.6's brgconv empty kernel range, docs/onednn.md); `implementation` then names the
+  // primitive that was built and not executed. The driver counts such draws as a ledger entry's (model
+  // not_executed) or fails the case; never as unsupported.
+  std::string withheld;
 };
 
 class FusedPath {

@@ -78,4 +78,26 @@ bool EltwiseForward(const Activation& activation, std::span<const float> x, std:
 // reason). Draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each primitive itself).
 std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason);
 
+// oneDNN 2.6.3's brgconv dies with SIGSEGV on an output row whose kernel rows all fall in the padding (docs/onednn.md,
+// "brgconv: an empty kernel range crashes"; docs/repro/onednn_brgconv_empty_kernel_range.cpp). Its conditions, from
+// the library's source, on what fusediff sees before executing (oneDNN's geometry: dilate_h 0 is dense):
+//   - the linked oneDNN is 2.6.0 .. 2.7.2 (the same code; changed in 2.7.3 and 3.0);
+//   - the implementation is brgconv:avx512_core* without AMX (brgemm_convolution_fwd_t, exec_vpad / exec_base);
+//   - the post-ops hold a sum and an eltwise: the row's post-op kernel then has alpha = 0 (jit_brgemm_conv.cpp
+//     add_po_kernel) and its eltwise injector runs without loading its table (jit_brgemm_post_ops.hpp);
+//   - some output row has an empty kh range (BrgconvEmptyKernelRow: BRGEMM_CONV_KER_HEADER's kh_f <= kh_s), so
+//     ker_vpad / ker_base call that kernel over the whole row (perform_outwork);
+//   - no accumulation buffer (jcp.use_buffer false, else alpha = 1): the scratchpad is the brgemm batch alone,
+//     (threads + 1) x 4096 bytes (init_scratchpad books the buffer, and compensation, as further entries; a batch of
+//     at most 128 elements per thread, every fusediff draw's); `threads`: oneDNN's dnnl_get_max_threads() when the
+//     primitive descriptor was created.
+struct BrgconvGeometry {
+  int64_t ih = 1, oh = 1, kh = 1, stride_h = 1, dilate_h = 0, t_pad = 0;
+};
+bool BrgconvEmptyKernelRow(const BrgconvGeometry& g);
+bool BrgconvEmptyKernelRangeCrashes(const std::string& implementation, bool sum_and_eltwise, const BrgconvGeometry& g,
+                                    size_t scratchpad_bytes, int threads);
+// The thread count oneDNN sizes its primitives for (omp_get_max_threads(): Debian's libdnnl uses OpenMP).
+int OneDnnMaxThreads();
+
 }  // namespace fusediff::fused::onednn

@@ -57,6 +57,12 @@ enum class DefectRule {
   // product with the weights as its vector: an s8 source, one output channel (the gemm's M) and more than one
   // output pixel (its N), which oneDNN's gemm driver hands to its gemv kernel with the operands swapped.
   source_as_passed,
+  // oneDNN 2.6 brgconv (avx512_core_vnni): a Conv2D with an output row whose every kernel row falls in the top/bottom
+  // padding (is_empty_kernel_range_row: oneDNN's kh range is empty). The oneDNN path withholds the draws of such a
+  // geometry that also meet the library-side conditions it checks before executing (the post-ops hold a sum and an
+  // eltwise, no accumulation buffer: onednn_patterns.cpp BrgconvEmptyKernelRangeCrashes), since oneDNN would die
+  // with SIGSEGV on them (docs/onednn.md, "brgconv: an empty kernel range crashes"). Only with model not_executed.
+  brgconv_empty_kernel_range,
 };
 std::string_view to_string(DefectRule r);
 DefectRule parse_defect_rule(std::string_view text, std::string_view field);
@@ -82,6 +88,9 @@ enum class DefectModel {
   // memory, past the input: the source tail fused/onednn owns, source_tail_code), and the source tail appended to
   // the draw's input so that the reference reads the same codes.
   jit_uni_deconv_columns,
+  // The library crashes on the draw: the path does not execute it (FusedPath RunInfo::withheld) and its samples are
+  // counted as the entry's, withheld, never compared; a withheld draw no entry of this model covers fails the case.
+  not_executed,
 };
 std::string_view to_string(DefectModel m);
 DefectModel parse_defect_model(std::string_view text, std::string_view field);
@@ -156,6 +165,9 @@ bool defect_applies(const KnownDefect& d, std::string_view library, std::string_
                     std::string_view implementation);
 // The entry's rule on the draw's geometry and on how the library was called on it.
 bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const DefectCallAttributes& call = {});
+// Whether no kernel row of a Conv2D reaches the input on output row oy: every input row oy * stride_height -
+// padding_top + ky * dilation_height lies outside [0, input_height) (oneDNN's brgconv then has an empty kh range).
+bool is_empty_kernel_range_row(const ConvCase& conv, int32_t oy);
 // The same under the draw's formulation (model/formulation.h), as the library saw it: call_attributes below.
 bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const Formulation& formulation);
 // How a draw of `conv` under `formulation` reaches the library (source_as_passed: the source type, whether a source

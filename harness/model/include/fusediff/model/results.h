@@ -41,6 +41,8 @@ struct KnownDefectTally {
   uint64_t draws = 0;              // draws that met the entry's conditions (library, version, implementation, rule)
   uint64_t samples = 0;            // their samples
   uint64_t predicted_samples = 0;  // of those, where the entry's model differs from the reference
+  uint64_t withheld_samples = 0;   // model not_executed: of those, the samples of draws the path withheld (the library
+                                   // would crash on them): explained, never compared
   CaseStats stats;                 // the samples it explains: y_fused != y_ref and y_fused == the model's y (within tolerance)
   std::vector<WorstCaseReport> worst;
   // The model changed some samples, the library none of them that way: a fixed library (or a wrong entry).
@@ -67,6 +69,11 @@ struct CaseResult {
   uint64_t unsupported_samples = 0;         // samples whose draw the library rejected (counted, not compared)
   uint64_t first_unsupported_sample = 0;    // the lowest sample index among them
   std::string unsupported_sample_reason;    // the library's reason for that sample's draw
+  // Samples of draws the path withheld because the library would crash on them (fused::RunInfo::withheld) that no
+  // ledger entry (model not_executed) explains: they fail the case. The lowest sample index and the path's reason.
+  uint64_t withheld_samples = 0;
+  uint64_t first_withheld_sample = 0;
+  std::string withheld_reason;
   std::vector<KnownDefectTally> known_defects;  // the ledger entries whose conditions some draw met, by id
   // conv2d+batchnorm+act: the judged samples' |e| against |u| and the channel gain (model/error_bins.h); else unset.
   std::optional<BatchNormErrorBins> batchnorm_bins;
@@ -122,6 +129,8 @@ struct RunResult {
 uint64_t compared_samples(const CaseResult& c);
 // Samples the case's ledger entries of one kind explain.
 uint64_t explained_samples(const CaseResult& c, LedgerKind kind);
+// Samples of withheld draws (the library would crash on them) the case's ledger entries of one kind explain.
+uint64_t withheld_samples(const CaseResult& c, LedgerKind kind);
 
 // Folds `part` (another shard of the same case) into `into`: statistics, worst samples and per-code errors add
 // exactly; coverage, worst replay strings and the verdict are recomputed (check_tolerance). Throws InputError
