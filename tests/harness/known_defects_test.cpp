@@ -183,7 +183,7 @@ TEST(KnownDefectsFile, TheCliExitsTwoOnABadLedger) {
 CaseResult CaseWithKnownDefect(uint64_t explained, uint64_t first_sample) {
   CaseResult c;
   c.spec.name = "relu.int8.onednn.conv";
-  c.spec.backend = Backend::onednn;
+  c.spec.backend = "onednn";
   c.spec.convention.activation = make_activation(ActivationKind::relu);
   c.spec.convention.requant = RequantVariant::f32_zero_point_first;
   c.spec.convention.intermediate.q = QuantParams{QuantType{ScalarType::int8, false}, 0.05f, 3};

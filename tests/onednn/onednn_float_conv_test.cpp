@@ -33,7 +33,7 @@ std::vector<CaseSpec> Cases(const FloatConv& fc) {
   driver::SuiteOptions options;
   options.float_conv = fc;
   options.activation = ActivationKind::relu;
-  options.backend = Backend::onednn;
+  options.backend = "onednn";
   return driver::OneDnnComparisons(options, ActivationKind::relu);
 }
 

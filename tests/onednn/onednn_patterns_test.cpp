@@ -68,7 +68,7 @@ TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
   add.add_rule = AddRule::onednn_unfused;
   add.residual = residual;
   add.out = QuantParams{kInt8, 0.05f, 0};
-  spec.backend = Backend::onednn;
+  spec.backend = "onednn";
   for (const auto& [rule, expected] : std::vector<std::pair<AddRule, int32_t>>{{AddRule::onednn_sum, 3},
                                                                                {AddRule::onednn_binary, 2}}) {
     add.f32_add_rule = rule;
@@ -97,7 +97,7 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
   add.add_rule = AddRule::onednn_unfused;
   add.residual = QuantParams{kInt8, 0.5f, -1};
   add.out = QuantParams{kInt8, 0.25f, 0};
-  spec.backend = Backend::onednn;
+  spec.backend = "onednn";
   for (AddRule rule : {AddRule::onednn_sum, AddRule::onednn_binary}) {
     add.f32_add_rule = rule;
     const Both both = RunBoth(spec, draw);
@@ -107,7 +107,7 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
     EXPECT_EQ(RunBoth(spec, draw).reference, std::vector<int32_t>{5}) << to_string(rule);
     spec.comparison = Comparison::same_convention;
   }
-  spec.backend = Backend::onednn_unfused;  // the graph, node by node: u = 2, s = 0, y = 5
+  spec.backend = "onednn_unfused";  // the graph, node by node: u = 2, s = 0, y = 5
   const Both unfused = RunBoth(spec, draw);
   EXPECT_EQ(unfused.fused, std::vector<int32_t>{5});
   EXPECT_EQ(unfused.reference, std::vector<int32_t>{5});
@@ -125,12 +125,12 @@ TEST(OneDnnChains, InnerProductFoldsTheZeroPointsKnownAnswer) {
   CaseSpec spec;
   spec.convention = OneDnnGraph(ActivationKind::relu, {kInt8, 0.25f, 1}, {kUint8, 0.25f, 3});
   spec.pattern = parse_pattern_name("fc+act", "test");
-  spec.backend = Backend::onednn;
+  spec.backend = "onednn";
   const Both fused = RunBoth(spec, draw);
   EXPECT_EQ(fused.fused, std::vector<int32_t>{12});
   EXPECT_EQ(fused.reference, std::vector<int32_t>{12});
   // Unfused: u = rne(17 * 0.125 / 0.25 + 1) = rne(9.5) = 10, v = 0.25 * 9 = 2.25, t = 9 + 3 = 12.
-  spec.backend = Backend::onednn_unfused;
+  spec.backend = "onednn_unfused";
   const Both unfused = RunBoth(spec, draw);
   EXPECT_EQ(unfused.fused, std::vector<int32_t>{12});
   EXPECT_EQ(unfused.reference, std::vector<int32_t>{12});

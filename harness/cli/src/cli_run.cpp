@@ -17,7 +17,8 @@
 #include "fusediff/reports/reports.h"
 #include "fusediff/tables/known_defects_file.h"
 #include "isa_matrix.h"
-#include "known_defects_embedded.h"
+#include "backends.h"
+#include "fusediff/model/backend.h"
 #include "progress.h"
 #include "sharding.h"
 
@@ -69,6 +70,27 @@ struct RunArgs {
   bool timing = false;
 };
 
+// --isa: the cases of --fused's backend once per dispatch cap, each cap in its own process (a backend reads its
+// cap once, at its first dispatch).
+int RunIsa(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string capped;
+  for (const Backend* backend : RegisteredBackends()) {
+    if (backend->dispatch().env_var.empty()) continue;
+    for (const std::string& word : backend->words()) capped += (capped.empty() ? "" : " or ") + word;
+  }
+  CaseSpec path;
+  if (!a.fused.empty()) parse_fused_path(a.fused, "--fused", path);
+  const Backend* backend = a.fused.empty() ? nullptr : &BackendOf(path, "--fused");
+  if (!backend || backend->dispatch().env_var.empty()) {
+    throw InputError("--isa: the ISA matrix runs a backend whose dispatch can be capped: add --fused " +
+                     (capped.empty() ? std::string("(none is registered)") : capped));
+  }
+  const std::vector<std::string> caps = ParseIsaList(a.isa, backend->dispatch());
+  if (!a.csv.empty() || !a.junit.empty()) throw InputError("--isa: writes --json only (the matrix), not --csv or --junit");
+  if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+  return RunIsaMatrix(*backend, a.fused, caps, args, a.json, out, err);
+}
+
 int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   driver::SuiteOptions suite;
   if (!a.activation.empty()) suite.activation = parse_activation_kind(a.activation, "--activation");
@@ -83,22 +105,11 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.zero_point_order.empty()) {
     suite.zero_point_order = parse_zero_point_order(a.zero_point_order, "--zero-point-order");
   }
-  if (!a.isa.empty()) {
-    // Each cap needs its own process: oneDNN reads ONEDNN_MAX_CPU_ISA once, at its first dispatch.
-    CaseSpec path;
-    if (!a.fused.empty()) parse_fused_path(a.fused, "--fused", path);
-    if (a.fused.empty() || !is_onednn(path)) {
-      throw InputError("--isa: the ISA matrix runs the oneDNN cases: add --fused onednn (or onednn_unfused)");
-    }
-    const std::vector<std::string> caps = ParseIsaList(a.isa);
-    if (!a.csv.empty() || !a.junit.empty()) throw InputError("--isa: writes --json only (the matrix), not --csv or --junit");
-    if (!a.json.empty()) CheckOutputPath(a.json, "--json");
-    return RunIsaMatrix(caps, args, a.json, out, err);
-  }
+  if (!a.isa.empty()) return RunIsa(a, args, out, err);
   if (!a.fused.empty()) {
     CaseSpec path;
     parse_fused_path(a.fused, "--fused", path);
-    if (path.backend == Backend::builtin) {
+    if (path.backend == kBuiltInPath) {
       suite.table_kind = path.table_kind;
     } else {
       suite.backend = path.backend;
@@ -140,7 +151,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.known_defects.empty()) {
     ledger = tables::ReadKnownDefects(a.known_defects);
   } else if (!a.no_known_defects) {
-    ledger = tables::ParseKnownDefects(EmbeddedKnownDefects(), kEmbeddedKnownDefectsName);
+    ledger = BackendLedgers();
   }
 
   driver::RunOptions options;

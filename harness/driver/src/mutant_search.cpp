@@ -94,7 +94,7 @@ SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t bud
     }
     const PatternDraw pattern_draw = generators::GeneratePatternDraw(seed, stream, draw, spec.pattern, spec.convention,
                                                                      targeted ? mix : RegionMix{0, 0, 0, 1}, limits);
-    const int64_t tolerance = default_tolerance(spec.backend, spec.table_kind, spec.convention.activation.kind).max_abs_lsb;
+    const int64_t tolerance = default_tolerance(spec).max_abs_lsb;
     std::string rejected;
     if (!comparison->Compare(pattern_draw, samples, &rejected)) throw std::logic_error("built-in path refused a draw: " + rejected);
     for (size_t j = 0; j < samples.size() && run.samples < budget; ++j) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "fusediff/model/backend.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/fused/fused_kernel.h"
@@ -12,6 +13,26 @@
 namespace fusediff::driver {
 
 namespace {
+// oneDNN's paths, whose comparisons this suite builds (OneDnnComparisons and the pattern chains below).
+constexpr std::string_view kOneDnn = "onednn";
+constexpr std::string_view kOneDnnUnfused = "onednn_unfused";
+
+// --fused naming another registered backend's path: its own cases of the built-in suite's graphs
+// (SuiteCases, model/backend.h).
+std::vector<CaseSpec> BackendSuite(const SuiteOptions& options) {
+  CaseSpec path;
+  path.backend = *options.backend;
+  const Backend& backend = BackendOf(path, "--fused");
+  SuiteOptions graphs = options;
+  graphs.backend.reset();
+  std::vector<CaseSpec> suite;
+  for (const CaseSpec& graph_case : BuildSuite(graphs)) {
+    for (CaseSpec& spec : backend.SuiteCases(graph_case, *options.backend)) suite.push_back(std::move(spec));
+  }
+  if (suite.empty()) throw InputError("--fused " + fused_path_name(path) + ": its backend takes none of these cases");
+  return suite;
+}
+
 QuantParams QuantizeRange(double lo, double hi, const QuantType& type) {
   QuantParams q;
   q.type = type;
@@ -112,7 +133,8 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   };
   std::vector<Variant> variants;
   const bool fused_given = options.table_kind || options.backend;
-  const bool onednn_only = options.backend && *options.backend != Backend::builtin;
+  const bool onednn_only = options.backend == kOneDnn || options.backend == kOneDnnUnfused;
+  if (options.backend && !onednn_only) return BackendSuite(options);
   if (onednn_only) {
     // The oneDNN comparisons are built below, per activation.
   } else if (options.intermediate) {
@@ -379,22 +401,22 @@ CaseSpec F32IntermediateCase(const SuiteOptions& options, const Convention& c) {
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {
   const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
   struct OneDnnComparison {
-    Backend backend;
+    std::string_view backend;
     Comparison comparison;
     const char* label;
   };
   if (options.float_conv) return OneDnnFloatConvComparisons(options, kind);  // --float-conv: those cases only
-  const OneDnnComparison comparisons[] = {{Backend::onednn, Comparison::same_convention, "onednn"},
-                                     {Backend::onednn, Comparison::cross_convention, "onednn.cross"},
-                                     {Backend::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
+  const OneDnnComparison comparisons[] = {{kOneDnn, Comparison::same_convention, "onednn"},
+                                     {kOneDnn, Comparison::cross_convention, "onednn.cross"},
+                                     {kOneDnnUnfused, Comparison::same_convention, "onednn_unfused"}};
   std::vector<CaseSpec> specs;
   for (const OneDnnComparison& k : comparisons) {
-    if (options.backend == Backend::onednn_unfused && k.backend != Backend::onednn_unfused) continue;
+    if (options.backend == kOneDnnUnfused && k.backend != kOneDnnUnfused) continue;
     CaseSpec spec;
     spec.mix = options.mix;
     spec.source = SampleSource::conv;
     spec.convention = c;
-    spec.backend = k.backend;
+    spec.backend = std::string(k.backend);
     spec.comparison = k.comparison;
     spec.mutant = options.mutant;
     spec.samples = options.samples;
@@ -412,7 +434,7 @@ std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationK
     CaseSpec spec = F32IntermediateCase(options, c);
     spec.convention.intermediate.stored = stored;
     validate(spec.convention);
-    spec.backend = Backend::onednn;
+    spec.backend = std::string(kOneDnn);
     spec.comparison = Comparison::cross_convention;
     spec.mutant = options.mutant;
     spec.samples = options.samples;
@@ -448,10 +470,10 @@ std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, Ac
     spec.samples = options.samples;
     std::string label = "float_conv_" + format_float_conv(float_conv) + ".y_" + std::string(to_string(dst));
     std::replace(label.begin(), label.end(), ':', '_');
-    for (Backend backend : {Backend::onednn, Backend::onednn_unfused}) {
-      if (options.backend == Backend::onednn_unfused && backend != Backend::onednn_unfused) continue;
+    for (std::string_view backend : {kOneDnn, kOneDnnUnfused}) {
+      if (options.backend == kOneDnnUnfused && backend != kOneDnnUnfused) continue;
       CaseSpec s = spec;
-      s.backend = backend;
+      s.backend = std::string(backend);
       s.name = std::string(to_string(kind)) + "." + label + "." + std::string(fused_path_name(s)) + ".conv";
       specs.push_back(std::move(s));
     }
@@ -539,30 +561,30 @@ std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, cons
     return {};
   }
   struct ChainComparison {
-    Backend backend;
+    std::string_view backend;
     Comparison comparison;
     AddRule f32_add;
     std::string label;
   };
   std::vector<ChainComparison> comparisons;
   if (pattern == "conv2d+add+act") {
-    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "sum.int8.onednn"},
-                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_sum, "sum.int8.onednn.cross"},
-                   {Backend::onednn, Comparison::same_convention, AddRule::onednn_binary, "binary.int8.onednn"},
-                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_binary, "binary.int8.onednn.cross"},
-                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+    comparisons = {{kOneDnn, Comparison::same_convention, AddRule::onednn_sum, "sum.int8.onednn"},
+                   {kOneDnn, Comparison::cross_convention, AddRule::onednn_sum, "sum.int8.onednn.cross"},
+                   {kOneDnn, Comparison::same_convention, AddRule::onednn_binary, "binary.int8.onednn"},
+                   {kOneDnn, Comparison::cross_convention, AddRule::onednn_binary, "binary.int8.onednn.cross"},
+                   {kOneDnnUnfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
   } else if (pattern == "fc+act") {
-    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
-                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_sum, "int8.onednn.cross"},
-                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+    comparisons = {{kOneDnn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
+                   {kOneDnn, Comparison::cross_convention, AddRule::onednn_sum, "int8.onednn.cross"},
+                   {kOneDnnUnfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
   } else {
     // The fused case stays in the suite to say why it cannot run (2.6 has no conv+pool fusion).
-    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
-                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+    comparisons = {{kOneDnn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
+                   {kOneDnnUnfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
   }
   std::vector<CaseSpec> specs;
   for (const ChainComparison& k : comparisons) {
-    if (options.backend == Backend::onednn_unfused && k.backend != Backend::onednn_unfused) continue;
+    if (options.backend == kOneDnnUnfused && k.backend != kOneDnnUnfused) continue;
     CaseSpec spec;
     spec.mix = options.mix;
     spec.source = SampleSource::conv;
@@ -571,7 +593,7 @@ std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, cons
     for (Stage& stage : spec.pattern.stages) {
       if (stage.kind == StageKind::add) stage.f32_add_rule = k.f32_add;
     }
-    spec.backend = k.backend;
+    spec.backend = std::string(k.backend);
     spec.comparison = k.comparison;
     spec.mutant = options.mutant;
     spec.samples = options.samples;
@@ -580,5 +602,7 @@ std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, cons
   }
   return specs;
 }
+
+bool OneDnnBuiltIn() { return FindBackend(kOneDnn) != nullptr; }
 
 }  // namespace fusediff::driver

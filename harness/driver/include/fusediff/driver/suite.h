@@ -21,9 +21,10 @@ struct SuiteOptions {
   std::optional<RoundingMode> intermediate_rounding;
   std::optional<RoundingMode> output_rounding;
   std::optional<ZeroPointOrder> zero_point_order;
-  // --fused: at most one is set. table_kind: the built-in path with this table; backend: a oneDNN backend.
+  // --fused: at most one is set. table_kind: the built-in path with this table; backend: another registered
+  // backend's path (model/backend.h): oneDNN's comparisons, or any other backend's SuiteCases of the built-in suite.
   std::optional<TableKind> table_kind;
-  std::optional<Backend> backend;
+  std::optional<std::string> backend;
   uint64_t samples = 20000;  // per conv case
   Mutant mutant = Mutant::none;
   RegionMix mix;             // what conv draws aim at (bulk only = uniform)
@@ -71,7 +72,7 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
 // otherwise): the fused kernel against its own f32-intermediate convention (verdict), the fused kernel against the
 // graph's quantize-then-activate convention (cross_convention, no verdict), the unfused oneDNN graph against the
 // graph's convention (verdict). `--fused onednn` runs all three, `--fused onednn_unfused` the last only. The
-// default suite includes them when fusediff is built with oneDNN (OneDnnBuiltIn).
+// default suite includes them when oneDNN's backend is registered (OneDnnBuiltIn).
 // With SuiteOptions::float_conv set: that float convolution's cases only (OneDnnFloatConvComparisons).
 std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind);
 // oneDNN's float convolutions (docs/onednn.md, "bf16 convolutions") on the oneDNN convention of `kind`: those of
