@@ -332,7 +332,7 @@ TEST(KnownDefectResults, DocumentedBehaviourRoundTripsThroughJson) {
   for (bool strict : {false, true}) {
     const RunResult run = RunOf({CaseWithDocumentedBehaviour(5, strict)});
     const nlohmann::ordered_json j = reports::ToJson(run);
-    EXPECT_EQ(j["format"], "fusediff-results/6");
+    EXPECT_EQ(j["format"], "fusediff-results/7");
     EXPECT_FALSE(j["cases"][0].contains("known_defects"));
     ASSERT_EQ(j["cases"][0]["documented_behaviours"].size(), 1u);
     EXPECT_EQ(j["cases"][0]["tolerance"].contains("documented_behaviour"), strict);
