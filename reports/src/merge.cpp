@@ -12,7 +12,7 @@
 namespace fusediff::reports {
 
 namespace {
-// "onednn: library oneDNN, version 2.6.3, isa avx2; ..." ("none" without backend provenance).
+// "NAME: library L, version V, isa I; ..." ("none" without backend provenance).
 std::string DescribeBackends(const Provenance& provenance) {
   std::string out;
   for (const BackendProvenance& b : provenance.backends) {

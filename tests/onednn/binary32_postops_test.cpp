@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/generators/conv_generator.h"
@@ -296,7 +297,7 @@ TEST(OneDnnBinary32PostOps, PiecewiseLinearConv2DDrawsMatchExactly) {
   for (ActivationKind kind : {ActivationKind::relu, ActivationKind::relu6, ActivationKind::leaky_relu,
                               ActivationKind::hard_swish}) {
     driver::SuiteOptions options;
-    const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, kind);
+    const std::vector<CaseSpec> specs = fused::onednn::OneDnnComparisons(options, kind);
     ASSERT_EQ(specs.size(), 3u);
     for (const CaseSpec& spec : {specs[0], specs[2]}) {
       EXPECT_EQ(default_tolerance(spec).max_abs_lsb, 0) << spec.name;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
@@ -138,7 +139,7 @@ TEST(OneDnnChains, InnerProductFoldsTheZeroPointsKnownAnswer) {
 
 TEST(OneDnnChains, ConvPoolFusionIsUnsupportedWithTheReason) {
   driver::SuiteOptions options;
-  const std::vector<CaseSpec> specs = driver::OneDnnPatternComparisons(options, "conv2d+act+maxpool", ActivationKind::relu);
+  const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, "conv2d+act+maxpool", ActivationKind::relu);
   ASSERT_EQ(specs.size(), 2u);
   std::string why;
   EXPECT_FALSE(fused::onednn::CreatePath(specs[0], &why));
@@ -160,7 +161,7 @@ TEST(OneDnnChains, EveryChainAgreesWithItsDeclaredConvention) {
   for (const ActivationKind kind : {ActivationKind::relu, ActivationKind::gelu_erf}) {
     for (const std::string pattern : {"conv2d+add+act", "fc+act", "conv2d+act+maxpool"}) {
       if (kind == ActivationKind::gelu_erf && pattern != "conv2d+add+act") continue;  // kept fast
-      for (const CaseSpec& spec : driver::OneDnnPatternComparisons(options, pattern, kind)) {
+      for (const CaseSpec& spec : fused::onednn::OneDnnPatternComparisons(options, pattern, kind)) {
         if (spec.comparison == Comparison::cross_convention) continue;
         std::string why;
         std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(spec, &why);
@@ -218,7 +219,7 @@ TEST(OneDnnChains, EveryFormulationGivesTheDefaultFormulationsOutputs) {
   variants[5].f32_bias = true;
   uint64_t extended_compared = 0;
   for (const std::string pattern : {"conv2d+add+act", "fc+act", "conv2d+act+maxpool"}) {
-    for (const CaseSpec& spec : driver::OneDnnPatternComparisons(options, pattern, ActivationKind::relu)) {
+    for (const CaseSpec& spec : fused::onednn::OneDnnPatternComparisons(options, pattern, ActivationKind::relu)) {
       if (spec.comparison == Comparison::cross_convention) continue;
       std::string why;
       std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(spec, &why);
@@ -290,7 +291,7 @@ TEST(OneDnnChains, InnerProductCasesPassEndToEnd) {
   FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   options.samples = 3000;
-  const std::vector<CaseSpec> specs = driver::OneDnnPatternComparisons(options, "fc+act", ActivationKind::sigmoid);
+  const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, "fc+act", ActivationKind::sigmoid);
   ASSERT_EQ(specs.size(), 3u);
   driver::ReferenceCache cache;
   driver::RunOptions run;

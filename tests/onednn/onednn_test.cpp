@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
@@ -96,7 +97,7 @@ TEST(OneDnnKernel, RejectsWhatOneDnnCannotExpressWithTheReason) {
 // The three comparisons of an activation (fused, cross-convention, unfused), without the default suite's
 // float-intermediate measurements (gelu_erf's f16 and bf16 stored intermediates).
 std::vector<CaseSpec> ThreeComparisons(const driver::SuiteOptions& options, ActivationKind kind) {
-  std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, kind);
+  std::vector<CaseSpec> specs = fused::onednn::OneDnnComparisons(options, kind);
   std::erase_if(specs, [](const CaseSpec& s) { return !(s.convention.intermediate.stored == FloatBoundary{}); });
   return specs;
 }
@@ -268,7 +269,7 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
   // One of gelu_erf's draws meets the defect's conditions under opad:negative_pad (batches up to 16:
   // FusedPath::max_batch; half the output-padding draws pass it as an extended input, where it does not apply).
   options.samples = 40000;
-  const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, ActivationKind::gelu_erf);
+  const std::vector<CaseSpec> specs = fused::onednn::OneDnnComparisons(options, ActivationKind::gelu_erf);
   driver::ReferenceCache cache;
   driver::RunOptions with;
   with.known_defects = &ledger;
@@ -304,7 +305,7 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
 TEST(OneDnnKernel, EveryFormulationGivesTheDefaultFormulationsOutputs) {
   FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
-  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::gelu_tanh)[0];
+  const CaseSpec spec = fused::onednn::OneDnnComparisons(options, ActivationKind::gelu_tanh)[0];
   std::string why;
   auto kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), &why);
   ASSERT_TRUE(kernel) << why;
@@ -370,8 +371,8 @@ TEST(OneDnnKernel, ExtendedInputComputesWhatNegativePaddingCannotExpress) {
 // not write).
 TEST(OneDnnKernel, RepetitionsOverDifferentPoisonAgree) {
   driver::SuiteOptions options;
-  for (const CaseSpec& spec : {driver::OneDnnComparisons(options, ActivationKind::silu)[0],
-                               driver::OneDnnComparisons(options, ActivationKind::silu)[2]}) {
+  for (const CaseSpec& spec : {fused::onednn::OneDnnComparisons(options, ActivationKind::silu)[0],
+                               fused::onednn::OneDnnComparisons(options, ActivationKind::silu)[2]}) {
     std::string why;
     auto kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), &why);
     ASSERT_TRUE(kernel) << why;
@@ -474,8 +475,8 @@ TEST(OneDnnComparisons, ShardsMergeToTheWholeRun) {
   // The first of the oneDNN cases where oneDNN refuses some draws (the refused samples must merge too).
   CaseSpec spec;
   CaseResult expected;
-  std::vector<CaseSpec> candidates = driver::OneDnnComparisons(options, ActivationKind::gelu_erf);
-  for (CaseSpec& chain : driver::OneDnnPatternComparisons(options, "conv2d+add+act", ActivationKind::gelu_erf)) {
+  std::vector<CaseSpec> candidates = fused::onednn::OneDnnComparisons(options, ActivationKind::gelu_erf);
+  for (CaseSpec& chain : fused::onednn::OneDnnPatternComparisons(options, "conv2d+add+act", ActivationKind::gelu_erf)) {
     candidates.push_back(std::move(chain));
   }
   for (const CaseSpec& candidate : candidates) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
@@ -108,7 +109,7 @@ TEST(OneDnnPreVnni, StrictCountsDocumentedBehaviourAsFailure) {
   const KnownDefectLedger ledger = Ledger();
   driver::SuiteOptions options;
   options.samples = 6000;
-  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::relu).front();
+  const CaseSpec spec = fused::onednn::OneDnnComparisons(options, ActivationKind::relu).front();
   driver::ReferenceCache cache;
   driver::RunOptions run;
   run.known_defects = &ledger;

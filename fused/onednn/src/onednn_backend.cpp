@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "fusediff/fused/onednn_kernel.h"
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/model/backend.h"
 
 namespace fusediff::fused::onednn {
@@ -76,6 +77,27 @@ class OneDnn final : public Backend {
             {"DNNL_MAX_CPU_ISA"},
             {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_AMX"},
             "isa"};
+  }
+  // The default suite's oneDNN comparisons of each activation (with its float convolutions unless --float-conv
+  // asks for one), and its chains of the representative patterns; under --fused, every activation's chains of
+  // --pattern.
+  bool has_own_suite() const override { return true; }
+  std::vector<CaseSpec> ActivationSuiteCases(const SuiteOptions& options, ActivationKind kind, bool) const override {
+    std::vector<CaseSpec> cases = OneDnnComparisons(options, kind);
+    if (!options.float_conv) {
+      for (CaseSpec& spec : OneDnnFloatConvComparisons(options, kind)) cases.push_back(std::move(spec));
+    }
+    return cases;
+  }
+  std::vector<CaseSpec> PatternSuiteCases(const SuiteOptions& options, const std::optional<std::string>& only,
+                                          bool selected) const override {
+    if (!selected || !only) return OneDnnPatternCases(options, only);
+    std::vector<CaseSpec> cases;
+    for (ActivationKind kind : kAllActivations) {
+      if (options.activation && *options.activation != kind) continue;
+      for (CaseSpec& spec : OneDnnPatternComparisons(options, *only, kind)) cases.push_back(std::move(spec));
+    }
+    return cases;
   }
   std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const override {
     return onednn::CreatePath(spec, why);

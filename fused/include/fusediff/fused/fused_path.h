@@ -14,7 +14,7 @@
 namespace fusediff::fused {
 
 // The interface lives in the model (model/fused_path.h), beside the backend registry; these names stay for the
-// paths defined here and in fused/onednn.
+// paths defined here and in the library backends.
 using fusediff::CodeSteps;
 using fusediff::FusedPath;
 using fusediff::PairedRun;

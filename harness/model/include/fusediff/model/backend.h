@@ -4,6 +4,7 @@
 // mutant search, sweeps, thresholds, results and reports reach a path only through this interface and the registry
 // below; none of them names a backend. docs/architecture.md, "Adding a backend", lists what a new one touches.
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/fused_path.h"
 #include "fusediff/model/results.h"
+#include "fusediff/model/suite_options.h"
 #include "fusediff/model/tolerance.h"
 
 namespace fusediff {
@@ -31,7 +33,7 @@ class Backend {
   virtual ~Backend() = default;
   // The module's name ("builtin"): what its provenance is filed under.
   virtual std::string_view name() const = 0;
-  // The paths it offers: each a CaseSpec::backend value ("builtin"; "onednn", "onednn_unfused").
+  // The paths it offers: each a CaseSpec::backend value ("builtin"; a library's fused and unfused graphs).
   virtual std::vector<std::string> paths() const = 0;
   // The words that name its paths wherever a path is text (--fused, replay `fused=`, results "fused"), and the
   // two directions: SelectPath sets spec.backend (and anything the word implies) for one of words(); PathWord is
@@ -60,9 +62,21 @@ class Backend {
   virtual std::string_view KnownDefectsJson() const { return {}; }
   virtual std::string_view KnownDefectsName() const { return {}; }
   virtual DispatchControl dispatch() const { return {}; }
-  // Its default suite cases (`run --fused WORD`): given one case of the built-in suite, the cases that run path
-  // `path` on the same graph. By default the case itself on `path`, for a conv-source, same-convention,
-  // keep_all case of a pattern it implements; none otherwise.
+  // Its share of the suite (`run`), for a backend with a suite of its own (has_own_suite), asked where the built-in
+  // suite would have it: ActivationSuiteCases after the built-in conv2d+act cases of each activation,
+  // PatternSuiteCases after the built-in pattern cases (`only`: one pattern). `selected`: --fused named one of its
+  // paths (SuiteOptions::backend), else the default suite's share. Empty by default.
+  virtual bool has_own_suite() const { return false; }
+  virtual std::vector<CaseSpec> ActivationSuiteCases(const SuiteOptions&, ActivationKind, bool /*selected*/) const {
+    return {};
+  }
+  virtual std::vector<CaseSpec> PatternSuiteCases(const SuiteOptions&, const std::optional<std::string>& /*only*/,
+                                                  bool /*selected*/) const {
+    return {};
+  }
+  // A backend without a suite of its own runs, under `run --fused WORD`, these cases for each case of the built-in
+  // suite: by default the case itself on path `path`, for a conv-source, same-convention, keep_all case of a
+  // pattern it implements; none otherwise.
   virtual std::vector<CaseSpec> SuiteCases(const CaseSpec& builtin_case, std::string_view path) const;
   // Its path for a case: null with *why set where it cannot run the case; InputError for an invalid one.
   virtual std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const = 0;
