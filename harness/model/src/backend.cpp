@@ -98,10 +98,10 @@ bool BackendImplements(const Backend& backend, const Pattern& pattern, std::stri
   return true;
 }
 
-std::vector<CaseSpec> Backend::SuiteCases(const CaseSpec& builtin_case, std::string_view path) const {
+std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& builtin_case, std::string_view path) {
   const CaseSpec& c = builtin_case;
   if (c.backend != kBuiltInPath || c.source != SampleSource::conv || c.comparison != Comparison::same_convention ||
-      c.fusion != Fusion::keep_all || !BackendImplements(*this, c.pattern, nullptr)) {
+      c.fusion != Fusion::keep_all || !BackendImplements(backend, c.pattern, nullptr)) {
     return {};
   }
   CaseSpec spec = c;

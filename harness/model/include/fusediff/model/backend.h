@@ -28,6 +28,10 @@ struct DispatchControl {
   std::string provenance_key;        // the provenance key that says where it dispatched ("isa")
 };
 
+class Backend;
+// The default of Backend's SuiteCases (below).
+std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& builtin_case, std::string_view path);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -77,7 +81,9 @@ class Backend {
   // A backend without a suite of its own runs, under `run --fused WORD`, these cases for each case of the built-in
   // suite: by default the case itself on path `path`, for a conv-source, same-convention, keep_all case of a
   // pattern it implements; none otherwise.
-  virtual std::vector<CaseSpec> SuiteCases(const CaseSpec& builtin_case, std::string_view path) const;
+  virtual std::vector<CaseSpec> SuiteCases(const CaseSpec& builtin_case, std::string_view path) const {
+    return DefaultSuiteCases(*this, builtin_case, path);
+  }
   // Its path for a case: null with *why set where it cannot run the case; InputError for an invalid one.
   virtual std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const = 0;
 };
