@@ -130,6 +130,17 @@ std::string ProblemName(const ConvCase& conv, bool u8, int32_t in_h, int32_t in_
          std::to_string(conv.output_channels()) + "_ih" + std::to_string(in_h) + "iw" + std::to_string(in_w) +
          "_kh" + std::to_string(conv.kernel_height()) + "kw" + std::to_string(conv.kernel_width());
 }
+// What one convolution call passes oneDNN (OneDnnKernel::Run builds it, Impl::Execute runs it).
+struct ConvCall {
+  memory::desc src_md, wei_user, bias_md, dst_md;
+  detail::ConvPrimitive made;
+  std::pair<int32_t, int32_t> extension;  // the output-padding extension's rows and columns
+  bool u8 = false;                        // the source type passed
+  bool f32_bias = false;
+  bool src_zp_attr = false, dst_zp_attr = false;
+  int32_t shift = 0;  // what the draw's codes move by into the type passed
+  int32_t src_zero_point = 0, dst_zero_point = 0;
+};
 }  // namespace
 
 struct OneDnnKernel::Impl {
@@ -143,6 +154,42 @@ struct OneDnnKernel::Impl {
   std::vector<std::string> implementations;
   std::string last_implementation;
   uint32_t repetition = 0;  // the poison pattern of the next Run (set_repetition)
+
+  // Runs the convolution `call` describes on the draw, then (unfused) the graph's remaining nodes; y gets the
+  // output codes. Returns the implementations after the convolution's ("" fused; "; dequantize: ..." unfused).
+  // Every buffer oneDNN writes is poisoned with the repetition's pattern first. Throws dnnl::error.
+  std::string Execute(const ConvCase& conv, std::span<const int32_t> input, const ConvCall& call, std::span<int32_t> y) {
+    std::vector<uint8_t> src = detail::SourceBytes(conv, input, call.extension, call.u8, call.shift, call.src_zero_point);
+    std::vector<int8_t> weights = conv.weights();
+    std::vector<int32_t> bias = conv.bias();
+    std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked by Run)
+    int32_t src_zero_point = call.src_zero_point;
+    int32_t dst_zero_point = call.dst_zero_point;
+    detail::Codes dst(call.dst_md.data_type(), conv.output_elements());
+    dst.poison(repetition);
+    memory src_mem(call.src_md, engine, src.data());
+    memory wei_user_mem(call.wei_user, engine, weights.data());
+    detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
+    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, call.made.weights_md, wei_user_mem,
+                                           engine, stream, &owned);
+    memory bias_mem(call.bias_md, engine, call.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
+    memory dst_mem(call.dst_md, engine, dst.data());
+    const memory::desc zp_md({1}, DataType::s32, Tag::x);
+    memory src_zp(zp_md, engine, &src_zero_point), dst_zp(zp_md, engine, &dst_zero_point);
+    const Scratchpad scratchpad(call.made.scratchpad_md, engine, repetition);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
+                                            {DNNL_ARG_WEIGHTS, wei_mem},
+                                            {DNNL_ARG_BIAS, bias_mem},
+                                            {DNNL_ARG_DST, dst_mem},
+                                            {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
+    if (call.src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp});
+    if (call.dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp});
+    call.made.primitive.execute(stream, args);
+    stream.wait();
+    if (variant == OneDnnVariant::unfused) return RunUnfusedNodes(call.dst_md, dst_mem, y);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(i);
+    return {};
+  }
 
   // The unfused graph's nodes after the convolution into u (`conv_out`, described by `dst_md`): dequantize, the
   // eltwise and quantize, each its own oneDNN primitive, every buffer poisoned alike; y gets the output codes.
@@ -311,42 +358,21 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     return reject(DescribeError(e, problem));
   }
 
-  std::vector<uint8_t> src = detail::SourceBytes(conv, input, {extend_h, extend_w}, src_type == DataType::u8, shift,
-                                                 src_zero_point_value);
-  std::vector<int8_t> weights = conv.weights();
-  std::vector<int32_t> bias = conv.bias();
-  std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
-  int32_t src_zero_point = src_zero_point_value;
-  int32_t dst_zero_point = dst_zero_point_value;
-  detail::Codes dst(dst_type, conv.output_elements());
-  dst.poison(m.repetition);
+  const ConvCall call{.src_md = src_md,
+                      .wei_user = wei_user,
+                      .bias_md = bias_md,
+                      .dst_md = dst_md,
+                      .made = made,
+                      .extension = {extend_h, extend_w},
+                      .u8 = src_type == DataType::u8,
+                      .f32_bias = formulation.f32_bias,
+                      .src_zp_attr = src_zp_attr,
+                      .dst_zp_attr = dst_zp_attr,
+                      .shift = shift,
+                      .src_zero_point = src_zero_point_value,
+                      .dst_zero_point = dst_zero_point_value};
   try {
-    memory src_mem(src_md, m.engine, src.data());
-    memory wei_user_mem(wei_user, m.engine, weights.data());
-    detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
-    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, made.weights_md, wei_user_mem,
-                                           m.engine, m.stream, &owned);
-    memory bias_mem(bias_md, m.engine, formulation.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
-    memory dst_mem(dst_md, m.engine, dst.data());
-    const memory::desc zp_md({1}, DataType::s32, Tag::x);
-    memory src_zp(zp_md, m.engine, &src_zero_point), dst_zp(zp_md, m.engine, &dst_zero_point);
-    const Scratchpad scratchpad(made.scratchpad_md, m.engine, m.repetition);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
-                                            {DNNL_ARG_WEIGHTS, wei_mem},
-                                            {DNNL_ARG_BIAS, bias_mem},
-                                            {DNNL_ARG_DST, dst_mem},
-                                            {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
-    if (src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp});
-    if (dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp});
-    made.primitive.execute(m.stream, args);
-    m.stream.wait();
-    if (!unfused) {
-      m.note("conv: " + made.implementation);
-      for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(i);
-      return true;
-    }
-
-    m.note("conv: " + made.implementation + m.RunUnfusedNodes(dst_md, dst_mem, y));
+    m.note("conv: " + made.implementation + m.Execute(conv, input, call, y));
     return true;
   } catch (const dnnl::error& e) {
     return reject(DescribeError(e, problem));
