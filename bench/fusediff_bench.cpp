@@ -20,6 +20,7 @@
 #include "fusediff/fused/fused_path.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
+#include "fusediff/model/backend.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/pattern.h"
 #include "fusediff/reference/reference.h"
@@ -281,6 +282,7 @@ void BM_Gate(benchmark::State& state, const char* example, const char* extra) {
 }
 
 void Register() {
+  RegisterBackend(fused::BuiltInBackend());  // the driver's cases here run the built-in kernels
   for (const Variant& v : kVariants) {
     const std::string name = v.name;
     benchmark::RegisterBenchmark(("EndToEnd/" + name + "/threads:1").c_str(), BM_EndToEnd, v, 1u)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -3,17 +3,30 @@
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/fused/pattern_kernel.h"
 #include "fusediff/model/mutants.h"
+#include "fusediff/model/tolerance.h"
 
 namespace fusediff::fused {
 
 namespace {
 
-class ConvActPath final : public FusedPath {
+class ConvActPath final : public FusedPath, public CodeSteps {
  public:
   explicit ConvActPath(std::unique_ptr<FusedKernel> kernel) : kernel_(std::move(kernel)) {}
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string*) override {
     kernel_->Run(draw.conv, draw.input, y);
     return true;
+  }
+  const CodeSteps* code_steps() const override { return this; }
+  int32_t ApplyTable(int32_t u) const override { return kernel_->ApplyTable(u); }
+  int32_t Requantize(const ConvCase& conv, int32_t k, int32_t acc) const override {
+    return kernel_->Requantize(conv, k, acc);
+  }
+  int32_t PostProcess(const ConvCase& conv, int32_t k, int32_t acc) const override {
+    return kernel_->PostProcess(conv, k, acc);
+  }
+  void Trace(const ConvCase& conv, std::span<const int32_t> input, std::span<int32_t> y, std::span<int32_t> acc,
+             std::span<int32_t> u) const override {
+    kernel_->Run(conv, input, y, acc, u);
   }
 
  private:
@@ -31,12 +44,48 @@ class PatternPath final : public FusedPath {
   std::unique_ptr<PatternKernel> kernel_;
 };
 
+class BuiltIn final : public Backend {
+ public:
+  std::string_view name() const override { return kBuiltInPath; }
+  std::vector<std::string> paths() const override { return {std::string(kBuiltInPath)}; }
+  std::vector<std::string> words() const override { return {"lut", "lut_interp", "pwl"}; }
+  void SelectPath(std::string_view word, CaseSpec& spec) const override {
+    spec.backend = std::string(kBuiltInPath);
+    spec.table_kind = parse_table_kind(word, "fused");
+  }
+  std::string PathWord(const CaseSpec& spec) const override { return std::string(to_string(spec.table_kind)); }
+  std::vector<std::string> stage_kinds() const override {
+    std::vector<std::string> names;
+    for (StageKind kind : {StageKind::activation, StageKind::add, StageKind::max_pool, StageKind::avg_pool,
+                           StageKind::fully_connected, StageKind::batchnorm}) {
+      names.emplace_back(to_string(kind));
+    }
+    return names;
+  }
+  std::vector<std::string> patterns() const override {
+    std::vector<std::string> names;
+    for (const PatternInfo& info : known_patterns()) names.emplace_back(info.name);
+    return names;
+  }
+  Tolerance DefaultTolerance(const CaseSpec& spec) const override {
+    return builtin_table_tolerance(spec.table_kind, spec.convention.activation.kind);
+  }
+  std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const override {
+    return CreateBuiltInPath(spec, why);
+  }
+};
+
 }  // namespace
 
+const Backend& BuiltInBackend() {
+  static const BuiltIn backend;
+  return backend;
+}
+
 std::unique_ptr<FusedPath> CreateBuiltInPath(const CaseSpec& spec, std::string* unsupported_reason) {
-  if (spec.backend != Backend::builtin) {
+  if (spec.backend != kBuiltInPath) {
     if (unsupported_reason) {
-      *unsupported_reason = "fused kind " + std::string(fused_path_name(spec)) + " is oneDNN's kernel, not a built-in table";
+      *unsupported_reason = "fused kind " + fused_path_name(spec) + " is another backend's path, not a built-in table";
     }
     return nullptr;
   }

@@ -8,7 +8,7 @@
 
 namespace fusediff::reports {
 
-// "conv2d+act lut_interp", "fc+act onednn".
+// "conv2d+act lut_interp", "fc+act lut".
 inline std::string CaseGroup(const CaseSpec& spec) {
   return pattern_name(spec.pattern) + " " + std::string(fused_path_name(spec));
 }

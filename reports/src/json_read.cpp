@@ -395,7 +395,7 @@ void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std:
     }
     t.stats.worst = WorstCases(capacity);
     ReadWorst(k["worst"], t.stats.worst, t.worst);
-    const bool gone = (format == kResultsFormat || format == kResultsFormatV5) ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
+    const bool gone = (format == kResultsFormat || format == kResultsFormatV6 || format == kResultsFormatV5) ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
     if (k["status"].str() != (gone ? "no_longer_reproduces" : "reproduces")) {
       k["status"].fail(gone ? "\"no_longer_reproduces\" (nothing explained)" : "\"reproduces\"");
     }
@@ -438,7 +438,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
     c.spec.convention.intermediate.kind = IntermediateKind::f32;
   }
   if (f.has("pattern")) ReadPattern(f["pattern"], c.spec);  // absent in /1 files: conv2d+act, kept whole
-  Parse(f["fused"], [&c](std::string_view text, std::string_view field) { parse_fused_path(text, field, c.spec); });
+  Parse(f["fused"], [&c](std::string_view text, std::string_view) { read_fused_path(text, c.spec); });
   if (f.has("comparison")) c.spec.comparison = Parse(f["comparison"], parse_comparison);
   if (f.has("implementation")) c.implementation = f["implementation"].str();
   if (f.has("unsupported_samples")) {
@@ -601,16 +601,41 @@ CanonicalComparison ReadCanonical(const Field& f) {
   return k;
 }
 
+// platform.backends (/7): each backend's provenance pairs in order; /6 and earlier: platform.onednn {version, isa},
+// the one backend with provenance then, in /7's shape.
+std::vector<BackendProvenance> ReadBackendProvenance(const Field& platform) {
+  std::vector<BackendProvenance> backends;
+  if (platform.has("onednn")) {
+    const Field onednn = platform["onednn"];
+    backends.push_back({"onednn", {{"library", "oneDNN"}, {"version", onednn["version"].str()}, {"isa", onednn["isa"].str()}}});
+  }
+  if (!platform.has("backends")) return backends;
+  const Field list = platform["backends"];
+  for (size_t i = 0; i < list.array_size(); ++i) {
+    const Field b = list.at(i);
+    BackendProvenance provenance{b["name"].str(), {}};
+    const Field fields = b["provenance"];
+    for (size_t k = 0; k < fields.array_size(); ++k) {
+      const Field pair = fields.at(k);
+      if (pair.array_size() != 2) pair.fail("a [key, value] pair");
+      provenance.fields.emplace_back(pair.at(0).str(), pair.at(1).str());
+    }
+    backends.push_back(std::move(provenance));
+  }
+  return backends;
+}
+
 }  // namespace
 
 RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
   const std::string format = top["format"].str();
-  if (format != kResultsFormat && format != kResultsFormatV5 && format != kResultsFormatV4 && format != kResultsFormatV3 &&
-      format != kResultsFormatV2 && format != kResultsFormatV1) {
-    top["format"].fail(fmt::format("\"{}\" (or \"{}\", \"{}\", \"{}\", \"{}\", \"{}\")", kResultsFormat,
-                                   kResultsFormatV5, kResultsFormatV4, kResultsFormatV3, kResultsFormatV2, kResultsFormatV1));
+  if (format != kResultsFormat && format != kResultsFormatV6 && format != kResultsFormatV5 && format != kResultsFormatV4 &&
+      format != kResultsFormatV3 && format != kResultsFormatV2 && format != kResultsFormatV1) {
+    top["format"].fail(fmt::format("\"{}\" (or \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\")", kResultsFormat,
+                                   kResultsFormatV6, kResultsFormatV5, kResultsFormatV4, kResultsFormatV3,
+                                   kResultsFormatV2, kResultsFormatV1));
   }
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();
@@ -619,10 +644,7 @@ RunResult FromJson(const json& j, const std::string& source) {
   run.provenance.compiler = top["platform"]["compiler"].str();
   run.provenance.libc = top["platform"]["libc"].str();
   run.provenance.isa = top["platform"]["isa"].str();
-  if (top["platform"].has("onednn")) {
-    run.provenance.onednn_version = top["platform"]["onednn"]["version"].str();
-    run.provenance.onednn_isa = top["platform"]["onednn"]["isa"].str();
-  }
+  run.provenance.backends = ReadBackendProvenance(top["platform"]);
   run.provenance.command_line = top["command_line"].str();
   run.provenance.created = top["created"].str();
   if (top.has("gate")) {

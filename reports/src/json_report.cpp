@@ -376,8 +376,14 @@ ordered_json ToJson(const RunResult& run) {
                {"version", run.provenance.tool_version},
                {"git_commit", run.provenance.git_commit}};
   j["platform"] = {{"compiler", run.provenance.compiler}, {"libc", run.provenance.libc}, {"isa", run.provenance.isa}};
-  if (!run.provenance.onednn_version.empty()) {
-    j["platform"]["onednn"] = {{"version", run.provenance.onednn_version}, {"isa", run.provenance.onednn_isa}};
+  if (!run.provenance.backends.empty()) {
+    ordered_json backends = ordered_json::array();
+    for (const BackendProvenance& b : run.provenance.backends) {
+      ordered_json fields = ordered_json::array();
+      for (const auto& [key, value] : b.fields) fields.push_back({key, value});
+      backends.push_back({{"name", b.backend}, {"provenance", fields}});
+    }
+    j["platform"]["backends"] = backends;
   }
   j["command_line"] = run.provenance.command_line;
   j["created"] = run.provenance.created;

@@ -11,6 +11,19 @@
 
 namespace fusediff::reports {
 
+namespace {
+// "NAME: library L, version V, isa I; ..." ("none" without backend provenance).
+std::string DescribeBackends(const Provenance& provenance) {
+  std::string out;
+  for (const BackendProvenance& b : provenance.backends) {
+    out += (out.empty() ? "" : "; ") + b.backend + ":";
+    for (const auto& [key, value] : b.fields) out += " " + key + " " + value + ",";
+    if (out.back() == ',') out.pop_back();
+  }
+  return out.empty() ? "none" : out;
+}
+}  // namespace
+
 std::vector<uint32_t> MissingShards(const std::vector<RunResult>& parts) {
   if (parts.empty()) return {};
   std::vector<bool> seen(parts.front().shard_count, false);
@@ -40,11 +53,9 @@ RunResult MergeRuns(const std::vector<RunResult>& parts, const std::vector<std::
       refuse("tool", p.provenance.tool_version + " " + p.provenance.git_commit,
              first.provenance.tool_version + " " + first.provenance.git_commit);
     }
-    // oneDNN's answers depend on the kernels it dispatches to (docs/onednn.md: VNNI or not).
-    if (p.provenance.onednn_version != first.provenance.onednn_version ||
-        p.provenance.onednn_isa != first.provenance.onednn_isa) {
-      refuse("platform.onednn", p.provenance.onednn_version + " " + p.provenance.onednn_isa,
-             first.provenance.onednn_version + " " + first.provenance.onednn_isa);
+    // A library's answers depend on the kernels it dispatches to (docs/onednn.md: VNNI or not).
+    if (p.provenance.backends != first.provenance.backends) {
+      refuse("platform.backends", DescribeBackends(p.provenance), DescribeBackends(first.provenance));
     }
     if (p.shard_count != first.shard_count) {
       refuse("shard.count", std::to_string(p.shard_count), std::to_string(first.shard_count));

@@ -175,8 +175,16 @@ std::vector<std::pair<std::string, std::string>> ProvenanceRows(const RunResult&
       {"complete", run.complete ? "yes" : "NO (partial result: interrupted, or a merge of some shards)"},
       {"command line", run.provenance.command_line},
       {"platform", run.provenance.compiler + "; " + run.provenance.libc + "; " + run.provenance.isa}};
-  if (!run.provenance.onednn_version.empty()) {
-    rows.push_back({"oneDNN", run.provenance.onednn_version + ", dispatching to " + run.provenance.onednn_isa});
+  for (const BackendProvenance& b : run.provenance.backends) {
+    // "oneDNN: 2.6.3, dispatching to avx2"; a backend without those keys shows its pairs.
+    const std::string library = provenance_value(run.provenance, b.backend, "library");
+    const std::string version = provenance_value(run.provenance, b.backend, "version");
+    const std::string isa = provenance_value(run.provenance, b.backend, "isa");
+    std::string text = version.empty() || isa.empty() ? "" : version + ", dispatching to " + isa;
+    if (text.empty()) {
+      for (const auto& [key, value] : b.fields) text += (text.empty() ? "" : ", ") + key + " " + value;
+    }
+    rows.push_back({library.empty() ? b.backend : library, text});
   }
   if (run.gate) {
     rows.push_back({"gate descriptor", run.gate->descriptor_path});

@@ -264,13 +264,20 @@ std::string AttributionLines(const RunResult& run, bool all, bool verbose) {
   return out;
 }
 
-// Which kernels a library case ran depends on the CPU: say which ISA oneDNN dispatched to.
+// Which kernels a library case ran depends on the CPU: say which ISA each backend with a dispatch dispatched to.
 std::string DispatchLine(const RunResult& run) {
   const bool library_cases = std::any_of(run.cases.begin(), run.cases.end(),
                                          [](const CaseResult& c) { return !c.implementation.empty(); });
-  if (!library_cases || run.provenance.onednn_isa.empty()) return "";
-  return fmt::format("oneDNN {} dispatched to {} (DNNL_MAX_CPU_ISA caps it)\n", run.provenance.onednn_version,
-                     run.provenance.onednn_isa);
+  if (!library_cases) return "";
+  std::string out;
+  for (const BackendProvenance& b : run.provenance.backends) {
+    const std::string isa = provenance_value(run.provenance, b.backend, "isa");
+    if (isa.empty()) continue;
+    const std::string library = provenance_value(run.provenance, b.backend, "library");
+    out += fmt::format("{} {} dispatched to {} (backend {}; its dispatch cap decides)\n", library.empty() ? b.backend : library,
+                       provenance_value(run.provenance, b.backend, "version"), isa, b.backend);
+  }
+  return out;
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ TEST(ErrorBins, HoldTheJudgedSamplesAndSurviveThreadsShardsAndJson) {
     RunResult run;
     run.cases.push_back(base);
     nlohmann::json j = nlohmann::json::parse(reports::ToJson(run).dump());
-    EXPECT_EQ(j["format"], "fusediff-results/6");
+    EXPECT_EQ(j["format"], "fusediff-results/7");
     EXPECT_EQ(reports::FromJson(j, "test.json").cases.at(0).batchnorm_bins, base.batchnorm_bins) << spec.name;
     j["format"] = "fusediff-results/3";
     j["cases"][0].erase("batchnorm_error_bins");

@@ -53,7 +53,7 @@ CaseSpec ReluInt8Conv(uint64_t samples) {
   suite.activation = ActivationKind::relu;
   suite.samples = samples;
   for (const CaseSpec& spec : driver::BuildSuite(suite)) {
-    if (spec.source == SampleSource::conv && spec.table_kind == TableKind::lut && !is_onednn(spec) &&
+    if (spec.source == SampleSource::conv && spec.table_kind == TableKind::lut && spec.backend == kBuiltInPath &&
         is_conv_act(spec.pattern)) {
       return spec;
     }

@@ -25,7 +25,7 @@ int RunCli(std::vector<std::string> args, std::string* err_text) {
 TEST(IsaMatrix, NeedsTheOneDnnCases) {
   std::string err;
   EXPECT_EQ(RunCli({"run", "--isa", "all"}, &err), cli::kExitBadInput);
-  EXPECT_NE(err.find("--isa: the ISA matrix runs the oneDNN cases: add --fused onednn"), std::string::npos) << err;
+  EXPECT_NE(err.find("--isa: the ISA matrix runs a backend whose dispatch can be capped: add --fused onednn"), std::string::npos) << err;
   EXPECT_EQ(RunCli({"run", "--fused", "lut", "--isa", "all"}, &err), cli::kExitBadInput);
 }
 

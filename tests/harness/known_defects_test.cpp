@@ -184,7 +184,7 @@ TEST(KnownDefectsFile, TheCliExitsTwoOnABadLedger) {
 CaseResult CaseWithKnownDefect(uint64_t explained, uint64_t first_sample) {
   CaseResult c;
   c.spec.name = "relu.int8.onednn.conv";
-  c.spec.backend = Backend::onednn;
+  c.spec.backend = "onednn";
   c.spec.convention.activation = make_activation(ActivationKind::relu);
   c.spec.convention.requant = RequantVariant::f32_zero_point_first;
   c.spec.convention.intermediate.q = QuantParams{QuantType{ScalarType::int8, false}, 0.05f, 3};
@@ -384,7 +384,7 @@ TEST(KnownDefectResults, DocumentedBehaviourRoundTripsThroughJson) {
   for (bool strict : {false, true}) {
     const RunResult run = RunOf({CaseWithDocumentedBehaviour(5, strict)});
     const nlohmann::ordered_json j = reports::ToJson(run);
-    EXPECT_EQ(j["format"], "fusediff-results/6");
+    EXPECT_EQ(j["format"], "fusediff-results/7");
     EXPECT_FALSE(j["cases"][0].contains("known_defects"));
     ASSERT_EQ(j["cases"][0]["documented_behaviours"].size(), 1u);
     EXPECT_EQ(j["cases"][0]["tolerance"].contains("documented_behaviour"), strict);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "fusediff/model/backend.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/errors.h"
 
@@ -44,42 +45,35 @@ TEST(Replay, BadStringsNameTheField) {
   EXPECT_THROW(parse_replay(good.substr(0, good.find(";mutant"))), InputError);
 }
 
-// One word names a fused path in every text: a table kind names the built-in backend, onednn* a oneDNN one.
+// One word names a fused path in every text: each registered backend's words (the built-in backend's are its table
+// kinds) parse to its path and print back; a word no backend claims is refused naming the known ones, and kept as
+// it is when results are read back.
 TEST(FusedPath, NameAndParseRoundTrip) {
-  for (const char* word : {"lut", "lut_interp", "pwl", "onednn", "onednn_unfused"}) {
-    CaseSpec s;
-    s.table_kind = TableKind::pwl;  // parse resets it: a oneDNN backend keeps the default lut
-    parse_fused_path(word, "f", s);
-    EXPECT_EQ(fused_path_name(s), word);
-    EXPECT_EQ(is_onednn(s), std::string_view(word).starts_with("onednn")) << word;
+  for (const Backend* backend : RegisteredBackends()) {
+    for (const std::string& word : backend->words()) {
+      CaseSpec s;
+      s.table_kind = TableKind::pwl;  // parse resets it: another backend keeps the default lut
+      parse_fused_path(word, "f", s);
+      EXPECT_EQ(fused_path_name(s), word);
+      EXPECT_EQ(&BackendOf(s), backend) << word;
+    }
   }
   CaseSpec s;
-  parse_fused_path("onednn_unfused", "f", s);
-  EXPECT_EQ(s.backend, Backend::onednn_unfused);
-  EXPECT_EQ(s.table_kind, TableKind::lut);
-  EXPECT_FALSE(uses_table(s, TableKind::lut));
   parse_fused_path("lut_interp", "f", s);
-  EXPECT_EQ(s.backend, Backend::builtin);
+  EXPECT_EQ(s.backend, kBuiltInPath);
   EXPECT_TRUE(uses_table(s, TableKind::lut_interp));
   try {
     parse_fused_path("builtin", "replay.fused", s);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("replay.fused: unknown fused path 'builtin'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("replay.fused: unknown fused path 'builtin' (expected lut, lut_interp, pwl"),
+              std::string::npos) << e.what();
   }
-}
-
-// Both oneDNN comparisons of one graph draw the same samples (fused=onednn in the sample key); the replay string
-// keeps each one's own word.
-TEST(CaseStream, OneDnnBackendsShareTheSampleKey) {
-  CaseSpec fused = Example(), unfused = Example();
-  fused.mutant = unfused.mutant = Mutant::none;
-  fused.backend = Backend::onednn;
-  unfused.backend = Backend::onednn_unfused;
-  EXPECT_EQ(case_stream_id(fused), case_stream_id(unfused));
-  EXPECT_NE(canonical_key(fused), canonical_key(unfused));
-  EXPECT_NE(format_replay(ReplayKey{1, 2, unfused, std::nullopt}).find(";fused=onednn_unfused;"), std::string::npos);
-  EXPECT_NE(case_stream_id(fused), case_stream_id(Example()));
+  read_fused_path("elsewhere", s);
+  EXPECT_EQ(fused_path_name(s), "elsewhere");
+  EXPECT_FALSE(uses_table(s, TableKind::lut));
+  EXPECT_THROW(BackendOf(s), InputError);
+  EXPECT_EQ(declared_convention(s), s.convention) << "a path no backend offers declares the graph's convention";
 }
 
 TEST(CaseStream, DependsOnConventionNotOnNameOrMutant) {
@@ -90,29 +84,6 @@ TEST(CaseStream, DependsOnConventionNotOnNameOrMutant) {
   EXPECT_EQ(case_stream_id(a), case_stream_id(b));
   b.convention.output.q.zero_point = -120;
   EXPECT_NE(case_stream_id(a), case_stream_id(b));
-}
-
-// Both oneDNN paths declare binary32 post-ops; the built-in ones and every case's own convention stay exact, so
-// sample keys hold, while the per-code table key tells the two arithmetics apart.
-TEST(CaseSpec, OneDnnPathsDeclareBinary32PostOps) {
-  CaseSpec builtin = Example(), fused = Example(), unfused = Example();
-  builtin.mutant = fused.mutant = unfused.mutant = Mutant::none;
-  for (CaseSpec* s : {&builtin, &fused, &unfused}) {
-    s->convention.output.rounding = RoundingMode::half_to_even;
-    s->convention.output.zero_point_order = ZeroPointOrder::before_rounding;
-  }
-  fused.backend = Backend::onednn;
-  unfused.backend = Backend::onednn_unfused;
-  EXPECT_EQ(declared_convention(builtin).post_ops, PostOpArithmetic::exact);
-  EXPECT_EQ(declared_convention(fused).post_ops, PostOpArithmetic::binary32);
-  EXPECT_EQ(declared_convention(unfused).post_ops, PostOpArithmetic::binary32);
-  EXPECT_EQ(fused.convention.post_ops, PostOpArithmetic::exact);
-  EXPECT_NE(describe(declared_convention(unfused)).find("post_ops binary32"), std::string::npos);
-  EXPECT_EQ(describe(unfused.convention).find("post_ops"), std::string::npos);
-  EXPECT_NE(activation_table_key(declared_convention(unfused)), activation_table_key(unfused.convention));
-  Convention bad = declared_convention(unfused);
-  bad.output.zero_point_order = ZeroPointOrder::after_rounding;
-  EXPECT_THROW(validate(bad), InputError);
 }
 
 }  // namespace

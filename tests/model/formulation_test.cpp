@@ -72,7 +72,7 @@ TEST(Formulation, ReplayStringsCarryTheFormulationAndRepetitions) {
   key.seed = 1;
   key.sample = 7;
   key.spec.name = "relu.int8.onednn.conv";
-  key.spec.backend = Backend::onednn;
+  key.spec.backend = "onednn";
   key.spec.convention.activation = make_activation(ActivationKind::relu);
   const std::string old = format_replay(key);
   EXPECT_EQ(old.find("form="), std::string::npos);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/generators/conv_generator.h"
@@ -32,6 +33,8 @@ using test_support::kInt8;
 using test_support::kUint8;
 
 using fused::onednn::OneDnnKernel;
+using fused::onednn::OneDnnVariant;
+using fused::onednn::VariantOf;
 
 
 
@@ -148,7 +151,7 @@ Tally RunProbe(const Activation& a, float sy, int32_t zy, double v_lo, double v_
   std::mt19937_64 rng(seed);
   Tally tally;
   std::string why;
-  auto kernel = OneDnnKernel::Create(OneDnnGraph(a, {kInt8, 1.0f, 0}, {kInt8, sy, zy}), Backend::onednn, &why);
+  auto kernel = OneDnnKernel::Create(OneDnnGraph(a, {kInt8, 1.0f, 0}, {kInt8, sy, zy}), OneDnnVariant::fused, &why);
   EXPECT_TRUE(kernel) << why;
   if (!kernel) return tally;
   for (int round = 0; round < 6; ++round) {
@@ -233,7 +236,7 @@ TEST(OneDnnBinary32PostOps, FusedHardSwishIsTheInjectorsOrder) {
     }
     if (!found) continue;
     std::string why;
-    auto kernel = OneDnnKernel::Create(OneDnnGraph(a, {kInt8, 1.0f, 0}, {kInt8, sy, 0}), Backend::onednn, &why);
+    auto kernel = OneDnnKernel::Create(OneDnnGraph(a, {kInt8, 1.0f, 0}, {kInt8, sy, 0}), OneDnnVariant::fused, &why);
     ASSERT_TRUE(kernel) << why;
     const ConvCase conv = ProbeConv({Channel{acc, 0x1p-22f, {}}}, told % 2 == 1);
     std::vector<int32_t> input(conv.input_elements(), 0), y(conv.output_elements());
@@ -294,12 +297,12 @@ TEST(OneDnnBinary32PostOps, PiecewiseLinearConv2DDrawsMatchExactly) {
   for (ActivationKind kind : {ActivationKind::relu, ActivationKind::relu6, ActivationKind::leaky_relu,
                               ActivationKind::hard_swish}) {
     driver::SuiteOptions options;
-    const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, kind);
+    const std::vector<CaseSpec> specs = fused::onednn::OneDnnComparisons(options, kind);
     ASSERT_EQ(specs.size(), 3u);
     for (const CaseSpec& spec : {specs[0], specs[2]}) {
-      EXPECT_EQ(default_tolerance(spec.backend, spec.table_kind, kind).max_abs_lsb, 0) << spec.name;
+      EXPECT_EQ(default_tolerance(spec).max_abs_lsb, 0) << spec.name;
       std::string why;
-      auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
+      auto kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), &why);
       ASSERT_TRUE(kernel) << why;
       const Convention reference_conv = reference_convention(spec);
       ASSERT_EQ(reference_conv.post_ops, PostOpArithmetic::binary32);

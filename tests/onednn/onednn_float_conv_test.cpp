@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/generators/targets.h"
@@ -33,8 +34,8 @@ std::vector<CaseSpec> Cases(const FloatConv& fc) {
   driver::SuiteOptions options;
   options.float_conv = fc;
   options.activation = ActivationKind::relu;
-  options.backend = Backend::onednn;
-  return driver::OneDnnComparisons(options, ActivationKind::relu);
+  options.backend = "onednn";
+  return fused::onednn::OneDnnComparisons(options, ActivationKind::relu);
 }
 
 PatternDraw Draw(const CaseSpec& spec, uint32_t d) {

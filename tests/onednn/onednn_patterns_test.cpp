@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
@@ -68,7 +69,7 @@ TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
   add.add_rule = AddRule::onednn_unfused;
   add.residual = residual;
   add.out = QuantParams{kInt8, 0.05f, 0};
-  spec.backend = Backend::onednn;
+  spec.backend = "onednn";
   for (const auto& [rule, expected] : std::vector<std::pair<AddRule, int32_t>>{{AddRule::onednn_sum, 3},
                                                                                {AddRule::onednn_binary, 2}}) {
     add.f32_add_rule = rule;
@@ -97,7 +98,7 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
   add.add_rule = AddRule::onednn_unfused;
   add.residual = QuantParams{kInt8, 0.5f, -1};
   add.out = QuantParams{kInt8, 0.25f, 0};
-  spec.backend = Backend::onednn;
+  spec.backend = "onednn";
   for (AddRule rule : {AddRule::onednn_sum, AddRule::onednn_binary}) {
     add.f32_add_rule = rule;
     const Both both = RunBoth(spec, draw);
@@ -107,7 +108,7 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
     EXPECT_EQ(RunBoth(spec, draw).reference, std::vector<int32_t>{5}) << to_string(rule);
     spec.comparison = Comparison::same_convention;
   }
-  spec.backend = Backend::onednn_unfused;  // the graph, node by node: u = 2, s = 0, y = 5
+  spec.backend = "onednn_unfused";  // the graph, node by node: u = 2, s = 0, y = 5
   const Both unfused = RunBoth(spec, draw);
   EXPECT_EQ(unfused.fused, std::vector<int32_t>{5});
   EXPECT_EQ(unfused.reference, std::vector<int32_t>{5});
@@ -125,12 +126,12 @@ TEST(OneDnnChains, InnerProductFoldsTheZeroPointsKnownAnswer) {
   CaseSpec spec;
   spec.convention = OneDnnGraph(ActivationKind::relu, {kInt8, 0.25f, 1}, {kUint8, 0.25f, 3});
   spec.pattern = parse_pattern_name("fc+act", "test");
-  spec.backend = Backend::onednn;
+  spec.backend = "onednn";
   const Both fused = RunBoth(spec, draw);
   EXPECT_EQ(fused.fused, std::vector<int32_t>{12});
   EXPECT_EQ(fused.reference, std::vector<int32_t>{12});
   // Unfused: u = rne(17 * 0.125 / 0.25 + 1) = rne(9.5) = 10, v = 0.25 * 9 = 2.25, t = 9 + 3 = 12.
-  spec.backend = Backend::onednn_unfused;
+  spec.backend = "onednn_unfused";
   const Both unfused = RunBoth(spec, draw);
   EXPECT_EQ(unfused.fused, std::vector<int32_t>{12});
   EXPECT_EQ(unfused.reference, std::vector<int32_t>{12});
@@ -138,7 +139,7 @@ TEST(OneDnnChains, InnerProductFoldsTheZeroPointsKnownAnswer) {
 
 TEST(OneDnnChains, ConvPoolFusionIsUnsupportedWithTheReason) {
   driver::SuiteOptions options;
-  const std::vector<CaseSpec> specs = driver::OneDnnPatternComparisons(options, "conv2d+act+maxpool", ActivationKind::relu);
+  const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, "conv2d+act+maxpool", ActivationKind::relu);
   ASSERT_EQ(specs.size(), 2u);
   std::string why;
   EXPECT_FALSE(fused::onednn::CreatePath(specs[0], &why));
@@ -160,7 +161,7 @@ TEST(OneDnnChains, EveryChainAgreesWithItsDeclaredConvention) {
   for (const ActivationKind kind : {ActivationKind::relu, ActivationKind::gelu_erf}) {
     for (const std::string pattern : {"conv2d+add+act", "fc+act", "conv2d+act+maxpool"}) {
       if (kind == ActivationKind::gelu_erf && pattern != "conv2d+add+act") continue;  // kept fast
-      for (const CaseSpec& spec : driver::OneDnnPatternComparisons(options, pattern, kind)) {
+      for (const CaseSpec& spec : fused::onednn::OneDnnPatternComparisons(options, pattern, kind)) {
         if (spec.comparison == Comparison::cross_convention) continue;
         std::string why;
         std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(spec, &why);
@@ -218,7 +219,7 @@ TEST(OneDnnChains, EveryFormulationGivesTheDefaultFormulationsOutputs) {
   variants[5].f32_bias = true;
   uint64_t extended_compared = 0;
   for (const std::string pattern : {"conv2d+add+act", "fc+act", "conv2d+act+maxpool"}) {
-    for (const CaseSpec& spec : driver::OneDnnPatternComparisons(options, pattern, ActivationKind::relu)) {
+    for (const CaseSpec& spec : fused::onednn::OneDnnPatternComparisons(options, pattern, ActivationKind::relu)) {
       if (spec.comparison == Comparison::cross_convention) continue;
       std::string why;
       std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(spec, &why);
@@ -290,7 +291,7 @@ TEST(OneDnnChains, InnerProductCasesPassEndToEnd) {
   FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
   options.samples = 3000;
-  const std::vector<CaseSpec> specs = driver::OneDnnPatternComparisons(options, "fc+act", ActivationKind::sigmoid);
+  const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, "fc+act", ActivationKind::sigmoid);
   ASSERT_EQ(specs.size(), 3u);
   driver::ReferenceCache cache;
   driver::RunOptions run;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
@@ -26,6 +27,8 @@ using test_support::kInt8;
 using test_support::kUint8;
 
 using fused::onednn::OneDnnKernel;
+using fused::onednn::OneDnnVariant;
+using fused::onednn::VariantOf;
 
 
 
@@ -50,8 +53,7 @@ TEST(OneDnnKernel, FusedAddsTheZeroPointBeforeRoundingHalfToEven) {
   const ConvCase conv = OnePixel(0.5f, 10, 0.25f, 3, 4);
   for (const auto& [zy, expected] : std::vector<std::pair<int32_t, int32_t>>{{0, 2}, {1, 4}, {2, 4}}) {
     std::string why;
-    auto kernel = OneDnnKernel::Create(OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 0.5f, zy}),
-                                       Backend::onednn, &why);
+    auto kernel = OneDnnKernel::Create(OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 0.5f, zy}), OneDnnVariant::fused, &why);
     ASSERT_TRUE(kernel) << why;
     // rne(2.5 + zy): zy = 1 gives 4, where adding zy after rounding (TFLite) would give rne(2.5) + 1 = 3.
     EXPECT_EQ(RunOne(*kernel, conv, 12), expected) << "zy=" << zy;
@@ -64,7 +66,7 @@ TEST(OneDnnKernel, UnfusedRequantizesWithTheZeroPointInsideTheRounding) {
   const ConvCase conv = OnePixel(0.5f, 0, 0.5f, 5, 0);
   const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 1}, {kInt8, 1.0f, 1});
   std::string why;
-  auto kernel = OneDnnKernel::Create(graph, Backend::onednn_unfused, &why);
+  auto kernel = OneDnnKernel::Create(graph, OneDnnVariant::unfused, &why);
   ASSERT_TRUE(kernel) << why;
   EXPECT_EQ(RunOne(*kernel, conv, 2), 4);
   EXPECT_EQ(reference::Requantizer(graph, 0.5f, 0.5f)(10).u, 4);
@@ -72,21 +74,20 @@ TEST(OneDnnKernel, UnfusedRequantizesWithTheZeroPointInsideTheRounding) {
 
 TEST(OneDnnKernel, RejectsWhatOneDnnCannotExpressWithTheReason) {
   std::string why;
-  EXPECT_FALSE(OneDnnKernel::Create(OneDnnGraph(ActivationKind::hard_sigmoid, {kInt8, 0.05f, 0}, {kUint8, 1 / 255.0f, 0}),
-                                    Backend::onednn, &why));
+  EXPECT_FALSE(OneDnnKernel::Create(OneDnnGraph(ActivationKind::hard_sigmoid, {kInt8, 0.05f, 0}, {kUint8, 1 / 255.0f, 0}), OneDnnVariant::fused, &why));
   EXPECT_NE(why.find("hardsigmoid"), std::string::npos) << why;
   Convention half_away = OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {kUint8, 0.05f, 0});
   half_away.output.rounding = RoundingMode::half_away_from_zero;
-  EXPECT_FALSE(OneDnnKernel::Create(half_away, Backend::onednn, &why));
+  EXPECT_FALSE(OneDnnKernel::Create(half_away, OneDnnVariant::fused, &why));
   EXPECT_NE(why.find("half to even"), std::string::npos) << why;
   const Convention int16_out =
       OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {QuantType{ScalarType::int16, false}, 0.001f, 0});
-  EXPECT_FALSE(OneDnnKernel::Create(int16_out, Backend::onednn, &why));
+  EXPECT_FALSE(OneDnnKernel::Create(int16_out, OneDnnVariant::fused, &why));
   Convention double_rounding = OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {kUint8, 0.05f, 0});
   double_rounding.requant = RequantVariant::double_rounding;
   double_rounding.intermediate.rounding = RoundingMode::half_away_from_zero;
-  EXPECT_TRUE(OneDnnKernel::Create(double_rounding, Backend::onednn, &why)) << "the fused kernel never requantizes";
-  EXPECT_FALSE(OneDnnKernel::Create(double_rounding, Backend::onednn_unfused, &why));
+  EXPECT_TRUE(OneDnnKernel::Create(double_rounding, OneDnnVariant::fused, &why)) << "the fused kernel never requantizes";
+  EXPECT_FALSE(OneDnnKernel::Create(double_rounding, OneDnnVariant::unfused, &why));
   EXPECT_NE(why.find("f32_zero_point_first"), std::string::npos) << why;
 }
 
@@ -96,7 +97,7 @@ TEST(OneDnnKernel, RejectsWhatOneDnnCannotExpressWithTheReason) {
 // The three comparisons of an activation (fused, cross-convention, unfused), without the default suite's
 // float-intermediate measurements (gelu_erf's f16 and bf16 stored intermediates).
 std::vector<CaseSpec> ThreeComparisons(const driver::SuiteOptions& options, ActivationKind kind) {
-  std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, kind);
+  std::vector<CaseSpec> specs = fused::onednn::OneDnnComparisons(options, kind);
   std::erase_if(specs, [](const CaseSpec& s) { return !(s.convention.intermediate.stored == FloatBoundary{}); });
   return specs;
 }
@@ -109,7 +110,7 @@ TEST(OneDnnKernel, Conv2DDrawsAgreeWithTheReferenceUnderTheDeclaredConventions) 
     ASSERT_EQ(specs.size(), 3u);
     for (const CaseSpec& spec : {specs[0], specs[2]}) {
       std::string why;
-      auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
+      auto kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), &why);
       ASSERT_TRUE(kernel) << why;
       const Convention reference_conv = reference_convention(spec);
       const bool f32 = reference_conv.intermediate.kind == IntermediateKind::f32;
@@ -155,7 +156,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   ASSERT_EQ(conv.output_width(), 3);
   const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 1.0f, 0});
   std::string why;
-  auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
+  auto kernel = OneDnnKernel::Create(graph, OneDnnVariant::fused, &why);
   ASSERT_TRUE(kernel) << why;
   std::vector<int32_t> y(3);
   ASSERT_TRUE(kernel->Run(conv, std::vector<int32_t>{10}, y, &why)) << why;
@@ -170,7 +171,7 @@ TEST(OneDnnKernel, JitDeconvolutionWithOutputPaddingDropsTaps) {
   ReplayKey key;
   key.spec.name = "deconv-defect";
   key.spec.convention = graph;
-  key.spec.backend = Backend::onednn;
+  key.spec.backend = "onednn";
   key.explicit_conv = ExplicitConv{conv, std::vector<int32_t>{10}, 0};
   const ReplayTrace trace = driver::Replay(parse_replay(format_replay(key)));
   EXPECT_EQ(trace.acc_reference, 31);
@@ -224,7 +225,7 @@ TEST(OneDnnKernel, JitDeconvolutionDefectFollowsTheModelWithZeroPoints) {
     // step exact, and |acc| <= 2 * 3 * 11 * 50 stays inside int8 after the division.
     const Convention graph = OneDnnGraph(ActivationKind::leaky_relu, {kInt8, 1.0f, 0}, {kInt8, 32.0f, 0});
     std::string why;
-    auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
+    auto kernel = OneDnnKernel::Create(graph, OneDnnVariant::fused, &why);
     ASSERT_TRUE(kernel) << why;
     std::vector<int32_t> y(conv.output_elements());
     ASSERT_TRUE(kernel->Run(conv, input, y, &why)) << why;
@@ -268,7 +269,7 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
   // One of gelu_erf's draws meets the defect's conditions under opad:negative_pad (batches up to 16:
   // FusedPath::max_batch; half the output-padding draws pass it as an extended input, where it does not apply).
   options.samples = 40000;
-  const std::vector<CaseSpec> specs = driver::OneDnnComparisons(options, ActivationKind::gelu_erf);
+  const std::vector<CaseSpec> specs = fused::onednn::OneDnnComparisons(options, ActivationKind::gelu_erf);
   driver::ReferenceCache cache;
   driver::RunOptions with;
   with.known_defects = &ledger;
@@ -304,9 +305,9 @@ TEST(OneDnnComparisons, LedgerExplainsTheDeconvolutionDefectAndNothingElse) {
 TEST(OneDnnKernel, EveryFormulationGivesTheDefaultFormulationsOutputs) {
   FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
   driver::SuiteOptions options;
-  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::gelu_tanh)[0];
+  const CaseSpec spec = fused::onednn::OneDnnComparisons(options, ActivationKind::gelu_tanh)[0];
   std::string why;
-  auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
+  auto kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), &why);
   ASSERT_TRUE(kernel) << why;
   std::vector<Formulation> variants(7);
   variants[1].zero_points_absent = true;
@@ -354,7 +355,7 @@ TEST(OneDnnKernel, ExtendedInputComputesWhatNegativePaddingCannotExpress) {
   ASSERT_EQ(acc, (std::vector<int64_t>{31, 61, 51, 101, 1}));  // taps at ox = ix + 2 kx, then the padded column
   const Convention graph = OneDnnGraph(ActivationKind::relu, {kInt8, 1.0f, 0}, {kUint8, 1.0f, 0});
   std::string why;
-  auto kernel = OneDnnKernel::Create(graph, Backend::onednn, &why);
+  auto kernel = OneDnnKernel::Create(graph, OneDnnVariant::fused, &why);
   ASSERT_TRUE(kernel) << why;
   std::vector<int32_t> y(acc.size());
   EXPECT_FALSE(kernel->Run(conv, x, y, &why));
@@ -370,10 +371,10 @@ TEST(OneDnnKernel, ExtendedInputComputesWhatNegativePaddingCannotExpress) {
 // not write).
 TEST(OneDnnKernel, RepetitionsOverDifferentPoisonAgree) {
   driver::SuiteOptions options;
-  for (const CaseSpec& spec : {driver::OneDnnComparisons(options, ActivationKind::silu)[0],
-                               driver::OneDnnComparisons(options, ActivationKind::silu)[2]}) {
+  for (const CaseSpec& spec : {fused::onednn::OneDnnComparisons(options, ActivationKind::silu)[0],
+                               fused::onednn::OneDnnComparisons(options, ActivationKind::silu)[2]}) {
     std::string why;
-    auto kernel = OneDnnKernel::Create(spec.convention, spec.backend, &why);
+    auto kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), &why);
     ASSERT_TRUE(kernel) << why;
     generators::ConvShapeLimits limits;
     limits.full_range_weights = true;
@@ -461,8 +462,9 @@ TEST(OneDnnComparisons, RunSideBySideOnTheSameDrawsWithTheirLabels) {
   }
 
   const Provenance p = driver::CurrentProvenance("test");
-  EXPECT_EQ(p.onednn_version.rfind("2.", 0), 0u) << p.onednn_version;
-  EXPECT_FALSE(p.onednn_isa.empty());
+  EXPECT_EQ(provenance_value(p, "onednn", "library"), "oneDNN");
+  EXPECT_EQ(provenance_value(p, "onednn", "version").rfind("2.", 0), 0u) << provenance_value(p, "onednn", "version");
+  EXPECT_FALSE(provenance_value(p, "onednn", "isa").empty());
 }
 
 TEST(OneDnnComparisons, ShardsMergeToTheWholeRun) {
@@ -473,8 +475,8 @@ TEST(OneDnnComparisons, ShardsMergeToTheWholeRun) {
   // The first of the oneDNN cases where oneDNN refuses some draws (the refused samples must merge too).
   CaseSpec spec;
   CaseResult expected;
-  std::vector<CaseSpec> candidates = driver::OneDnnComparisons(options, ActivationKind::gelu_erf);
-  for (CaseSpec& chain : driver::OneDnnPatternComparisons(options, "conv2d+add+act", ActivationKind::gelu_erf)) {
+  std::vector<CaseSpec> candidates = fused::onednn::OneDnnComparisons(options, ActivationKind::gelu_erf);
+  for (CaseSpec& chain : fused::onednn::OneDnnPatternComparisons(options, "conv2d+add+act", ActivationKind::gelu_erf)) {
     candidates.push_back(std::move(chain));
   }
   for (const CaseSpec& candidate : candidates) {

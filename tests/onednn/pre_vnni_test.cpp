@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_suite.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/fused/onednn_kernel.h"
@@ -60,14 +61,14 @@ TEST(OneDnnPreVnni, LedgerExplainsEverySampleThatDiffers) {
   SKIP_UNLESS_THE_CAP_IS_REACHED();
   const KnownDefectLedger ledger = Ledger();
   driver::SuiteOptions options;
-  options.backend = Backend::onednn;
+  options.backend = "onednn";
   options.activation = ActivationKind::relu;
   options.samples = 6000;
   std::vector<CaseSpec> specs;
   for (const char* pattern : {"conv2d+act", "conv2d+add+act", "fc+act"}) {
     options.pattern = pattern;
     for (CaseSpec& s : driver::BuildSuite(options)) {
-      if (s.comparison == Comparison::same_convention && is_onednn(s)) specs.push_back(std::move(s));
+      if (s.comparison == Comparison::same_convention && s.backend != kBuiltInPath) specs.push_back(std::move(s));
     }
   }
   ASSERT_GE(specs.size(), 5u);
@@ -108,7 +109,7 @@ TEST(OneDnnPreVnni, StrictCountsDocumentedBehaviourAsFailure) {
   const KnownDefectLedger ledger = Ledger();
   driver::SuiteOptions options;
   options.samples = 6000;
-  const CaseSpec spec = driver::OneDnnComparisons(options, ActivationKind::relu).front();
+  const CaseSpec spec = fused::onednn::OneDnnComparisons(options, ActivationKind::relu).front();
   driver::ReferenceCache cache;
   driver::RunOptions run;
   run.known_defects = &ledger;

@@ -211,7 +211,7 @@ TEST(OneDnnStrideHole, WithTheSourceZeroPointAttributeTheKernelIsRight) {
   const Convention graph = test_support::OneDnnGraph(ActivationKind::relu, {test_support::kInt8, 1.0f, 0},
                                                      {test_support::kInt8, 64.0f, 0});
   std::string why;
-  auto kernel = fused::onednn::OneDnnKernel::Create(graph, Backend::onednn, &why);
+  auto kernel = fused::onednn::OneDnnKernel::Create(graph, fused::onednn::OneDnnVariant::fused, &why);
   ASSERT_TRUE(kernel) << why;
   std::vector<int32_t> y(conv.output_elements());
   ASSERT_TRUE(kernel->Run(conv, input, y, &why)) << why;

@@ -231,7 +231,7 @@ std::unique_ptr<FusedPath> CreateFloatConvPath(const CaseSpec& spec, std::string
     return unsupported("oneDNN stores bf16 by its own rules (" + format_float_boundary(onednn_out) + "), not " +
                        format_float_boundary(*graph.output.float_value));
   }
-  const bool unfused = spec.backend == Backend::onednn_unfused;
+  const bool unfused = VariantOf(spec) == OneDnnVariant::unfused;
   if (unfused) {
     if (graph.intermediate.stored.format != graph.output.float_value->format) {
       return unsupported("oneDNN 2.6's eltwise reads and writes one data type: u stored as " +

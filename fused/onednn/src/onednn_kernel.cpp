@@ -92,9 +92,60 @@ std::string EffectiveIsa() {
   }
 }
 
+namespace {
+// Why a draw's bias or bias-free accumulator is out of the range where oneDNN's binary32 bias addition equals
+// fl32(acc); empty when every channel is in range.
+// The declared conventions round fl32(acc) once. oneDNN's kernels convert acc - bias and bias to binary32
+// separately and add them there: the same value while both stay below 2^24 (each converts exactly, the sum
+// rounds once). Beyond, the library's answer depends on its order of operations, which no convention declares.
+// (An f32 bias holds the same integers: below 2^24 they are exact floats, and the kernels add either kind of
+// bias in f32 to fl32(acc - bias) before the output scale, e.g. jit_avx512_core_x8s8s32x_conv_kernel.cpp
+// store_output in 2.6.3: cvt2ps(bias), vcvtdq2ps(acc), vaddps, vmulps(scale).)
+std::string BiasRangeReason(const ConvCase& conv) {
+  for (int32_t ch = 0; ch < conv.output_channels(); ++ch) {
+    const int64_t bias = std::abs(int64_t{conv.bias()[static_cast<size_t>(ch)]});
+    if (bias >= (int64_t{1} << 24) || conv.accumulator_bound(ch) - bias >= (int64_t{1} << 24)) {
+      return "output channel " + std::to_string(ch) + ": |bias| or the bias-free accumulator can reach "
+             "2^24, where oneDNN's binary32 bias addition may differ from fl32(acc)";
+    }
+  }
+  return {};
+}
+
+// Output scales per output channel: fl32(sx*sw[k]) for the fused kernel, fl32(fl32(sx*sw[k]) / su) for the
+// unfused graph's convolution into u.
+std::vector<float> OutputScales(const ConvCase& conv, bool unfused, float su) {
+  std::vector<float> scales(static_cast<size_t>(conv.output_channels()));
+  for (size_t ch = 0; ch < scales.size(); ++ch) {
+    const float product = conv.input_quant().scale * conv.weight_scales()[ch];  // fl32(sx*sw)
+    scales[ch] = unfused ? product / su : product;
+  }
+  return scales;
+}
+
+// oneDNN's name of a problem, for its error messages ("convolution u8 mb1ic3oc8_ih5iw5_kh3kw3").
+std::string ProblemName(const ConvCase& conv, bool u8, int32_t in_h, int32_t in_w) {
+  return std::string(conv.op() == ConvOp::conv2d ? "convolution" : "deconvolution") + " " + (u8 ? "u8" : "s8") +
+         " mb" + std::to_string(conv.batch()) + "ic" + std::to_string(conv.input_channels()) + "oc" +
+         std::to_string(conv.output_channels()) + "_ih" + std::to_string(in_h) + "iw" + std::to_string(in_w) +
+         "_kh" + std::to_string(conv.kernel_height()) + "kw" + std::to_string(conv.kernel_width());
+}
+// What one convolution call passes oneDNN (OneDnnKernel::Run builds it, Impl::Execute runs it).
+struct ConvCall {
+  memory::desc src_md, wei_user, bias_md, dst_md;
+  detail::ConvPrimitive made;
+  std::pair<int32_t, int32_t> extension;  // the output-padding extension's rows and columns
+  bool u8 = false;                        // the source type passed
+  bool f32_bias = false;
+  bool src_zp_attr = false, dst_zp_attr = false;
+  int32_t shift = 0;  // what the draw's codes move by into the type passed
+  int32_t src_zero_point = 0, dst_zero_point = 0;
+};
+}  // namespace
+
 struct OneDnnKernel::Impl {
   Convention graph;
-  Backend backend = Backend::onednn;
+  OneDnnVariant variant = OneDnnVariant::fused;
   Eltwise eltwise{algorithm::eltwise_relu};
   DataType output_type = DataType::s8;
   DataType intermediate_type = DataType::s8;  // onednn_unfused
@@ -103,6 +154,88 @@ struct OneDnnKernel::Impl {
   std::vector<std::string> implementations;
   std::string last_implementation;
   uint32_t repetition = 0;  // the poison pattern of the next Run (set_repetition)
+
+  // Runs the convolution `call` describes on the draw, then (unfused) the graph's remaining nodes; y gets the
+  // output codes. Returns the implementations after the convolution's ("" fused; "; dequantize: ..." unfused).
+  // Every buffer oneDNN writes is poisoned with the repetition's pattern first. Throws dnnl::error.
+  std::string Execute(const ConvCase& conv, std::span<const int32_t> input, const ConvCall& call, std::span<int32_t> y) {
+    std::vector<uint8_t> src = detail::SourceBytes(conv, input, call.extension, call.u8, call.shift, call.src_zero_point);
+    std::vector<int8_t> weights = conv.weights();
+    std::vector<int32_t> bias = conv.bias();
+    std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked by Run)
+    int32_t src_zero_point = call.src_zero_point;
+    int32_t dst_zero_point = call.dst_zero_point;
+    detail::Codes dst(call.dst_md.data_type(), conv.output_elements());
+    dst.poison(repetition);
+    memory src_mem(call.src_md, engine, src.data());
+    memory wei_user_mem(call.wei_user, engine, weights.data());
+    detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
+    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, call.made.weights_md, wei_user_mem,
+                                           engine, stream, &owned);
+    memory bias_mem(call.bias_md, engine, call.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
+    memory dst_mem(call.dst_md, engine, dst.data());
+    const memory::desc zp_md({1}, DataType::s32, Tag::x);
+    memory src_zp(zp_md, engine, &src_zero_point), dst_zp(zp_md, engine, &dst_zero_point);
+    const Scratchpad scratchpad(call.made.scratchpad_md, engine, repetition);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
+                                            {DNNL_ARG_WEIGHTS, wei_mem},
+                                            {DNNL_ARG_BIAS, bias_mem},
+                                            {DNNL_ARG_DST, dst_mem},
+                                            {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
+    if (call.src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp});
+    if (call.dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp});
+    call.made.primitive.execute(stream, args);
+    stream.wait();
+    if (variant == OneDnnVariant::unfused) return RunUnfusedNodes(call.dst_md, dst_mem, y);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(i);
+    return {};
+  }
+
+  // The unfused graph's nodes after the convolution into u (`conv_out`, described by `dst_md`): dequantize, the
+  // eltwise and quantize, each its own oneDNN primitive, every buffer poisoned alike; y gets the output codes.
+  // Returns the implementations, "; dequantize: ...; eltwise: ...; quantize: ...". Throws dnnl::error.
+  std::string RunUnfusedNodes(const memory::desc& dst_md, const memory& conv_out, std::span<int32_t> y) {
+    // The unfused graph's remaining nodes, each its own oneDNN primitive, every buffer poisoned alike.
+    const memory::desc f32_md(dst_md.dims(), DataType::f32, Tag::nhwc);
+    const memory::desc out_md(dst_md.dims(), output_type, Tag::nhwc);
+    std::vector<float> dequantized(y.size()), activated(y.size());
+    Poison(dequantized.data(), dequantized.size() * sizeof(float), repetition);
+    Poison(activated.data(), activated.size() * sizeof(float), repetition);
+    detail::Codes out(output_type, y.size());
+    out.poison(repetition);
+    memory deq_mem(f32_md, engine, dequantized.data()), act_mem(f32_md, engine, activated.data());
+    memory out_mem(out_md, engine, out.data());
+
+    dnnl::primitive_attr dequantize_attr;  // v = su * (u - zu)
+    dequantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dequantize_attr.set_output_scales(0, {graph.intermediate.q.scale});
+    dequantize_attr.set_zero_points(DNNL_ARG_SRC, 0, {graph.intermediate.q.zero_point});
+    const dnnl::reorder::primitive_desc dequantize_pd(engine, dst_md, engine, f32_md, dequantize_attr);
+    const dnnl::eltwise_forward::desc eltwise_desc(dnnl::prop_kind::forward_inference, eltwise.alg, f32_md,
+                                                   eltwise.alpha, eltwise.beta);
+    dnnl::primitive_attr eltwise_attr;
+    eltwise_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::eltwise_forward::primitive_desc eltwise_pd(eltwise_desc, eltwise_attr, engine);
+    dnnl::primitive_attr quantize_attr;  // y = sat(round_half_even(f / sy + zy))
+    quantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    quantize_attr.set_output_scales(0, {1.0f / graph.output.q.scale});
+    quantize_attr.set_zero_points(DNNL_ARG_DST, 0, {graph.output.q.zero_point});
+    const dnnl::reorder::primitive_desc quantize_pd(engine, f32_md, engine, out_md, quantize_attr);
+
+    const Scratchpad dequantize_scratch(dequantize_pd.scratchpad_desc(), engine, repetition);
+    const Scratchpad eltwise_scratch(eltwise_pd.scratchpad_desc(), engine, repetition);
+    const Scratchpad quantize_scratch(quantize_pd.scratchpad_desc(), engine, repetition);
+    dnnl::reorder(dequantize_pd).execute(stream, {{DNNL_ARG_FROM, conv_out}, {DNNL_ARG_TO, deq_mem},
+                                                    {DNNL_ARG_SCRATCHPAD, dequantize_scratch.memory}});
+    dnnl::eltwise_forward(eltwise_pd).execute(stream, {{DNNL_ARG_SRC, deq_mem}, {DNNL_ARG_DST, act_mem},
+                                                         {DNNL_ARG_SCRATCHPAD, eltwise_scratch.memory}});
+    dnnl::reorder(quantize_pd).execute(stream, {{DNNL_ARG_FROM, act_mem}, {DNNL_ARG_TO, out_mem},
+                                                  {DNNL_ARG_SCRATCHPAD, quantize_scratch.memory}});
+    stream.wait();
+    for (size_t i = 0; i < y.size(); ++i) y[i] = out.at(i);
+    return std::string("; dequantize: ") + dequantize_pd.impl_info_str() + "; eltwise: " + eltwise_pd.impl_info_str() +
+           "; quantize: " + quantize_pd.impl_info_str();
+  }
 
   void note(const std::string& implementation) {
     last_implementation = implementation;
@@ -119,19 +252,16 @@ const std::vector<std::string>& OneDnnKernel::implementations() const { return i
 void OneDnnKernel::set_repetition(uint32_t r) { impl_->repetition = r; }
 const std::string& OneDnnKernel::last_implementation() const { return impl_->last_implementation; }
 
-std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Backend backend,
+std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, OneDnnVariant variant,
                                                    std::string* unsupported_reason) {
   auto reject = [unsupported_reason](std::string reason) -> std::unique_ptr<OneDnnKernel> {
     if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
     return nullptr;
   };
   validate(graph);
-  if (backend != Backend::onednn && backend != Backend::onednn_unfused) {
-    throw InputError("OneDnnKernel: the built-in backend is not a oneDNN path");
-  }
   auto impl = std::make_unique<Impl>();
   impl->graph = graph;
-  impl->backend = backend;
+  impl->variant = variant;
   std::string why;
   const std::optional<Eltwise> eltwise = MapActivation(graph.activation, &why);
   if (!eltwise) return reject(why);
@@ -148,7 +278,7 @@ std::unique_ptr<OneDnnKernel> OneDnnKernel::Create(const Convention& graph, Back
                   std::string(to_string(graph.output.rounding)) + " with the zero point " +
                   std::string(to_string(graph.output.zero_point_order)));
   }
-  if (backend == Backend::onednn_unfused) {
+  if (variant == OneDnnVariant::unfused) {
     const std::optional<DataType> mid = EightBitType(graph.intermediate.q.type);
     if (graph.intermediate.kind != IntermediateKind::quantized || !mid) {
       return reject("oneDNN's unfused graph stores the intermediate as s8 or u8 (full range); intermediate " +
@@ -173,27 +303,12 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     throw InputError("OneDnnKernel::Run: input or output has the wrong size");
   }
   Impl& m = *impl_;
-  const bool unfused = m.backend == Backend::onednn_unfused;
+  const bool unfused = m.variant == OneDnnVariant::unfused;
   auto reject = [unsupported_reason](std::string reason) {
     if (unsupported_reason != nullptr) *unsupported_reason = std::move(reason);
     return false;
   };
-  // The declared conventions round fl32(acc) once. oneDNN's kernels convert acc - bias and bias to binary32
-  // separately and add them there: the same value while both stay below 2^24 (each converts exactly, the sum
-  // rounds once). Beyond, the library's answer depends on its order of operations, which no convention declares.
-  // (An f32 bias holds the same integers: below 2^24 they are exact floats, and the kernels add either kind of
-  // bias in f32 to fl32(acc - bias) before the output scale, e.g. jit_avx512_core_x8s8s32x_conv_kernel.cpp
-  // store_output in 2.6.3: cvt2ps(bias), vcvtdq2ps(acc), vaddps, vmulps(scale).)
-  for (int32_t ch = 0; ch < conv.output_channels(); ++ch) {
-    const int64_t bias = std::abs(int64_t{conv.bias()[static_cast<size_t>(ch)]});
-    if (bias >= (int64_t{1} << 24) || conv.accumulator_bound(ch) - bias >= (int64_t{1} << 24)) {
-      if (unsupported_reason != nullptr) {
-        *unsupported_reason = "output channel " + std::to_string(ch) + ": |bias| or the bias-free accumulator can reach "
-                              "2^24, where oneDNN's binary32 bias addition may differ from fl32(acc)";
-      }
-      return false;
-    }
-  }
+  if (std::string why = BiasRangeReason(conv); !why.empty()) return reject(std::move(why));
   const std::optional<DataType> drawn_type = EightBitType(QuantType{conv.input_quant().type.scalar, false});
   if (!drawn_type) return reject("oneDNN's int8 convolution takes u8 or s8 sources, not " + to_string(conv.input_quant().type));
   // The source type passed (Formulation::source): a code of the other type moves by 128, its zero point too.
@@ -220,12 +335,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
 
   // Output scales per output channel (mask 1 << 1: dimension 1 of dst is the channel), or one common scale
   // (mask 0) where the formulation asks and every channel's scale is the same (a draw under it always is).
-  const float su = m.graph.intermediate.q.scale;
-  std::vector<float> scales(static_cast<size_t>(k));
-  for (int32_t ch = 0; ch < k; ++ch) {
-    const float product = conv.input_quant().scale * conv.weight_scales()[static_cast<size_t>(ch)];  // fl32(sx*sw)
-    scales[static_cast<size_t>(ch)] = unfused ? product / su : product;  // fl32(fl32(sx*sw)/su) or fl32(sx*sw)
-  }
+  const std::vector<float> scales = OutputScales(conv, unfused, m.graph.intermediate.q.scale);
   const bool common = formulation.common_scales && std::all_of(scales.begin(), scales.end(),
                                                                [&](float v) { return v == scales.front(); });
   const int32_t dst_zero_point_value = unfused ? m.graph.intermediate.q.zero_point : m.graph.output.q.zero_point;
@@ -240,11 +350,7 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     attr.set_post_ops(post_ops);
   }
 
-  const std::string problem = std::string(conv.op() == ConvOp::conv2d ? "convolution" : "deconvolution") + " " +
-                              (src_type == DataType::u8 ? "u8" : "s8") + " mb" + std::to_string(n) + "ic" +
-                              std::to_string(c) + "oc" + std::to_string(k) + "_ih" + std::to_string(in_h) +
-                              "iw" + std::to_string(in_w) + "_kh" + std::to_string(conv.kernel_height()) +
-                              "kw" + std::to_string(conv.kernel_width());
+  const std::string problem = ProblemName(conv, src_type == DataType::u8, in_h, in_w);
   detail::ConvPrimitive made;
   try {
     made = detail::CreateConvPrimitive(conv, {extend_h, extend_w}, src_md, wei_any, bias_md, dst_md, attr, m.engine);
@@ -252,81 +358,21 @@ bool OneDnnKernel::Run(const ConvCase& conv, std::span<const int32_t> input, std
     return reject(DescribeError(e, problem));
   }
 
-  std::vector<uint8_t> src = detail::SourceBytes(conv, input, {extend_h, extend_w}, src_type == DataType::u8, shift,
-                                                 src_zero_point_value);
-  std::vector<int8_t> weights = conv.weights();
-  std::vector<int32_t> bias = conv.bias();
-  std::vector<float> bias_f32(bias.begin(), bias.end());  // exact: |bias| < 2^24 (checked above)
-  int32_t src_zero_point = src_zero_point_value;
-  int32_t dst_zero_point = dst_zero_point_value;
-  detail::Codes dst(dst_type, conv.output_elements());
-  dst.poison(m.repetition);
+  const ConvCall call{.src_md = src_md,
+                      .wei_user = wei_user,
+                      .bias_md = bias_md,
+                      .dst_md = dst_md,
+                      .made = made,
+                      .extension = {extend_h, extend_w},
+                      .u8 = src_type == DataType::u8,
+                      .f32_bias = formulation.f32_bias,
+                      .src_zp_attr = src_zp_attr,
+                      .dst_zp_attr = dst_zp_attr,
+                      .shift = shift,
+                      .src_zero_point = src_zero_point_value,
+                      .dst_zero_point = dst_zero_point_value};
   try {
-    memory src_mem(src_md, m.engine, src.data());
-    memory wei_user_mem(wei_user, m.engine, weights.data());
-    detail::DeconvolutionWeights owned;  // a deconvolution's weights: fusediff's buffer with a known tail
-    memory wei_mem = detail::WeightsMemory(conv, conv.op() == ConvOp::conv_transpose2d, made.weights_md, wei_user_mem,
-                                           m.engine, m.stream, &owned);
-    memory bias_mem(bias_md, m.engine, formulation.f32_bias ? static_cast<void*>(bias_f32.data()) : bias.data());
-    memory dst_mem(dst_md, m.engine, dst.data());
-    const memory::desc zp_md({1}, DataType::s32, Tag::x);
-    memory src_zp(zp_md, m.engine, &src_zero_point), dst_zp(zp_md, m.engine, &dst_zero_point);
-    const Scratchpad scratchpad(made.scratchpad_md, m.engine, m.repetition);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_mem},
-                                            {DNNL_ARG_WEIGHTS, wei_mem},
-                                            {DNNL_ARG_BIAS, bias_mem},
-                                            {DNNL_ARG_DST, dst_mem},
-                                            {DNNL_ARG_SCRATCHPAD, scratchpad.memory}};
-    if (src_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, src_zp});
-    if (dst_zp_attr) args.insert({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, dst_zp});
-    made.primitive.execute(m.stream, args);
-    m.stream.wait();
-    if (!unfused) {
-      m.note("conv: " + made.implementation);
-      for (size_t i = 0; i < y.size(); ++i) y[i] = dst.at(i);
-      return true;
-    }
-
-    // The unfused graph's remaining nodes, each its own oneDNN primitive, every buffer poisoned alike.
-    const memory::desc f32_md(dst_dims, DataType::f32, Tag::nhwc);
-    const memory::desc out_md(dst_dims, m.output_type, Tag::nhwc);
-    std::vector<float> dequantized(conv.output_elements()), activated(conv.output_elements());
-    Poison(dequantized.data(), dequantized.size() * sizeof(float), m.repetition);
-    Poison(activated.data(), activated.size() * sizeof(float), m.repetition);
-    detail::Codes out(m.output_type, conv.output_elements());
-    out.poison(m.repetition);
-    memory deq_mem(f32_md, m.engine, dequantized.data()), act_mem(f32_md, m.engine, activated.data());
-    memory out_mem(out_md, m.engine, out.data());
-
-    dnnl::primitive_attr dequantize_attr;  // v = su * (u - zu)
-    dequantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dequantize_attr.set_output_scales(0, {su});
-    dequantize_attr.set_zero_points(DNNL_ARG_SRC, 0, {m.graph.intermediate.q.zero_point});
-    const dnnl::reorder::primitive_desc dequantize_pd(m.engine, dst_md, m.engine, f32_md, dequantize_attr);
-    const dnnl::eltwise_forward::desc eltwise_desc(dnnl::prop_kind::forward_inference, m.eltwise.alg, f32_md,
-                                                   m.eltwise.alpha, m.eltwise.beta);
-    dnnl::primitive_attr eltwise_attr;
-    eltwise_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::eltwise_forward::primitive_desc eltwise_pd(eltwise_desc, eltwise_attr, m.engine);
-    dnnl::primitive_attr quantize_attr;  // y = sat(round_half_even(f / sy + zy))
-    quantize_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    quantize_attr.set_output_scales(0, {inverse_sy});
-    quantize_attr.set_zero_points(DNNL_ARG_DST, 0, {m.graph.output.q.zero_point});
-    const dnnl::reorder::primitive_desc quantize_pd(m.engine, f32_md, m.engine, out_md, quantize_attr);
-
-    const Scratchpad dequantize_scratch(dequantize_pd.scratchpad_desc(), m.engine, m.repetition);
-    const Scratchpad eltwise_scratch(eltwise_pd.scratchpad_desc(), m.engine, m.repetition);
-    const Scratchpad quantize_scratch(quantize_pd.scratchpad_desc(), m.engine, m.repetition);
-    dnnl::reorder(dequantize_pd).execute(m.stream, {{DNNL_ARG_FROM, dst_mem}, {DNNL_ARG_TO, deq_mem},
-                                                    {DNNL_ARG_SCRATCHPAD, dequantize_scratch.memory}});
-    dnnl::eltwise_forward(eltwise_pd).execute(m.stream, {{DNNL_ARG_SRC, deq_mem}, {DNNL_ARG_DST, act_mem},
-                                                         {DNNL_ARG_SCRATCHPAD, eltwise_scratch.memory}});
-    dnnl::reorder(quantize_pd).execute(m.stream, {{DNNL_ARG_FROM, act_mem}, {DNNL_ARG_TO, out_mem},
-                                                  {DNNL_ARG_SCRATCHPAD, quantize_scratch.memory}});
-    m.stream.wait();
-    m.note("conv: " + made.implementation + "; dequantize: " + dequantize_pd.impl_info_str() +
-           "; eltwise: " + eltwise_pd.impl_info_str() + "; quantize: " + quantize_pd.impl_info_str());
-    for (size_t i = 0; i < y.size(); ++i) y[i] = out.at(i);
+    m.note("conv: " + made.implementation + m.Execute(conv, input, call, y));
     return true;
   } catch (const dnnl::error& e) {
     return reject(DescribeError(e, problem));
@@ -450,7 +496,7 @@ std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsuppo
     if (unsupported_reason) *unsupported_reason = "mutants are injected into the built-in fused paths only";
     return nullptr;
   }
-  std::unique_ptr<OneDnnKernel> kernel = OneDnnKernel::Create(spec.convention, spec.backend, unsupported_reason);
+  std::unique_ptr<OneDnnKernel> kernel = OneDnnKernel::Create(spec.convention, VariantOf(spec), unsupported_reason);
   if (!kernel) return nullptr;
   return std::make_unique<OneDnnPath>(std::move(kernel));
 }

@@ -81,9 +81,9 @@ struct Quant {
 
 class PatternPath final : public FusedPath {
  public:
-  PatternPath(Chain chain, Backend backend, const CaseSpec& spec, EltwiseAlgorithm eltwise, Quant u, Quant y,
+  PatternPath(Chain chain, OneDnnVariant variant, const CaseSpec& spec, EltwiseAlgorithm eltwise, Quant u, Quant y,
               Quant residual, Quant sum)
-      : chain_(chain), backend_(backend), spec_(spec), eltwise_(eltwise), u_(u), y_(y), residual_(residual),
+      : chain_(chain), variant_(variant), spec_(spec), eltwise_(eltwise), u_(u), y_(y), residual_(residual),
         sum_(sum) {}
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override;
@@ -100,7 +100,7 @@ class PatternPath final : public FusedPath {
   bool concurrent() const override { return false; }
 
  private:
-  bool unfused() const { return backend_ == Backend::onednn_unfused; }
+  bool unfused() const { return variant_ == OneDnnVariant::unfused; }
   void note(const std::string& implementation) {
     last_implementation_ = implementation;
     if (std::find(implementations_.begin(), implementations_.end(), implementation) == implementations_.end()) {
@@ -113,7 +113,7 @@ class PatternPath final : public FusedPath {
   memory Activate(memory& values, std::string& impl);
 
   Chain chain_;
-  Backend backend_;
+  OneDnnVariant variant_;
   CaseSpec spec_;
   EltwiseAlgorithm eltwise_;
   Quant u_, y_, residual_, sum_;  // sum_: the add's boundary s (unfused)
@@ -419,7 +419,7 @@ std::unique_ptr<FusedPath> Unsupported(std::string* why, std::string reason) {
 
 std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* why) {
   const std::string name = pattern_name(spec.pattern);
-  const bool unfused = spec.backend == Backend::onednn_unfused;
+  const bool unfused = VariantOf(spec) == OneDnnVariant::unfused;
   if (spec.fusion != Fusion::keep_all) {
     return Unsupported(why, "oneDNN's paths declare their own arithmetic (fusion keep_all), not " +
                                 std::string(to_string(spec.fusion)));
@@ -485,7 +485,7 @@ std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* 
     }
   }
   if (why != nullptr) why->clear();
-  return std::make_unique<PatternPath>(chain, spec.backend, spec, *eltwise, u, y, residual, sum);
+  return std::make_unique<PatternPath>(chain, VariantOf(spec), spec, *eltwise, u, y, residual, sum);
 }
 
 }  // namespace fusediff::fused::onednn::detail

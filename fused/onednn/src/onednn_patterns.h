@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fusediff/fused/fused_path.h"
+#include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/model/case_spec.h"
 
 namespace fusediff::fused::onednn::detail {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends.h"
 #include "command.h"
 #include "fusediff/driver/driver.h"
 #include "fusediff/model/errors.h"
@@ -12,6 +13,7 @@
 namespace fusediff::cli {
 
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  RegisterBackends();
   CLI::App app{"fusediff: differential testing of fused quantized conv + activation kernels", "fusediff"};
   app.require_subcommand(1);
   const Provenance build = driver::CurrentProvenance("");

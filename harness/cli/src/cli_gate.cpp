@@ -92,7 +92,7 @@ int DoGate(const GateArgs& a, const std::vector<std::string>& args, std::ostream
       }
       if (!tolerance) tolerance = Tolerance{};
     } else {
-      tolerance = default_tolerance(Backend::builtin, kind, c.activation.kind);
+      tolerance = builtin_table_tolerance(kind, c.activation.kind);
     }
   }
   if (a.max_abs_lsb >= 0) {

@@ -20,7 +20,7 @@ namespace {
 struct MutantsArgs {
   bool list = false;
   bool all = false;
-  std::string mutant, mix, json;
+  std::string mutant, mix, json, fused;
   uint64_t budget = 50000;
   uint32_t seeds = 20;
   uint64_t seed = 1;
@@ -67,6 +67,11 @@ int DoMutants(const MutantsArgs& a, std::ostream& out) {
   options.seeds = a.seeds;
   options.first_seed = a.seed;
   if (!a.mix.empty()) options.mix = parse_region_mix(a.mix, "--mix");
+  if (!a.fused.empty()) {
+    CaseSpec path;
+    parse_fused_path(a.fused, "--fused", path);
+    options.backend = path.backend;
+  }
   std::vector<Mutant> mutants;
   if (!a.mutant.empty()) {
     mutants.push_back(parse_mutant(a.mutant, "--mutant"));
@@ -149,6 +154,7 @@ Command AddMutantsCommand(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "First seed");
   cmd->add_option("--mix", a->mix, "Regions targeted draws aim at: knee=W,saturation=W,quant_boundary=W,bulk=W");
   cmd->add_option("--json", a->json, "Write {\"mutants\": [...]} as JSON");
+  cmd->add_option("--fused", a->fused, "Inject into this backend's path (a --fused word; default: the built-in kernels)");
   cmd->add_flag("--all", a->all, "Print every mutant's row and the replay lines of the shrunk counterexamples");
   return Command{cmd, [a](const CommandContext& ctx) { return DoMutants(*a, ctx.out); }};
 }

@@ -17,7 +17,8 @@
 #include "fusediff/reports/reports.h"
 #include "fusediff/tables/known_defects_file.h"
 #include "isa_matrix.h"
-#include "known_defects_embedded.h"
+#include "backends.h"
+#include "fusediff/model/backend.h"
 #include "progress.h"
 #include "sharding.h"
 
@@ -69,6 +70,27 @@ struct RunArgs {
   bool timing = false;
 };
 
+// --isa: the cases of --fused's backend once per dispatch cap, each cap in its own process (a backend reads its
+// cap once, at its first dispatch).
+int RunIsa(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string capped;
+  for (const Backend* backend : RegisteredBackends()) {
+    if (backend->dispatch().env_var.empty()) continue;
+    for (const std::string& word : backend->words()) capped += (capped.empty() ? "" : " or ") + word;
+  }
+  CaseSpec path;
+  if (!a.fused.empty()) parse_fused_path(a.fused, "--fused", path);
+  const Backend* backend = a.fused.empty() ? nullptr : &BackendOf(path, "--fused");
+  if (!backend || backend->dispatch().env_var.empty()) {
+    throw InputError("--isa: the ISA matrix runs a backend whose dispatch can be capped: add --fused " +
+                     (capped.empty() ? std::string("(none is registered)") : capped));
+  }
+  const std::vector<std::string> caps = ParseIsaList(a.isa, backend->dispatch());
+  if (!a.csv.empty() || !a.junit.empty()) throw InputError("--isa: writes --json only (the matrix), not --csv or --junit");
+  if (!a.json.empty()) CheckOutputPath(a.json, "--json");
+  return RunIsaMatrix(*backend, a.fused, caps, args, a.json, out, err);
+}
+
 int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   driver::SuiteOptions suite;
   if (!a.activation.empty()) suite.activation = parse_activation_kind(a.activation, "--activation");
@@ -83,22 +105,11 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.zero_point_order.empty()) {
     suite.zero_point_order = parse_zero_point_order(a.zero_point_order, "--zero-point-order");
   }
-  if (!a.isa.empty()) {
-    // Each cap needs its own process: oneDNN reads ONEDNN_MAX_CPU_ISA once, at its first dispatch.
-    CaseSpec path;
-    if (!a.fused.empty()) parse_fused_path(a.fused, "--fused", path);
-    if (a.fused.empty() || !is_onednn(path)) {
-      throw InputError("--isa: the ISA matrix runs the oneDNN cases: add --fused onednn (or onednn_unfused)");
-    }
-    const std::vector<std::string> caps = ParseIsaList(a.isa);
-    if (!a.csv.empty() || !a.junit.empty()) throw InputError("--isa: writes --json only (the matrix), not --csv or --junit");
-    if (!a.json.empty()) CheckOutputPath(a.json, "--json");
-    return RunIsaMatrix(caps, args, a.json, out, err);
-  }
+  if (!a.isa.empty()) return RunIsa(a, args, out, err);
   if (!a.fused.empty()) {
     CaseSpec path;
     parse_fused_path(a.fused, "--fused", path);
-    if (path.backend == Backend::builtin) {
+    if (path.backend == kBuiltInPath) {
       suite.table_kind = path.table_kind;
     } else {
       suite.backend = path.backend;
@@ -140,7 +151,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
   if (!a.known_defects.empty()) {
     ledger = tables::ReadKnownDefects(a.known_defects);
   } else if (!a.no_known_defects) {
-    ledger = tables::ParseKnownDefects(EmbeddedKnownDefects(), kEmbeddedKnownDefectsName);
+    ledger = BackendLedgers();
   }
 
   driver::RunOptions options;
@@ -213,15 +224,15 @@ Command AddRunCommand(CLI::App& app) {
                   "half_away_from_zero | half_to_even | half_up (exact requant only)");
   run->add_option("--output-rounding", a->output_rounding, "half_away_from_zero | half_to_even | half_up");
   run->add_option("--zero-point-order", a->zero_point_order, "after_rounding | before_rounding");
-  run->add_option("--fused", a->fused,
-                  "lut | lut_interp | onednn (oneDNN's three comparisons) | onednn_unfused");
+  run->add_option("--fused", a->fused, "The fused path: a registered backend's word, " + KnownPathWords() +
+                                           " (docs/architecture.md)");
   run->add_option("--samples", a->samples, "Samples per conv case")->check(CLI::PositiveNumber);
   run->add_option("--seed", a->seed, "Seed of the counter-based generator");
   run->add_option("--max-abs-lsb", a->max_abs_lsb, "Tolerance override: max |e| in output LSBs")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--mutant", a->mutant, "Inject a known fused-path bug: use-output-scale");
   run->add_option("--worst", a->worst, "Worst samples kept per case")->check(CLI::Range(0, 1000));
-  run->add_option("--json", a->json, "Write results JSON (fusediff-results/5)");
+  run->add_option("--json", a->json, std::string("Write results JSON (") + reports::kResultsFormat + ")");
   run->add_option("--csv", a->csv, "Write one CSV row per case");
   run->add_option("--junit", a->junit, "Write JUnit XML (one testcase per case)");
   run->add_option("--shard", a->shard,
@@ -234,9 +245,10 @@ Command AddRunCommand(CLI::App& app) {
                   "Worker threads per case (default: every hardware thread); results are identical for any count");
   run->add_flag("--timing", a->timing, "Show per-case wall time in the table");
   run->add_option("--isa", a->isa,
-                  "With --fused onednn: run the oneDNN cases once per ISA cap, each in its own process with "
-                  "ONEDNN_MAX_CPU_ISA set, and show them side by side: all, or a list such as AVX2,AVX512_CORE_VNNI "
-                  "(caps this CPU cannot run are listed as such); --json writes the matrix (fusediff-isa-matrix/1)");
+                  "With --fused naming a backend whose dispatch can be capped (oneDNN's ISA): run its cases once per "
+                  "cap, each in its own process with the backend's variable set, and show them side by side: all, or "
+                  "a list such as AVX2,AVX512_CORE_VNNI (caps this CPU cannot run are listed as such); --json writes "
+                  "the matrix (fusediff-isa-matrix/1)");
   run->add_flag("--all", a->all,
                 "Print the table of every case (and the attribution tables whole) before the lines of the cases that "
                 "are not a plain pass");
@@ -244,8 +256,8 @@ Command AddRunCommand(CLI::App& app) {
                 "Every case's rejected samples and three worst replays per failing case and per known defect (the "
                 "JSON and the report keep everything either way)");
   run->add_option("--known-defects", a->known_defects,
-                  "Known-defect ledger (fusediff-known-defects/2 or /1) instead of the embedded "
-                  "fused/onednn/known_defects.json");
+                  "Known-defect ledger (fusediff-known-defects/2 or /1) instead of the registered backends' "
+                  "embedded ones");
   run->add_flag("--no-known-defects", a->no_known_defects,
                 "No ledger: every library sample is judged (a known defect or documented behaviour fails the run)");
   run->add_flag("--strict", a->strict,

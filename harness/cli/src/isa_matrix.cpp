@@ -62,16 +62,18 @@ class TempFolder {
   std::string path_;
 };
 
-// Runs this executable with `args` (no program name) and ONEDNN_MAX_CPU_ISA=cap (DNNL_MAX_CPU_ISA removed, so the
-// cap is the only one), stdout and stderr to `log`. Returns the exit code.
-int RunChild(const std::string& cap, const std::vector<std::string>& args, const std::string& log) {
+// Runs this executable with `args` (no program name) and the control's variable set to `cap` (its aliases removed,
+// so the cap is the only one), stdout and stderr to `log`. Returns the exit code.
+int RunChild(const DispatchControl& control, const std::string& cap, const std::vector<std::string>& args,
+             const std::string& log) {
   std::vector<std::string> env_storage;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry(*e);
-    if (entry.rfind("ONEDNN_MAX_CPU_ISA=", 0) == 0 || entry.rfind("DNNL_MAX_CPU_ISA=", 0) == 0) continue;
-    env_storage.push_back(entry);
+    bool owned = entry.rfind(control.env_var + "=", 0) == 0;
+    for (const std::string& alias : control.aliases) owned = owned || entry.rfind(alias + "=", 0) == 0;
+    if (!owned) env_storage.push_back(entry);
   }
-  env_storage.push_back("ONEDNN_MAX_CPU_ISA=" + cap);
+  env_storage.push_back(control.env_var + "=" + cap);
   std::vector<char*> envp;
   for (std::string& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -143,23 +145,16 @@ std::vector<std::string> ChildArgs(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const std::vector<std::string>& IsaCaps() {
-  static const std::vector<std::string> caps = {"SSE41",       "AVX",          "AVX2",
-                                                "AVX2_VNNI",   "AVX512_CORE",  "AVX512_CORE_VNNI",
-                                                "AVX512_CORE_BF16", "AVX512_CORE_AMX"};
-  return caps;
-}
-
-std::vector<std::string> ParseIsaList(const std::string& text) {
-  if (Lower(text) == "all") return IsaCaps();
+std::vector<std::string> ParseIsaList(const std::string& text, const DispatchControl& control) {
+  if (Lower(text) == "all") return control.caps;
   std::vector<std::string> out;
   std::string item;
   std::istringstream in(text);
   while (std::getline(in, item, ',')) {
     const std::string cap = Upper(item);
-    if (std::find(IsaCaps().begin(), IsaCaps().end(), cap) == IsaCaps().end()) {
+    if (std::find(control.caps.begin(), control.caps.end(), cap) == control.caps.end()) {
       std::string known;
-      for (const std::string& c : IsaCaps()) known += (known.empty() ? "" : ", ") + c;
+      for (const std::string& c : control.caps) known += (known.empty() ? "" : ", ") + c;
       throw InputError("--isa: '" + item + "': expected all or a comma-separated list of " + known);
     }
     if (std::find(out.begin(), out.end(), cap) != out.end()) throw InputError("--isa: " + cap + " is listed twice");
@@ -169,8 +164,9 @@ std::vector<std::string> ParseIsaList(const std::string& text) {
   return out;
 }
 
-int RunIsaMatrix(const std::vector<std::string>& caps, const std::vector<std::string>& args, const std::string& json,
-                 std::ostream& out, std::ostream& err) {
+int RunIsaMatrix(const Backend& backend, const std::string& word, const std::vector<std::string>& caps,
+                 const std::vector<std::string>& args, const std::string& json, std::ostream& out, std::ostream& err) {
+  const DispatchControl control = backend.dispatch();
   const TempFolder folder;
   const std::vector<std::string> child_args = ChildArgs(args);
   std::vector<reports::IsaRun> runs;
@@ -178,22 +174,23 @@ int RunIsaMatrix(const std::vector<std::string>& caps, const std::vector<std::st
   for (const std::string& cap : caps) {
     reports::IsaRun run;
     run.cap = cap;
-    // The probe: one sample of one oneDNN case says what oneDNN dispatches to under the cap.
+    // The probe: one sample of one of the backend's cases says what it dispatches to under the cap.
     const std::string probe_json = folder.path() + "/probe-" + cap + ".json", probe_log = folder.path() + "/probe-" + cap + ".log";
-    const int probe_exit = RunChild(cap, {"run", "--fused", "onednn", "--activation", "relu", "--samples", "1",
-                                          "--threads", "1", "--json", probe_json}, probe_log);
+    const int probe_exit = RunChild(control, cap, {"run", "--fused", word, "--activation", "relu", "--samples", "1",
+                                                   "--threads", "1", "--json", probe_json}, probe_log);
     if (probe_exit != 0 && probe_exit != 1) {
       throw std::runtime_error(fmt::format("--isa {}: the probe run exited {}:\n{}", cap, probe_exit, Tail(ReadText(probe_log), 10)));
     }
-    run.effective_isa = reports::ReadResultsFile(probe_json).provenance.onednn_isa;
+    run.effective_isa =
+        provenance_value(reports::ReadResultsFile(probe_json).provenance, backend.name(), control.provenance_key);
     run.available = run.effective_isa == Lower(cap);
     if (run.available) {
-      err << fmt::format("fusediff: --isa {}: running the oneDNN cases under ONEDNN_MAX_CPU_ISA={}\n", cap, cap);
+      err << fmt::format("fusediff: --isa {}: running the {} cases under {}={}\n", cap, backend.name(), control.env_var, cap);
       const std::string results = folder.path() + "/" + cap + ".json", log = folder.path() + "/" + cap + ".log";
       std::vector<std::string> a = child_args;
       a.push_back("--json");
       a.push_back(results);
-      run.exit_code = RunChild(cap, a, log);
+      run.exit_code = RunChild(control, cap, a, log);
       if (run.exit_code == kExitBadInput) throw InputError(fmt::format("--isa {}: {}", cap, Tail(ReadText(log), 5)));
       if (run.exit_code != kExitPass && run.exit_code != kExitFail) {
         throw std::runtime_error(fmt::format("--isa {}: the run exited {}:\n{}", cap, run.exit_code, Tail(ReadText(log), 10)));
@@ -201,7 +198,8 @@ int RunIsaMatrix(const std::vector<std::string>& caps, const std::vector<std::st
       run.run = reports::ReadResultsFile(results);
       any_failure = any_failure || run.exit_code == kExitFail;
     } else {
-      err << fmt::format("fusediff: --isa {}: not available on this CPU (oneDNN dispatches to {})\n", cap, run.effective_isa);
+      err << fmt::format("fusediff: --isa {}: not available on this CPU ({} dispatches to {})\n", cap, backend.name(),
+                         run.effective_isa);
     }
     runs.push_back(std::move(run));
   }

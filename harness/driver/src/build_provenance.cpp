@@ -1,5 +1,5 @@
-// The build's and the machine's provenance without oneDNN's: its own object, so that the launcher's bisect links it
-// without the oneDNN backend.
+// The build's and the machine's provenance without any backend's: its own object, so that the launcher's bisect links
+// it without the backends.
 #include <gnu/libc-version.h>
 #include <sys/utsname.h>
 

@@ -2,22 +2,13 @@
 
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
-#if FUSEDIFF_HAVE_ONEDNN
-#include "fusediff/fused/onednn_kernel.h"
-#endif
 
 namespace fusediff::driver::detail {
 
-std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why) {
-  if (is_onednn(spec)) {
-#if FUSEDIFF_HAVE_ONEDNN
-    return fused::onednn::CreatePath(spec, why);
-#else
-    if (why) *why = "fusediff was built without oneDNN (configure with -DFUSEDIFF_WITH_ONEDNN=ON)";
-    return nullptr;
-#endif
-  }
-  return fused::CreateBuiltInPath(spec, why);
+std::unique_ptr<FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why) {
+  const Backend& backend = BackendOf(spec);
+  if (!BackendImplements(backend, spec.pattern, why)) return nullptr;
+  return backend.CreatePath(spec, why);
 }
 
 std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, TableCache* tables, std::string* why,
@@ -25,6 +16,7 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   validate(spec);
   std::unique_ptr<DrawComparison> c(new DrawComparison());
   c->spec_ = spec;
+  c->backend_ = &BackendOf(spec);
   c->path_ = factory && *factory ? (*factory)(spec, why) : CreateFusedPath(spec, why);
   if (!c->path_) return nullptr;
   c->reference_convention_ = reference_convention(spec);
@@ -51,13 +43,11 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
   base.max_batch = c->path_->max_batch();
   base.draw_formulations = c->path_->draws_formulations();
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
-#if FUSEDIFF_HAVE_ONEDNN
-  if (is_onednn(spec)) {
-    c->library_ = "oneDNN";
-    c->library_version_ = fused::onednn::LibraryVersion();
-    c->library_isa_ = fused::onednn::EffectiveIsa();
+  for (const auto& [key, value] : c->backend_->provenance()) {
+    if (key == "library") c->library_ = value;
+    if (key == "version") c->library_version_ = value;
+    if (key == "isa") c->library_isa_ = value;
   }
-#endif
   return c;
 }
 
@@ -87,7 +77,7 @@ bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample
   path_->set_repetition(0);
   const bool ran = path_->Run(draw, y_fused, rejected);
   paired_ = PairedOutcome{};
-  fused::RunInfo info = path_->last_run();
+  RunInfo info = path_->last_run();
   if (!info.paired_dimension.empty()) {
     paired_.dimension = std::move(info.paired_dimension);
     paired_.values = std::move(info.paired_values);

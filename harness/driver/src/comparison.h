@@ -1,14 +1,14 @@
 #pragma once
-// Internal to the driver: the one comparison of a draw, for every path (built-in tables, built-in patterns,
-// oneDNN) and every caller (RunCase, replay, the mutant search). The reference side is reference::GraphReference,
-// the fused side a fused::FusedPath; nothing else assembles either.
+// Internal to the driver: the one comparison of a draw, for every backend's path and every caller (RunCase, replay, the mutant search). The reference side is reference::GraphReference,
+// the fused side a FusedPath (model/fused_path.h); nothing else assembles either.
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "fusediff/fused/fused_path.h"
+#include "fusediff/model/backend.h"
+#include "fusediff/model/fused_path.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/reference/graph.h"
@@ -31,12 +31,13 @@ struct ComparedSample {
 struct PairedOutcome {
   std::string dimension;  // empty: none for this draw
   std::vector<std::string> values;
-  std::vector<fused::PairedRun> runs;
+  std::vector<PairedRun> runs;
   std::vector<int32_t> y_ref;
 };
 
-// The fused path of a case: oneDNN's for its kinds, else the built-in one. Null with *why where unsupported.
-std::unique_ptr<fused::FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why);
+// The fused path of a case: its backend's (model/backend.h), where the backend implements the case's pattern. Null
+// with *why where unsupported; InputError where no registered backend offers the case's path.
+std::unique_ptr<FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why);
 
 class DrawComparison {
  public:
@@ -62,7 +63,7 @@ class DrawComparison {
   // cannot tell anything from a second run (the built-in kernels).
   uint32_t repetitions(std::optional<uint32_t> requested) const;
 
-  fused::FusedPath& path() { return *path_; }
+  FusedPath& path() { return *path_; }
   const CaseSpec& spec() const { return spec_; }
   bool f32_reference() const { return f32_; }
   // The keyed codes' type (per-code statistics); unset for an f32 reference.
@@ -73,18 +74,20 @@ class DrawComparison {
   // it on the draw as the defect changes it, so the library is judged under its own convention.
   std::vector<int32_t> DeclaredOutputs(const PatternDraw& draw);
   bool cross_convention() const { return declared_ != nullptr; }
-  // The library behind the path and its version ("oneDNN", "2.6.3 (commit N/A)"); empty for the built-in paths.
+  // The library behind the path, its version and the ISA it dispatches to: its backend's provenance "library",
+  // "version" and "isa" ("oneDNN", "2.6.3 (commit N/A)", "avx2"); empty for the built-in paths.
   const std::string& library() const { return library_; }
   const std::string& library_version() const { return library_version_; }
-  // The ISA the library dispatches to ("avx2"; oneDNN's effective ISA under DNNL_MAX_CPU_ISA); empty for built-ins.
   const std::string& library_isa() const { return library_isa_; }
+  const Backend& backend() const { return *backend_; }
 
  private:
   DrawComparison() = default;
   CaseSpec spec_;
   Convention reference_convention_;
   bool f32_ = false;
-  std::unique_ptr<fused::FusedPath> path_;
+  const Backend* backend_ = nullptr;
+  std::unique_ptr<FusedPath> path_;
   std::optional<reference::ActivationTable> owned_table_;
   std::unique_ptr<reference::GraphReference> reference_;
   std::unique_ptr<reference::GraphReference> declared_;  // cross-convention cases with an f32 declared convention

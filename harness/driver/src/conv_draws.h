@@ -1,6 +1,6 @@
 #pragma once
 // Internal to the driver: what every conv-source comparison does per draw, shared by the built-in fused paths
-// (driver.cpp) and oneDNN's (onednn_case.cpp).
+// (driver.cpp) and a library path's.
 #include <algorithm>
 #include <cstdint>
 #include <optional>

@@ -15,7 +15,6 @@
 #include <string>
 #include <thread>
 
-#include "fusediff/fused/fused_kernel.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
@@ -26,7 +25,6 @@
 #include "classify.h"
 #include "conv_draws.h"
 #include "comparison.h"
-#include "onednn_case.h"
 #include "table_cache.h"
 
 namespace fusediff::driver {
@@ -307,7 +305,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     if (!compared && !comparison->path().last_run().withheld.empty()) {
       // Not executed: the library would crash on the draw. A ledger entry of model not_executed whose conditions
       // the draw meets counts it (withheld, explained); otherwise the case fails. Never unsupported.
-      const fused::RunInfo info = comparison->path().last_run();
+      const RunInfo info = comparison->path().last_run();
       const DefectCallAttributes call = call_attributes(draw.formulation, draw.conv);
       for (size_t e = 0; ledger && e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
@@ -344,7 +342,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       partial.unsupported_samples += batch.take;
       return 0;
     }
-    const fused::RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
+    const RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
     // The formulation the library ran (a path may answer with another than the drawn one: OneDnnPath's extended
     // input where the negative padding is refused).
     const Formulation used_formulation = info.formulation.empty() ? draw.formulation
@@ -447,6 +445,14 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
 
 }  // namespace
 
+namespace {
+// Why the sweep and threshold sources do not apply to a path without code-level steps (model/fused_path.h).
+std::string WholeDrawsOnly(const CaseSpec& spec) {
+  return "fused path " + fused_path_name(spec) + " runs whole draws: only the conv source applies (not " +
+         std::string(to_string(spec.source)) + ")";
+}
+}  // namespace
+
 CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCache& cache) {
   const auto start = std::chrono::steady_clock::now();
   CaseResult result;
@@ -462,7 +468,7 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.stats.nondeterministic_worst = WorstCases(options.worst_count);
   const Convention& convention = spec.convention;
   validate(convention);
-  result.tolerance = default_tolerance(spec.backend, spec.table_kind, convention.activation.kind);
+  result.tolerance = default_tolerance(spec);
   if (options.tolerance) result.tolerance = *options.tolerance;
   if (options.max_abs_lsb) result.tolerance.max_abs_lsb = *options.max_abs_lsb;
   if (options.strict) result.tolerance.documented_behaviour_fails = true;
@@ -473,24 +479,18 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   result.fused_convention =
       describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
   if (spec.source == SampleSource::conv) return RunDrawCase(std::move(result), options, *cache.impl_, start);
-  if (is_onednn(spec)) {
-    result.verdict = Verdict::unsupported;
-    result.reason = "oneDNN runs whole convolutions: only the conv source applies (not " +
-                    std::string(to_string(spec.source)) + ")";
-    return result;
-  }
   if (!is_conv_act(spec.pattern)) {
     result.verdict = Verdict::unsupported;
     result.reason = "the " + std::string(to_string(spec.source)) + " source feeds codes to one table: conv2d+act only";
     return result;
   }
-
   std::string unsupported;
-  std::unique_ptr<fused::FusedKernel> kernel =
-      fused::FusedKernel::Create(convention, spec.table_kind, spec.mutant, &unsupported, spec.table);
+  const std::unique_ptr<FusedPath> path =
+      options.fused_path ? options.fused_path(spec, &unsupported) : detail::CreateFusedPath(spec, &unsupported);
+  const CodeSteps* kernel = path ? path->code_steps() : nullptr;
   if (!kernel) {
     result.verdict = Verdict::unsupported;
-    result.reason = unsupported;
+    result.reason = path ? WholeDrawsOnly(spec) : unsupported;
     return result;
   }
 
@@ -561,6 +561,109 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 
 namespace {
 
+// The draw a replay string names (an explicit one, or a generated one under its formulation) and the element's
+// index in its final tensor; a generated draw's index goes to trace.draw.
+PatternDraw ReplayedDraw(const ReplayKey& key, detail::DrawComparison& comparison, ReplayTrace& trace, uint64_t* element) {
+  const CaseSpec& spec = key.spec;
+  PatternDraw draw;
+  // The formulation the string names; none: the default one (strings written before formulations existed).
+  const std::optional<Formulation> formulation = key.explicit_conv ? key.explicit_conv->formulation : key.formulation;
+  if (formulation && !comparison.path().draws_formulations()) {
+    throw InputError("replay.form: fused path " + std::string(fused_path_name(spec)) + " takes no formulation");
+  }
+  if (key.explicit_conv) {
+    const ExplicitConv& e = *key.explicit_conv;
+    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn,
+                       formulation.value_or(Formulation{})};
+    *element = e.element;
+  } else {
+    const uint64_t stream = case_stream_id(spec);
+    const generators::SampleLocation location =
+        detail::LocatePatternSample(key.seed, stream, key.sample, comparison.limits(), spec.pattern);
+    draw = comparison.Draw(key.seed, stream, location.draw, formulation.value_or(Formulation{}));
+    *element = location.element;
+    trace.draw = location.draw;
+  }
+  return draw;
+}
+
+// An element of a pattern's final tensor behind a pool or a layer: its coordinates there, and the accumulator that
+// fed it (the fused path's intermediates are not traced through pools and layers).
+ReplayTrace TraceFinalTensorElement(ReplayTrace trace, const CaseSpec& spec, const PatternDraw& draw, uint64_t element,
+                                    const detail::ComparedSample& sample, const Convention& reference_conv) {
+  trace.conv_shape = describe(draw.conv);
+  trace.input_quant = format_quant_params(draw.conv.input_quant());
+  const PatternGeometry g = pattern_output_geometry(spec.pattern, draw.conv);
+  trace.k = static_cast<int32_t>(element % static_cast<uint64_t>(g.channels));
+  trace.ox = static_cast<int32_t>(element / g.channels % static_cast<uint64_t>(g.width));
+  trace.oy = static_cast<int32_t>(element / g.channels / g.width % static_cast<uint64_t>(g.height));
+  trace.n = static_cast<int32_t>(element / g.channels / g.width / g.height);
+  trace.acc_reference = sample.acc;
+  trace.black_box = true;  // the fused path's intermediates are not traced through pools and layers
+  trace.pattern_stages.push_back("element of the final tensor " + std::to_string(g.batch) + "x" + std::to_string(g.height) +
+                                 "x" + std::to_string(g.width) + "x" + std::to_string(g.channels) + "; key code " +
+                                 std::to_string(sample.code) + " (" + format_quant_params(keyed_boundary(spec.pattern, reference_conv)) + ")");
+  return trace;
+}
+
+// A binary32 intermediate (oneDNN's float boundaries and convolutions): v and its exact decimal, a residual added
+// in binary32, the activation's exact value, and a float output's values.
+ReplayTrace TraceF32Intermediate(ReplayTrace trace, const CaseSpec& spec, const PatternDraw& draw, uint64_t element,
+                                 const ConvCase::OutputCoord& coord, const detail::ComparedSample& sample,
+                                 const Convention& reference_conv) {
+  float v32 = 0;
+  if (reference_conv.float_conv.enabled) {
+    // A float convolution: v from its float operands (reference/float_conv.h), not from acc.
+    const reference::FloatConvElement fc = reference::FloatConvValues(
+        draw.conv, draw.input, reference_conv.float_conv, reference_conv.float_conv.operands)[element];
+    v32 = reference::RoundToFormat(fc.v, reference_conv.intermediate.stored);
+    char line[160];
+    std::snprintf(line, sizeof line, "float conv %s: %d products, sum |x w| + |b| = %.9g",
+                  format_float_conv(reference_conv.float_conv).c_str(), fc.terms, fc.abs_sum);
+    trace.pattern_stages.push_back(line);
+  } else {
+    v32 = reference::RoundToFormat(
+        reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
+                                        draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
+        reference_conv.intermediate.stored);
+  }
+  trace.f32_intermediate = true;
+  // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
+  char exact[192];
+  std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
+  trace.requant_exact = exact;
+  if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
+    // The activation reads d, the residual added to v in binary32 by the f32 add rule.
+    const float v = v32;
+    v32 = reference::F32PostOpAdd(add->f32_add_rule, v, draw.residual[element], add->residual);
+    std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
+    trace.pattern_stages.push_back("residual r = " + std::to_string(draw.residual[element]) + " (" +
+                                   format_quant_params(add->residual) + ") -> d = " + exact + " (f32, add " +
+                                   std::string(to_string(add->f32_add_rule)) + ")");
+  }
+  trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
+  if (const std::optional<FloatBoundary>& out = reference_conv.output.float_value) {
+    // A float output: y is its ordered code; the values themselves, and the activation's binary32 result.
+    const float e = reference::Binary32Activation(reference_conv.activation, v32);
+    char line[200];
+    std::snprintf(line, sizeof line, "y (%s): reference %.9g, fused %.9g (binary32 activation %.9g)",
+                  std::string(to_string(out->format)).c_str(),
+                  static_cast<double>(f32_from_order_code(sample.y_ref, out->format)),
+                  static_cast<double>(f32_from_order_code(sample.y_fused, out->format)), static_cast<double>(e));
+    trace.pattern_stages.push_back(line);
+    trace.v = v32;
+    trace.t = e;
+    trace.u = 0;
+    return trace;
+  }
+  reference::ActivationEvaluator evaluator(reference_conv);
+  const reference::ActivationPoint point = evaluator(v32);
+  trace.v = point.v;
+  trace.t = point.t;
+  trace.u = 0;
+  return trace;
+}
+
 // Replay of a conv-source sample (a generated draw, or an explicit one from a v2 string): the one comparison for
 // the values, then the producer's stages for display where the element is one of the producer's outputs.
 ReplayTrace ReplayDraw(const ReplayKey& key) {
@@ -572,26 +675,8 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   }
   ReplayTrace trace;
   trace.key = key;
-  PatternDraw draw;
   uint64_t element = 0;
-  // The formulation the string names; none: the default one (strings written before formulations existed).
-  const std::optional<Formulation> formulation = key.explicit_conv ? key.explicit_conv->formulation : key.formulation;
-  if (formulation && !comparison->path().draws_formulations()) {
-    throw InputError("replay.form: fused path " + std::string(fused_path_name(spec)) + " takes no formulation");
-  }
-  if (key.explicit_conv) {
-    const ExplicitConv& e = *key.explicit_conv;
-    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn,
-                       formulation.value_or(Formulation{})};
-    element = e.element;
-  } else {
-    const uint64_t stream = case_stream_id(spec);
-    const generators::SampleLocation location =
-        detail::LocatePatternSample(key.seed, stream, key.sample, comparison->limits(), spec.pattern);
-    draw = comparison->Draw(key.seed, stream, location.draw, formulation.value_or(Formulation{}));
-    element = location.element;
-    trace.draw = location.draw;
-  }
+  const PatternDraw draw = ReplayedDraw(key, *comparison, trace, &element);
   std::vector<detail::ComparedSample> samples;
   std::string rejected;
   const uint32_t repeat = comparison->repetitions(key.repeat > 0 ? std::optional<uint32_t>(key.repeat) : std::nullopt);
@@ -607,13 +692,15 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
 
   const Convention reference_conv = reference_convention(spec);
   trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));
-  if (is_onednn(spec) || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
+  const Backend& backend = comparison->backend();
+  if (backend.black_box() || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
     trace.fused_convention =
         describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
   }
-  if (is_onednn(spec)) {
+  if (backend.black_box()) {
     trace.black_box = true;
-    trace.implementation = join_implementations(comparison->path().implementations()) + " (" + LibraryDescription() + ")";
+    trace.implementation =
+        join_implementations(comparison->path().implementations()) + " (" + backend.LibraryDescription() + ")";
   }
   trace.y_reference = sample.y_ref;
   trace.y_fused = sample.y_fused;
@@ -623,76 +710,11 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
 
   const bool elementwise = !has_stage(spec.pattern, StageKind::max_pool) && !has_stage(spec.pattern, StageKind::avg_pool) &&
                            !has_stage(spec.pattern, StageKind::fully_connected);
-  if (!elementwise) {
-    // The element indexes the final tensor: its coordinates there, and the accumulator that fed it.
-    trace.conv_shape = describe(draw.conv);
-    trace.input_quant = format_quant_params(draw.conv.input_quant());
-    const PatternGeometry g = pattern_output_geometry(spec.pattern, draw.conv);
-    trace.k = static_cast<int32_t>(element % static_cast<uint64_t>(g.channels));
-    trace.ox = static_cast<int32_t>(element / g.channels % static_cast<uint64_t>(g.width));
-    trace.oy = static_cast<int32_t>(element / g.channels / g.width % static_cast<uint64_t>(g.height));
-    trace.n = static_cast<int32_t>(element / g.channels / g.width / g.height);
-    trace.acc_reference = sample.acc;
-    trace.black_box = true;  // the fused path's intermediates are not traced through pools and layers
-    trace.pattern_stages.push_back("element of the final tensor " + std::to_string(g.batch) + "x" + std::to_string(g.height) +
-                                   "x" + std::to_string(g.width) + "x" + std::to_string(g.channels) + "; key code " +
-                                   std::to_string(sample.code) + " (" + format_quant_params(keyed_boundary(spec.pattern, reference_conv)) + ")");
-    return trace;
-  }
+  if (!elementwise) return TraceFinalTensorElement(std::move(trace), spec, draw, element, sample, reference_conv);
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
   const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
-    float v32 = 0;
-    if (reference_conv.float_conv.enabled) {
-      // A float convolution: v from its float operands (reference/float_conv.h), not from acc.
-      const reference::FloatConvElement fc = reference::FloatConvValues(
-          draw.conv, draw.input, reference_conv.float_conv, reference_conv.float_conv.operands)[element];
-      v32 = reference::RoundToFormat(fc.v, reference_conv.intermediate.stored);
-      char line[160];
-      std::snprintf(line, sizeof line, "float conv %s: %d products, sum |x w| + |b| = %.9g",
-                    format_float_conv(reference_conv.float_conv).c_str(), fc.terms, fc.abs_sum);
-      trace.pattern_stages.push_back(line);
-    } else {
-      v32 = reference::RoundToFormat(
-          reference::F32IntermediateValue(trace.acc_reference, draw.conv.input_quant().scale,
-                                          draw.conv.weight_scales()[static_cast<size_t>(coord.k)]),
-          reference_conv.intermediate.stored);
-    }
-    trace.f32_intermediate = true;
-    // The exact decimal of the float (glibc prints every digit asked for; a binary32 needs far fewer than 160).
-    char exact[192];
-    std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
-    trace.requant_exact = exact;
-    if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
-      // The activation reads d, the residual added to v in binary32 by the f32 add rule.
-      const float v = v32;
-      v32 = reference::F32PostOpAdd(add->f32_add_rule, v, draw.residual[element], add->residual);
-      std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
-      trace.pattern_stages.push_back("residual r = " + std::to_string(draw.residual[element]) + " (" +
-                                     format_quant_params(add->residual) + ") -> d = " + exact + " (f32, add " +
-                                     std::string(to_string(add->f32_add_rule)) + ")");
-    }
-    trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
-    if (const std::optional<FloatBoundary>& out = reference_conv.output.float_value) {
-      // A float output: y is its ordered code; the values themselves, and the activation's binary32 result.
-      const float e = reference::Binary32Activation(reference_conv.activation, v32);
-      char line[200];
-      std::snprintf(line, sizeof line, "y (%s): reference %.9g, fused %.9g (binary32 activation %.9g)",
-                    std::string(to_string(out->format)).c_str(),
-                    static_cast<double>(f32_from_order_code(sample.y_ref, out->format)),
-                    static_cast<double>(f32_from_order_code(sample.y_fused, out->format)), static_cast<double>(e));
-      trace.pattern_stages.push_back(line);
-      trace.v = v32;
-      trace.t = e;
-      trace.u = 0;
-      return trace;
-    }
-    reference::ActivationEvaluator evaluator(reference_conv);
-    const reference::ActivationPoint point = evaluator(v32);
-    trace.v = point.v;
-    trace.t = point.t;
-    trace.u = 0;
-    return trace;
+    return TraceF32Intermediate(std::move(trace), spec, draw, element, coord, sample, reference_conv);
   }
   const auto [sx, sw] = reference::MultiplierOperands(spec.pattern.multiplier, draw.conv.input_quant().scale,
                                                       draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
@@ -706,15 +728,12 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
                                    format_quant_params(add->residual) + ") -> s = " + std::to_string(sample.code) + " (" +
                                    format_quant_params(add->out) + ", add " + std::string(to_string(add->add_rule)) + ")");
   }
-  if (is_conv_act(spec.pattern) && !is_onednn(spec) && spec.fusion == Fusion::keep_all) {
-    // The built-in kernel's own accumulator and code, side by side with the reference's.
-    std::unique_ptr<fused::FusedKernel> kernel = fused::FusedKernel::Create(spec.convention, spec.table_kind, spec.mutant, &why);
-    if (kernel) {
-      std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
-      kernel->Run(draw.conv, draw.input, y, acc, u);
-      trace.acc_fused = acc[element];
-      trace.u_fused = u[element];
-    }
+  if (const CodeSteps* steps = comparison->path().code_steps()) {
+    // The path's own accumulator and code, side by side with the reference's.
+    std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
+    steps->Trace(draw.conv, draw.input, y, acc, u);
+    trace.acc_fused = acc[element];
+    trace.u_fused = u[element];
   } else {
     trace.black_box = true;
   }
@@ -734,13 +753,13 @@ ReplayTrace Replay(const ReplayKey& key) {
   const CaseSpec& spec = key.spec;
   validate(spec);
   if (key.explicit_conv || spec.source == SampleSource::conv) return ReplayDraw(key);
-  if (is_onednn(spec)) throw InputError("replay.source: oneDNN cases have conv samples only");
   if (!is_conv_act(spec.pattern)) throw InputError("replay.source: the " + std::string(to_string(spec.source)) + " source is conv2d+act only");
   const Convention& convention = spec.convention;
   std::string unsupported;
-  std::unique_ptr<fused::FusedKernel> kernel =
-      fused::FusedKernel::Create(convention, spec.table_kind, spec.mutant, &unsupported, spec.table);
-  if (!kernel) throw InputError("replay: fused path " + std::string(fused_path_name(spec)) + " is unsupported here: " + unsupported);
+  const std::unique_ptr<FusedPath> path = detail::CreateFusedPath(spec, &unsupported);
+  if (!path) throw InputError("replay: fused path " + fused_path_name(spec) + " is unsupported here: " + unsupported);
+  const CodeSteps* kernel = path->code_steps();
+  if (!kernel) throw InputError("replay.source: " + WholeDrawsOnly(spec));
   const reference::ActivationTable table(convention);
 
   ReplayTrace trace;

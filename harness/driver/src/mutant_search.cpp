@@ -63,7 +63,8 @@ std::pair<int32_t, int32_t> EvaluateExplicit(const CaseSpec& spec, const Explici
   return {samples.at(sample.element).y_ref, samples.at(sample.element).y_fused};
 }
 
-SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t budget, const RegionMix& mix) {
+SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t budget, const RegionMix& mix,
+                       const std::string& backend) {
   const uint64_t space_stream = Fnv1a(std::string("mutant-search;") + std::string(to_string(mutant)) +
                                       (targeted ? ";targeted" : ";uniform"));
   TableCache tables;
@@ -76,6 +77,7 @@ SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t bud
     const uint32_t per_convention = mutant == Mutant::interp_truncate ? 16 : 1;
     if (draw % per_convention == 0) {
       spec = generators::GenerateMutantCase(mutant, targeted, seed, space_stream, draw / per_convention);
+      spec.backend = backend;
       std::string why;
       comparison = detail::DrawComparison::Create(spec, &tables, &why);
       if (!comparison) throw std::logic_error("GenerateMutantCase made an unsupported case: " + why);
@@ -94,9 +96,9 @@ SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t bud
     }
     const PatternDraw pattern_draw = generators::GeneratePatternDraw(seed, stream, draw, spec.pattern, spec.convention,
                                                                      targeted ? mix : RegionMix{0, 0, 0, 1}, limits);
-    const int64_t tolerance = default_tolerance(spec.backend, spec.table_kind, spec.convention.activation.kind).max_abs_lsb;
+    const int64_t tolerance = default_tolerance(spec).max_abs_lsb;
     std::string rejected;
-    if (!comparison->Compare(pattern_draw, samples, &rejected)) throw std::logic_error("built-in path refused a draw: " + rejected);
+    if (!comparison->Compare(pattern_draw, samples, &rejected)) throw std::logic_error("the mutated path refused a draw: " + rejected);
     for (size_t j = 0; j < samples.size() && run.samples < budget; ++j) {
       ++run.samples;
       if (std::abs(samples[j].error()) > tolerance) {
@@ -476,7 +478,7 @@ MutantReport EvaluateMutant(Mutant mutant, const MutantSearchOptions& options) {
   std::vector<uint64_t> targeted, uniform;
   for (uint32_t i = 0; i < options.seeds; ++i) {
     const uint64_t seed = options.first_seed + i;
-    SearchRun aimed = SearchMutant(mutant, true, seed, options.budget, options.mix);
+    SearchRun aimed = SearchMutant(mutant, true, seed, options.budget, options.mix, options.backend);
     targeted.push_back(aimed.samples);
     report.missed_targeted += aimed.detected ? 0 : 1;
     if (aimed.detected && !report.shrunk) {
@@ -487,7 +489,7 @@ MutantReport EvaluateMutant(Mutant mutant, const MutantSearchOptions& options) {
       key.explicit_conv = report.shrunk->sample;
       report.replay = format_replay(key);
     }
-    const SearchRun plain = SearchMutant(mutant, false, seed, options.budget, RegionMix{});
+    const SearchRun plain = SearchMutant(mutant, false, seed, options.budget, RegionMix{}, options.backend);
     uniform.push_back(plain.samples);
     report.missed_uniform += plain.detected ? 0 : 1;
   }

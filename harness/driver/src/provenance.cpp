@@ -1,13 +1,16 @@
 #include <string>
 
 #include "fusediff/driver/driver.h"
-#include "onednn_case.h"
+#include "fusediff/model/backend.h"
 
 namespace fusediff::driver {
 
 Provenance CurrentProvenance(const std::string& command_line) {
   Provenance p = BuildProvenance(command_line);
-  detail::AddOneDnnProvenance(p);
+  for (const Backend* backend : RegisteredBackends()) {
+    KeyValues fields = backend->provenance();
+    if (!fields.empty()) p.backends.push_back(BackendProvenance{std::string(backend->name()), std::move(fields)});
+  }
   return p;
 }
 

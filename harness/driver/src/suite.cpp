@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "fusediff/model/backend.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/fused/fused_kernel.h"
@@ -12,86 +13,33 @@
 namespace fusediff::driver {
 
 namespace {
-QuantParams QuantizeRange(double lo, double hi, const QuantType& type) {
-  QuantParams q;
-  q.type = type;
-  if (type.scalar == ScalarType::int16) {
-    // Symmetric, zero point 0 (TFLite's int16 convention, required by lut_interp).
-    q.scale = static_cast<float>(std::max(std::abs(lo), std::abs(hi)) / 32768.0);
-    q.zero_point = 0;
-    return q;
+// --fused naming another registered backend's path: its own cases of the built-in suite's graphs
+// (SuiteCases, model/backend.h).
+std::vector<CaseSpec> BackendSuite(const SuiteOptions& options) {
+  CaseSpec path;
+  path.backend = *options.backend;
+  const Backend& backend = BackendOf(path, "--fused");
+  SuiteOptions graphs = options;
+  graphs.backend.reset();
+  std::vector<CaseSpec> suite;
+  for (const CaseSpec& graph_case : BuildSuite(graphs)) {
+    for (CaseSpec& spec : backend.SuiteCases(graph_case, *options.backend)) suite.push_back(std::move(spec));
   }
-  q.scale = static_cast<float>((hi - lo) / (double(type.qmax()) - type.qmin()));
-  const double zp = std::round(type.qmin() - lo / q.scale);
-  q.zero_point = static_cast<int32_t>(std::clamp(zp, double(type.qmin()), double(type.qmax())));
-  return q;
+  if (suite.empty()) throw InputError("--fused " + fused_path_name(path) + ": its backend takes none of these cases");
+  return suite;
 }
 
-// "TYPE" -> defaults for that type; "TYPE:SCALE:ZP" -> exactly that.
-QuantParams ResolveQuant(const std::string& text, const std::string& field, const QuantParams& for_default_type,
-                         bool is_output, ActivationKind kind) {
-  QuantParams parsed = parse_quant_params(text, field, for_default_type);
-  if (text.find(':') == std::string::npos) {
-    return is_output ? DefaultOutput(kind, parsed.type) : DefaultIntermediate(kind, parsed.type);
+// The registered backends with a suite of their own (model/backend.h has_own_suite), in registration order: the
+// default suite's share of each follows the built-in cases it sits beside.
+std::vector<const Backend*> SuiteBackends() {
+  std::vector<const Backend*> out;
+  for (const Backend* backend : RegisteredBackends()) {
+    if (backend->has_own_suite()) out.push_back(backend);
   }
-  return parsed;
+  return out;
 }
 
-// What a suite convention takes from its toolchain where the options leave it open.
-struct ToolchainDefaults {
-  RequantVariant requant;
-  RoundingMode intermediate_rounding;  // for a requant variant without a fixed rounding
-  RoundingMode output_rounding;
-  ZeroPointOrder zero_point_order;
-};
-// gemmlowp/TFLite's default build, for the built-in tables.
-constexpr ToolchainDefaults kTfliteDefaults{RequantVariant::double_rounding, RoundingMode::half_away_from_zero,
-                                            RoundingMode::half_away_from_zero, ZeroPointOrder::after_rounding};
-// oneDNN's own arithmetic: its int8 convolution requantizes in float with the zero point inside the rounding, and
-// rounds half to even with the destination zero point added first.
-constexpr ToolchainDefaults kOneDnnDefaults{RequantVariant::f32_zero_point_first, RoundingMode::half_to_even,
-                                            RoundingMode::half_to_even, ZeroPointOrder::before_rounding};
-
-// The graph convention of one suite case: the activation's default quantization for `intermediate_type` (and
-// the output type that goes with it), every field overridden by the options where given. Validated.
-Convention SuiteConvention(const SuiteOptions& options, ActivationKind kind, const QuantType& intermediate_type,
-                           const ToolchainDefaults& defaults) {
-  Convention c;
-  c.activation = make_activation(kind);
-  if (options.alpha && takes_alpha(kind)) c.activation.alpha = *options.alpha;
-  c.requant = options.requant.value_or(defaults.requant);
-  c.intermediate.q = options.intermediate
-                         ? ResolveQuant(*options.intermediate, "--intermediate", QuantParams{}, false, kind)
-                         : DefaultIntermediate(kind, intermediate_type);
-  c.intermediate.rounding = options.intermediate_rounding.value_or(
-      fixed_rounding(c.requant).value_or(defaults.intermediate_rounding));
-  // 8-bit intermediates write non-negative activations to uint8 (as deployed graphs do), the rest to int8.
-  QuantType output_type = intermediate_type.bits() == 16 ? QuantType{ScalarType::int16, false}
-                                                         : QuantType{ScalarType::int8, false};
-  if (intermediate_type.bits() == 8 && default_domain(kind).output_lo >= 0) {
-    output_type = QuantType{ScalarType::uint8, false};
-  }
-  c.output.q = options.output ? ResolveQuant(*options.output, "--output", QuantParams{}, true, kind)
-                              : DefaultOutput(kind, output_type);
-  c.output.rounding = options.output_rounding.value_or(defaults.output_rounding);
-  c.output.zero_point_order = options.zero_point_order.value_or(defaults.zero_point_order);
-  validate(c);
-  return c;
-}
-// oneDNN's chains of the representative patterns and activations (OneDnnPatternVariants), filtered by
-// --activation and `only`.
-std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std::optional<std::string>& only);
 }  // namespace
-
-QuantParams DefaultIntermediate(ActivationKind kind, const QuantType& type) {
-  const ActivationDomain d = default_domain(kind);
-  return QuantizeRange(d.input_lo, d.input_hi, type);
-}
-
-QuantParams DefaultOutput(ActivationKind kind, const QuantType& type) {
-  const ActivationDomain d = default_domain(kind);
-  return QuantizeRange(d.output_lo, d.output_hi, type);
-}
 
 std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   if (options.samples == 0) throw InputError("--samples: must be at least 1");
@@ -112,9 +60,17 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   };
   std::vector<Variant> variants;
   const bool fused_given = options.table_kind || options.backend;
-  const bool onednn_only = options.backend && *options.backend != Backend::builtin;
-  if (onednn_only) {
-    // The oneDNN comparisons are built below, per activation.
+  // --fused naming another backend's path: its own suite where it has one, else its share of the built-in one.
+  const Backend* selected = nullptr;
+  if (options.backend) {
+    CaseSpec path;
+    path.backend = *options.backend;
+    selected = &BackendOf(path, "--fused");
+    if (!selected->has_own_suite()) return BackendSuite(options);
+  }
+  const std::vector<const Backend*> others = fused_given ? std::vector<const Backend*>{} : SuiteBackends();
+  if (selected) {
+    // Its cases are built below, per activation.
   } else if (options.intermediate) {
     const QuantParams q = parse_quant_params(*options.intermediate, "--intermediate", QuantParams{});
     variants.push_back({q.type, q.type.bits() == 16 ? TableKind::lut_interp : TableKind::lut});
@@ -132,20 +88,20 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   std::vector<CaseSpec> suite;
   if (options.pattern) parse_pattern_name(*options.pattern, "--pattern");  // a clear error for an unknown name
   if (options.pattern && *options.pattern != "conv2d+act") {
-    if (onednn_only) {
-      // Every activation (or the one asked for) through oneDNN's chains of this pattern.
-      for (ActivationKind kind : kinds) {
-        for (CaseSpec& spec : OneDnnPatternComparisons(options, *options.pattern, kind)) suite.push_back(std::move(spec));
+    if (selected) {
+      suite = selected->PatternSuiteCases(options, options.pattern, /*selected=*/true);
+      if (suite.empty()) {
+        throw InputError("--pattern " + *options.pattern + ": backend " + std::string(selected->name()) +
+                         " has no path for this pattern here");
       }
-      if (suite.empty()) throw InputError("--pattern " + *options.pattern + ": oneDNN has no path for this pattern here");
       return suite;
     }
     if (options.table_kind && *options.table_kind != TableKind::lut) {
       throw InputError("--pattern " + *options.pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
     }
     suite = PatternCases(options, options.pattern);
-    if (!fused_given && OneDnnBuiltIn()) {
-      for (CaseSpec& spec : OneDnnPatternCases(options, options.pattern)) suite.push_back(std::move(spec));
+    for (const Backend* backend : others) {
+      for (CaseSpec& spec : backend->PatternSuiteCases(options, options.pattern, false)) suite.push_back(std::move(spec));
     }
     return suite;
   }
@@ -169,28 +125,25 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
         suite.push_back(std::move(spec));
       }
     }
-    if (onednn_only || (!fused_given && !options.intermediate && OneDnnBuiltIn())) {
-      for (CaseSpec& spec : OneDnnComparisons(options, kind)) suite.push_back(std::move(spec));
-      // The default suite's float convolutions (relu); --float-conv's are OneDnnComparisons' own.
-      if (!options.float_conv) {
-        for (CaseSpec& spec : OneDnnFloatConvComparisons(options, kind)) suite.push_back(std::move(spec));
-      }
+    if (selected) {
+      for (CaseSpec& spec : selected->ActivationSuiteCases(options, kind, true)) suite.push_back(std::move(spec));
+    }
+    for (const Backend* backend : options.intermediate ? std::vector<const Backend*>{} : others) {
+      for (CaseSpec& spec : backend->ActivationSuiteCases(options, kind, false)) suite.push_back(std::move(spec));
     }
   }
   // Every other pattern, where the options leave the built-in 8-bit conventions in place.
   if (!options.pattern && !fused_given && !options.intermediate && !options.output &&
       (options.mutant == Mutant::none || pattern_mutant)) {
     for (CaseSpec& spec : PatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
-    if (options.mutant == Mutant::none && OneDnnBuiltIn()) {
-      for (CaseSpec& spec : OneDnnPatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
+    for (const Backend* backend : options.mutant == Mutant::none ? others : std::vector<const Backend*>{}) {
+      for (CaseSpec& spec : backend->PatternSuiteCases(options, std::nullopt, false)) suite.push_back(std::move(spec));
     }
   }
   return suite;
 }
 
 namespace {
-// A quantization of [lo, hi] on an 8-bit type (asymmetric, as DefaultIntermediate's).
-QuantParams Int8Range(double lo, double hi) { return QuantizeRange(lo, hi, QuantType{ScalarType::int8, false}); }
 
 // The activation's table values (reference, exact) over its input boundary: what pool legality reads.
 std::vector<int32_t> ReferenceTableValues(const Convention& act) {
@@ -361,104 +314,6 @@ std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_s
   return cases;
 }
 
-namespace {
-// A conv-source case whose intermediate is the binary32 value (oneDNN's float boundaries and convolutions): u
-// rounds half to even once, as oneDNN's f32 does.
-CaseSpec F32IntermediateCase(const SuiteOptions& options, const Convention& c) {
-  CaseSpec spec;
-  spec.mix = options.mix;
-  spec.source = SampleSource::conv;
-  spec.convention = c;
-  spec.convention.intermediate.kind = IntermediateKind::f32;
-  spec.convention.requant = RequantVariant::f32_half_even;
-  spec.convention.intermediate.rounding = RoundingMode::half_to_even;
-  return spec;
-}
-}  // namespace
-
-std::vector<CaseSpec> OneDnnComparisons(const SuiteOptions& options, ActivationKind kind) {
-  const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
-  struct OneDnnComparison {
-    Backend backend;
-    Comparison comparison;
-    const char* label;
-  };
-  if (options.float_conv) return OneDnnFloatConvComparisons(options, kind);  // --float-conv: those cases only
-  const OneDnnComparison comparisons[] = {{Backend::onednn, Comparison::same_convention, "onednn"},
-                                     {Backend::onednn, Comparison::cross_convention, "onednn.cross"},
-                                     {Backend::onednn_unfused, Comparison::same_convention, "onednn_unfused"}};
-  std::vector<CaseSpec> specs;
-  for (const OneDnnComparison& k : comparisons) {
-    if (options.backend == Backend::onednn_unfused && k.backend != Backend::onednn_unfused) continue;
-    CaseSpec spec;
-    spec.mix = options.mix;
-    spec.source = SampleSource::conv;
-    spec.convention = c;
-    spec.backend = k.backend;
-    spec.comparison = k.comparison;
-    spec.mutant = options.mutant;
-    spec.samples = options.samples;
-    spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." + k.label + ".conv";
-    specs.push_back(std::move(spec));
-  }
-  // The float intermediate: the graph computes v = fl32(fl32(acc) fl32(sx sw)) and stores it as binary16 / bfloat16
-  // (PyTorch's conversions) before the activation; oneDNN's post-op reads the binary32 value (cross-convention).
-  std::vector<FloatBoundary> stores;
-  if (options.boundary_float) stores.push_back(*options.boundary_float);
-  else if (kind == ActivationKind::gelu_erf && !options.backend) {  // the default suite only
-    stores = {pytorch_float_boundary(FloatFormat::f16), pytorch_float_boundary(FloatFormat::bf16)};
-  }
-  for (const FloatBoundary& stored : stores) {
-    CaseSpec spec = F32IntermediateCase(options, c);
-    spec.convention.intermediate.stored = stored;
-    validate(spec.convention);
-    spec.backend = Backend::onednn;
-    spec.comparison = Comparison::cross_convention;
-    spec.mutant = options.mutant;
-    spec.samples = options.samples;
-    spec.name = std::string(to_string(kind)) + "." + std::string(to_string(stored.format)) + "_intermediate.onednn.cross.conv";
-    specs.push_back(std::move(spec));
-  }
-  return specs;
-}
-
-std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, ActivationKind kind) {
-  const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
-  // (float conv, destination format): the default suite's three exact-sum paths (relu: exact in binary32, so the
-  // tolerance is 0), or --float-conv's convolution with both destinations.
-  std::vector<std::pair<FloatConv, FloatFormat>> paths;
-  if (options.float_conv) {
-    paths = {{*options.float_conv, FloatFormat::bf16}, {*options.float_conv, FloatFormat::f32}};
-    if (options.float_conv->fpmath_bf16) paths.erase(paths.begin());  // an f32 convolution writes f32
-  } else if (kind == ActivationKind::relu && !options.backend && !options.boundary_float) {
-    const FloatConv bf16{true, FloatFormat::bf16, true, false};
-    const FloatConv fpmath{true, FloatFormat::f32, true, true};
-    paths = {{bf16, FloatFormat::bf16}, {bf16, FloatFormat::f32}, {fpmath, FloatFormat::f32}};
-  }
-  std::vector<CaseSpec> specs;
-  for (const auto& [float_conv, dst] : paths) {
-    // The graph: the float conv, u stored in the destination's type (what its unfused oneDNN graph writes), the
-    // activation, y stored as the destination. The fused kernel keeps u in binary32 (declared_convention).
-    CaseSpec spec = F32IntermediateCase(options, c);
-    spec.convention.float_conv = float_conv;
-    spec.convention.intermediate.stored = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
-    spec.convention.output.float_value = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
-    validate(spec.convention);
-    spec.mutant = options.mutant;
-    spec.samples = options.samples;
-    std::string label = "float_conv_" + format_float_conv(float_conv) + ".y_" + std::string(to_string(dst));
-    std::replace(label.begin(), label.end(), ':', '_');
-    for (Backend backend : {Backend::onednn, Backend::onednn_unfused}) {
-      if (options.backend == Backend::onednn_unfused && backend != Backend::onednn_unfused) continue;
-      CaseSpec s = spec;
-      s.backend = backend;
-      s.name = std::string(to_string(kind)) + "." + label + "." + std::string(fused_path_name(s)) + ".conv";
-      specs.push_back(std::move(s));
-    }
-  }
-  return specs;
-}
-
 std::vector<CaseSpec> BuildGateCases(const FusedOpDescriptor& descriptor, std::shared_ptr<const TableData> table,
                                      uint64_t conv_samples, const std::string& table_file,
                                      const std::string& table_sha256) {
@@ -492,93 +347,6 @@ std::string GateFusionIllegality(const FusedOpDescriptor& descriptor, const std:
     for (int32_t u = type.qmin(); u <= type.qmax(); ++u) applied.push_back(kernel->ApplyTable(u));
   }
   return fusion_illegality(descriptor.pattern, descriptor.fusion, descriptor.convention, applied, descriptor.facts);
-}
-
-std::vector<OneDnnPatternVariant> OneDnnPatternVariants() {
-  using K = ActivationKind;
-  // Few, because every oneDNN draw builds its primitives (docs/onednn.md measures the default run's time):
-  // a piecewise-linear and a smooth activation for the add chains, a smooth one for the others (gelu_erf is also
-  // non-monotone, where pooling order would matter).
-  return {{"conv2d+add+act", {K::relu, K::gelu_erf}}, {"fc+act", {K::gelu_erf}}, {"conv2d+act+maxpool", {K::gelu_erf}}};
-}
-
-namespace {
-std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std::optional<std::string>& only) {
-  std::vector<CaseSpec> cases;
-  for (const OneDnnPatternVariant& v : OneDnnPatternVariants()) {
-    if (only && *only != v.pattern) continue;
-    for (ActivationKind kind : v.activations) {
-      if (options.activation && *options.activation != kind) continue;
-      for (CaseSpec& spec : OneDnnPatternComparisons(options, v.pattern, kind)) cases.push_back(std::move(spec));
-    }
-  }
-  return cases;
-}
-}  // namespace
-
-std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind) {
-  const Convention c = SuiteConvention(options, kind, QuantType{ScalarType::int8, false}, kOneDnnDefaults);
-  Pattern base = parse_pattern_name(pattern, "--pattern");
-  std::string variant;
-  if (pattern == "conv2d+add+act") {
-    // As the built-in pattern cases: the residual spans half the activation's input domain around 0, the sum all
-    // of it (at u's quantization); the graph adds as oneDNN's own unfused graph does (onednn_unfused: binary32
-    // reorders and binary add), so that its one rounding of s is declared exactly.
-    const ActivationDomain d = default_domain(kind);
-    const double half = 0.5 * (d.input_hi - d.input_lo);
-    Stage& add = base.stages[0];
-    add.add_rule = AddRule::onednn_unfused;
-    add.residual = Int8Range(-0.5 * half, 0.5 * half);
-    add.out = c.intermediate.q;
-  } else if (pattern == "fc+act") {
-    base.multiplier = MultiplierRule::double_product;
-  } else if (pattern == "conv2d+act+maxpool") {
-    base.stages[1].window = PoolWindow{2, 2, 0};
-    variant = "2x2s2.";
-  } else {
-    return {};
-  }
-  struct ChainComparison {
-    Backend backend;
-    Comparison comparison;
-    AddRule f32_add;
-    std::string label;
-  };
-  std::vector<ChainComparison> comparisons;
-  if (pattern == "conv2d+add+act") {
-    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "sum.int8.onednn"},
-                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_sum, "sum.int8.onednn.cross"},
-                   {Backend::onednn, Comparison::same_convention, AddRule::onednn_binary, "binary.int8.onednn"},
-                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_binary, "binary.int8.onednn.cross"},
-                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
-  } else if (pattern == "fc+act") {
-    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
-                   {Backend::onednn, Comparison::cross_convention, AddRule::onednn_sum, "int8.onednn.cross"},
-                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
-  } else {
-    // The fused case stays in the suite to say why it cannot run (2.6 has no conv+pool fusion).
-    comparisons = {{Backend::onednn, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
-                   {Backend::onednn_unfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
-  }
-  std::vector<CaseSpec> specs;
-  for (const ChainComparison& k : comparisons) {
-    if (options.backend == Backend::onednn_unfused && k.backend != Backend::onednn_unfused) continue;
-    CaseSpec spec;
-    spec.mix = options.mix;
-    spec.source = SampleSource::conv;
-    spec.convention = c;
-    spec.pattern = base;
-    for (Stage& stage : spec.pattern.stages) {
-      if (stage.kind == StageKind::add) stage.f32_add_rule = k.f32_add;
-    }
-    spec.backend = k.backend;
-    spec.comparison = k.comparison;
-    spec.mutant = options.mutant;
-    spec.samples = options.samples;
-    spec.name = pattern + "." + std::string(to_string(kind)) + "." + variant + k.label + ".conv";
-    specs.push_back(std::move(spec));
-  }
-  return specs;
 }
 
 }  // namespace fusediff::driver

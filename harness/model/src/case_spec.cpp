@@ -5,59 +5,61 @@
 #include <map>
 #include <string>
 
+#include "fusediff/model/backend.h"
 #include "fusediff/model/diagnostics.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/table.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(TableKind k) {
-  switch (k) {
-    case TableKind::lut: return "lut";
-    case TableKind::lut_interp: return "lut_interp";
-    case TableKind::pwl: return "pwl";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<TableKind, 3> kTableKinds{
+    {{"lut", TableKind::lut}, {"lut_interp", TableKind::lut_interp}, {"pwl", TableKind::pwl}}};
+}  // namespace
+
+std::string_view to_string(TableKind k) { return detail::NameOf(k, kTableKinds); }
 
 TableKind parse_table_kind(std::string_view text, std::string_view field) {
-  if (text == "lut") return TableKind::lut;
-  if (text == "lut_interp") return TableKind::lut_interp;
-  if (text == "pwl") return TableKind::pwl;
-  throw InputError(std::string(field) + ": unknown table kind '" + std::string(text) +
-                   "' (expected lut, lut_interp or pwl)");
+  return detail::ParseNamed(text, field, "table kind", kTableKinds);
+}
+
+std::string fused_path_name(const CaseSpec& spec) {
+  const Backend* backend = FindBackend(spec.backend);
+  return backend ? backend->PathWord(spec) : spec.backend;
 }
 
 namespace {
-std::string_view FusedPathName(Backend backend, TableKind table_kind) {
-  switch (backend) {
-    case Backend::builtin: return to_string(table_kind);
-    case Backend::onednn: return "onednn";
-    case Backend::onednn_unfused: return "onednn_unfused";
+// The registered backend whose words include `text`; null where none claims it.
+const Backend* BackendOfWord(std::string_view text) {
+  for (const Backend* backend : RegisteredBackends()) {
+    for (const std::string& word : backend->words()) {
+      if (word == text) return backend;
+    }
   }
-  return "?";
+  return nullptr;
 }
 }  // namespace
 
-std::string_view fused_path_name(const CaseSpec& spec) { return FusedPathName(spec.backend, spec.table_kind); }
-
 void parse_fused_path(std::string_view text, std::string_view field, CaseSpec& spec) {
-  spec.table_kind = TableKind::lut;
-  if (text == "onednn") {
-    spec.backend = Backend::onednn;
-  } else if (text == "onednn_unfused") {
-    spec.backend = Backend::onednn_unfused;
-  } else if (text == "lut" || text == "lut_interp" || text == "pwl") {
-    spec.backend = Backend::builtin;
-    spec.table_kind = parse_table_kind(text, field);
-  } else {
-    throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) +
-                     "' (expected lut, lut_interp, pwl, onednn or onednn_unfused)");
+  const Backend* backend = BackendOfWord(text);
+  if (!backend) {
+    throw InputError(std::string(field) + ": unknown fused path '" + std::string(text) + "' (expected " +
+                     KnownPathWords() + ")");
   }
+  spec.table_kind = TableKind::lut;
+  backend->SelectPath(text, spec);
+}
+
+void read_fused_path(std::string_view text, CaseSpec& spec) {
+  if (BackendOfWord(text)) return parse_fused_path(text, "fused", spec);
+  if (text.empty()) throw InputError("fused: expected a fused path's word");
+  spec.table_kind = TableKind::lut;
+  spec.backend = std::string(text);
 }
 
 bool uses_table(const CaseSpec& spec, TableKind kind) {
-  return spec.backend == Backend::builtin && spec.table_kind == kind;
+  return spec.backend == kBuiltInPath && spec.table_kind == kind;
 }
 
 std::string_view to_string(Comparison c) {
@@ -71,21 +73,9 @@ Comparison parse_comparison(std::string_view text, std::string_view field) {
                    "' (expected same_convention or cross_convention)");
 }
 
-bool is_onednn(const CaseSpec& spec) {
-  return spec.backend == Backend::onednn || spec.backend == Backend::onednn_unfused;
-}
-
 Convention declared_convention(const CaseSpec& spec) {
-  Convention c = spec.convention;
-  if (spec.backend == Backend::onednn) {
-    c.intermediate.kind = IntermediateKind::f32;
-    c.intermediate.stored = FloatBoundary{};  // oneDNN's post-ops read the binary32 value
-    c.requant = RequantVariant::f32_half_even;
-    c.intermediate.rounding = RoundingMode::half_to_even;
-  }
-  // Both oneDNN paths compute the activation's scaling and zero point in binary32 (docs/onednn.md).
-  if (is_onednn(spec)) c.post_ops = PostOpArithmetic::binary32;
-  return c;
+  const Backend* backend = FindBackend(spec.backend);
+  return backend ? backend->DeclaredConvention(spec) : spec.convention;
 }
 
 Convention reference_convention(const CaseSpec& spec) {
@@ -169,7 +159,7 @@ std::string PatternFields(const Pattern& p, Fusion fusion, bool for_samples) {
 }
 
 // The fields that fix a case, in a fixed order: shared by canonical_key and the replay string. `for_samples`:
-// the sample key, where oneDNN's comparisons of one graph coincide.
+// the sample key, where a backend's paths of one graph coincide (model/backend.h, SampleWord).
 std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   const Convention& c = s.convention;
   std::string out;
@@ -189,8 +179,8 @@ std::string CanonicalFields(const CaseSpec& s, bool for_samples = false) {
   // Absent for the integer convolution and a quantized output: earlier keys hold.
   if (c.float_conv.enabled) out += ";conv=" + format_float_conv(c.float_conv);
   if (c.output.float_value) out += ";y_float=" + format_float_boundary(*c.output.float_value);
-  out += ";fused=" + std::string(for_samples && is_onednn(s) ? FusedPathName(Backend::onednn, s.table_kind)
-                                                              : fused_path_name(s));
+  const Backend* backend = for_samples ? FindBackend(s.backend) : nullptr;
+  out += ";fused=" + (backend ? backend->SampleWord(s) : fused_path_name(s));
   if (s.source == SampleSource::conv) out += ";mix=" + format_region_mix(s.mix);
   if (!for_samples && s.comparison != Comparison::same_convention) {
     out += ";comparison=" + std::string(to_string(s.comparison));  // absent for same_convention: old keys hold
@@ -304,7 +294,7 @@ uint64_t case_stream_id(const CaseSpec& spec) {
   uint64_t hash = 0xcbf29ce484222325ull;
   const std::string key =
       !ExternalTableFingerprint(spec).empty() ? canonical_key(spec)
-                                              : CanonicalFields(spec, /*for_samples=*/true);  // == canonical_key off oneDNN
+                                              : CanonicalFields(spec, /*for_samples=*/true);
   for (unsigned char ch : key) {
     hash ^= ch;
     hash *= 0x100000001b3ull;

@@ -221,4 +221,14 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   finish_case_result(into, seed);
 }
 
+std::string provenance_value(const Provenance& provenance, std::string_view backend, std::string_view key) {
+  for (const BackendProvenance& b : provenance.backends) {
+    if (b.backend != backend) continue;
+    for (const auto& [k, v] : b.fields) {
+      if (k == key) return v;
+    }
+  }
+  return {};
+}
+
 }  // namespace fusediff

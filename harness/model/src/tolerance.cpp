@@ -1,5 +1,7 @@
 #include "fusediff/model/tolerance.h"
 
+#include "fusediff/model/backend.h"
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -28,18 +30,9 @@ constexpr ToleranceRow kLutInterpRows[] = {
 };
 }  // namespace
 
-Tolerance default_tolerance(Backend backend, TableKind table, ActivationKind activation) {
-  // oneDNN's same-convention comparisons run its binary32 post-op rule (PostOpArithmetic::binary32), which the
-  // reference emulates step by step (docs/onednn.md, "Exact binary32 post-ops"). Where oneDNN's eltwise is exact
-  // on its inputs (relu, relu6 = clip, leaky_relu, hard_swish in the jit injector's order; bit for bit on every
-  // kernel and ISA cap tried) nothing is left to differ: 0. The other algorithms approximate f to a few binary32
-  // ulps (bench/eltwise_error, table in docs/onednn.md); that moves t across a rounding tie when t lies within a
-  // few ulps of one, by 1 LSB at most: 1.
-  if (backend != Backend::builtin) {
-    const bool exact_in_binary32 = activation == ActivationKind::relu || activation == ActivationKind::relu6 ||
-                                   activation == ActivationKind::leaky_relu || activation == ActivationKind::hard_swish;
-    return Tolerance{exact_in_binary32 ? 0 : 1, std::nullopt, std::nullopt};
-  }
+Tolerance default_tolerance(const CaseSpec& spec) { return BackendOf(spec).DefaultTolerance(spec); }
+
+Tolerance builtin_table_tolerance(TableKind table, ActivationKind activation) {
   // An 8-bit table has one entry per code, so it can be exact: any wrong entry is a failure.
   if (table == TableKind::lut) return Tolerance{0, std::nullopt, std::nullopt};
   for (const ToleranceRow& row : kLutInterpRows) {

@@ -1,70 +1,32 @@
 #pragma once
-// The fused-path interface: what every path under test offers the comparison loop. A new backend is one
-// implementation of this class and one factory; the driver's comparison, replay and mutant search use nothing else.
+// The built-in backend: the fixed-point kernels as one backend module (model/backend.h), and their fused paths.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "fusediff/model/backend.h"
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/fused_path.h"
 #include "fusediff/model/pattern.h"
 
 namespace fusediff::fused {
 
-// What a library path did on its last successful Run, for attribution: the implementation(s) it dispatched to
-// ("conv: jit_int8:avx512_core_vnni") and the API formulation it passed the arithmetic in (empty: the only one).
-// `formulation` is format_formulation of the choices that applied (model/formulation.h).
-// `paired`: where the path ran the last draw under every value of one formulation dimension (oneDNN's output
-// padding), each value's outcome in paired_values' order; set by every Run, also one that rejected the draw.
-struct PairedRun {
-  bool ran = false;
-  std::vector<int32_t> y;  // when ran
-  std::string rejected;    // when not
-};
-struct RunInfo {
-  std::string implementation;
-  std::string formulation;
-  std::string paired_dimension;  // empty: none
-  std::vector<std::string> paired_values;
-  std::vector<PairedRun> paired;
-  // Set by a Run that returned false because it did not execute the draw: the library is known to crash on it
-  // (why, e.g. oneDNN 2.6's brgconv empty kernel range, docs/onednn.md); `implementation` then names the
-  // primitive that was built and not executed. The driver counts such draws as a ledger entry's (model
-  // not_executed) or fails the case; never as unsupported.
-  std::string withheld;
-};
-
-class FusedPath {
- public:
-  virtual ~FusedPath() = default;
-  // One draw: y[i] for every element of pattern_output_geometry(spec.pattern, draw.conv). Returns false and sets
-  // *rejected when the path refuses this draw (a library's own check); such samples are counted, not compared.
-  virtual bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) = 0;
-  // The implementations the path used so far (a library's kernel names, distinct); none for the built-in kernels.
-  virtual std::vector<std::string> implementations() const { return {}; }
-  // The int8 weight codes its draws may use (oneDNN takes the whole s8 range).
-  virtual WeightRange weight_range() const { return WeightRange::symmetric; }
-  // The largest batch its draws take (generators::ConvShapeLimits::max_batch). A library whose cost per primitive
-  // (JIT code generation for each new shape) dwarfs its cost per sample computes more images per primitive.
-  virtual int32_t max_batch() const { return 2; }
-  // Whether each draw picks an API formulation (model/formulation.h; generators DrawFormulation) for this path.
-  virtual bool draws_formulations() const { return false; }
-  // The last successful Run's implementation and formulation (empty for the built-in kernels).
-  virtual RunInfo last_run() const { return {}; }
-  // Whether running a draw twice can tell anything: a library kernel may read memory it never wrote; the built-in
-  // kernels are plain C++ over their inputs and say no.
-  virtual bool repeatable() const { return false; }
-  // Repetition r (0-based) of a draw under --repeat: following runs fill the destination and any scratchpad the path
-  // manages with poison pattern r before executing, so such a read shows as a difference between repetitions.
-  virtual void set_repetition(uint32_t /*r*/) {}
-  // Whether Run may be called from several threads at once (a library that parallelises itself says no).
-  virtual bool concurrent() const { return true; }
-};
+// The interface lives in the model (model/fused_path.h), beside the backend registry; these names stay for the
+// paths defined here and in the library backends.
+using fusediff::CodeSteps;
+using fusediff::FusedPath;
+using fusediff::PairedRun;
+using fusediff::RunInfo;
 
 // The built-in fixed-point paths: conv2d+act through fused_kernel.h (the case's table kind, its external table,
 // its mutant), every other pattern through pattern_kernel.h. Null with *unsupported_reason set where they cannot
 // run the case; InputError for an invalid one.
 std::unique_ptr<FusedPath> CreateBuiltInPath(const CaseSpec& spec, std::string* unsupported_reason);
+
+// The built-in backend module: path "builtin", words lut, lut_interp and pwl (the table kind), every stage kind and
+// pattern, the graph's own convention, the table tolerances (model/tolerance.h). Register it with RegisterBackend.
+const Backend& BuiltInBackend();
 
 }  // namespace fusediff::fused

@@ -13,6 +13,9 @@
 
 namespace fusediff::reports {
 
+// /7 writes the platform's backend provenance generically: platform.backends, one {"name", "provenance": [[key,
+// value], ...]} per registered backend that has any (model/backend.h), where /6 and earlier had platform.onednn
+// {version, isa} (read as backend "onednn" with keys library, version and isa).
 // /6 writes each case's per_code texts packed (covered_bitmap and error_ranges: zlib-compressed base64 of the /5
 // bitmap's hex digits and of "gap,length,min,max;" runs), adds a conv case's draws (its judged samples per draw,
 // packed: model/draw_tallies.h) and an external table's fingerprint, file and SHA-256, and the gate's worse rows.
@@ -24,7 +27,8 @@ namespace fusediff::reports {
 // (all absent for the built-in paths), and each BatchNorm case's batchnorm_error_bins; /3 the verdict known_defect
 // and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /4, /3, /2 and /1 files
 // (/2 and /1: conv2d+act, kept whole) are still read.
-inline constexpr const char* kResultsFormat = "fusediff-results/6";
+inline constexpr const char* kResultsFormat = "fusediff-results/7";
+inline constexpr const char* kResultsFormatV6 = "fusediff-results/6";
 inline constexpr const char* kResultsFormatV5 = "fusediff-results/5";
 inline constexpr const char* kResultsFormatV4 = "fusediff-results/4";
 inline constexpr const char* kResultsFormatV3 = "fusediff-results/3";

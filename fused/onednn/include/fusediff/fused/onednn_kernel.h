@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fusediff/model/activation.h"
+#include "fusediff/model/backend.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
@@ -38,12 +39,18 @@ std::string LibraryVersion();
 // The ISA oneDNN dispatches to on this CPU (dnnl::get_effective_cpu_isa), e.g. "avx512_core_bf16".
 std::string EffectiveIsa();
 
+// oneDNN's two paths: the fused primitive with post-ops ("onednn") and the graph unfused, node by node
+// ("onednn_unfused").
+enum class OneDnnVariant { fused, unfused };
+// The path a case names (its CaseSpec::backend, one of OneDnnBackend's paths).
+OneDnnVariant VariantOf(const CaseSpec& spec);
+
 class OneDnnKernel {
  public:
-  // `graph` is the case's (quantize-then-activate) convention, `backend` onednn or onednn_unfused. Returns nullptr
+  // `graph` is the case's (quantize-then-activate) convention, `variant` fused or unfused. Returns nullptr
   // and sets *unsupported_reason when oneDNN cannot express the convention the path declares (the activation,
   // the output type or rounding, the unfused intermediate); throws InputError for an invalid convention.
-  static std::unique_ptr<OneDnnKernel> Create(const Convention& graph, Backend backend, std::string* unsupported_reason);
+  static std::unique_ptr<OneDnnKernel> Create(const Convention& graph, OneDnnVariant variant, std::string* unsupported_reason);
   ~OneDnnKernel();
 
   // Runs one draw through oneDNN, passed as `formulation` says (model/formulation.h): y[output_index] = output
@@ -99,5 +106,10 @@ bool BrgconvEmptyKernelRangeCrashes(const std::string& implementation, bool sum_
                                     size_t scratchpad_bytes, int threads);
 // The thread count oneDNN sizes its primitives for (omp_get_max_threads(): Debian's libdnnl uses OpenMP).
 int OneDnnMaxThreads();
+
+// The oneDNN backend module (model/backend.h): paths onednn and onednn_unfused (one word each, sharing their draws),
+// their declared conventions and tolerances, oneDNN's provenance, its known-defect ledger (known_defects.json) and
+// its dispatch control (ONEDNN_MAX_CPU_ISA). Register it with RegisterBackend.
+const Backend& OneDnnBackend();
 
 }  // namespace fusediff::fused::onednn

@@ -13,15 +13,15 @@
 #include "fusediff/model/results.h"
 #include "fusediff/model/tolerance.h"
 
-namespace fusediff::fused {
-class FusedPath;  // fused/fused_path.h
-}  // namespace fusediff::fused
+namespace fusediff {
+class FusedPath;  // model/fused_path.h
+}  // namespace fusediff
 
 namespace fusediff::driver {
 
-// Makes the fused path of a case instead of the built-in or library factory (tests: a path with a known defect).
-// Null with *why set where unsupported.
-using FusedPathFactory = std::function<std::unique_ptr<fused::FusedPath>(const CaseSpec& spec, std::string* why)>;
+// Makes the fused path of a case instead of its backend's factory (tests: a path with a known defect). Null with
+// *why set where unsupported.
+using FusedPathFactory = std::function<std::unique_ptr<FusedPath>(const CaseSpec& spec, std::string* why)>;
 
 struct RunOptions {
   uint64_t seed = 1;
@@ -48,7 +48,7 @@ struct RunOptions {
   // pattern r, and any difference between the runs is a nondeterministic sample. Unset: 2 for a library path
   // (FusedPath::repeatable), always 1 for the built-in kernels.
   std::optional<uint32_t> repeat;
-  // Unset: the case's own path (the built-in kernels or a library's).
+  // Unset: the case's own path (its backend's, model/backend.h).
   FusedPathFactory fused_path;
 };
 
@@ -74,9 +74,10 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
 // Re-runs one sample bit for bit and returns every stage. Throws InputError when the sample does not exist.
 ReplayTrace Replay(const ReplayKey& key);
 
-// Tool and platform facts for the results (version, git commit, compiler, libc, ISA, UTC time).
+// Tool and platform facts for the results (version, git commit, compiler, libc, ISA, UTC time, and each registered
+// backend's provenance).
 Provenance CurrentProvenance(const std::string& command_line);
-// The same without oneDNN's version and ISA (build_provenance.cpp: links without the oneDNN backend), for `bisect`.
+// The same without the backends' (build_provenance.cpp: links without them), for `bisect`.
 Provenance BuildProvenance(const std::string& command_line);
 
 }  // namespace fusediff::driver

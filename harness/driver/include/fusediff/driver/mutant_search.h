@@ -18,6 +18,9 @@ struct MutantSearchOptions {
   uint32_t seeds = 20;       // independent searches per mode
   uint64_t first_seed = 1;
   RegionMix mix;             // what targeted draws aim at
+  // The path the mutated cases run on (a CaseSpec::backend value, model/backend.h): the built-in kernels unless set,
+  // e.g. `mutants --fused WORD` for a backend that injects the catalog's mutants into its own path.
+  std::string backend = std::string(kBuiltInPath);
 };
 
 // A failing sample with everything needed to re-run it.
@@ -37,7 +40,8 @@ struct SearchRun {
 
 // One search: cases from GenerateMutantCase(mutant, targeted, seed, ...), conv draws (targeted: aimed by `mix`;
 // uniform: plain random), samples in order until |e| exceeds the default tolerance or the budget runs out.
-SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t budget, const RegionMix& mix);
+SearchRun SearchMutant(Mutant mutant, bool targeted, uint64_t seed, uint64_t budget, const RegionMix& mix,
+                       const std::string& backend = std::string(kBuiltInPath));
 
 // Greedy shrinking that keeps the failure: the failing output's receptive field alone (batch 1, one output
 // channel, stride 1, no padding or dilation), then input channels, kernel rows and kernel columns removed one at

@@ -27,14 +27,9 @@ struct TableData;  // model/table.h
 //               file: model/table.h).
 enum class TableKind { lut, lut_interp, pwl };
 
-// Which fused path runs a case.
-//   builtin:    the built-in fixed-point kernels (fused/fused_path.h), with the case's table kind.
-//   onednn:     oneDNN's int8 convolution with one eltwise post-op (fused/onednn; FUSEDIFF_WITH_ONEDNN). It declares
-//               the graph's convention with the intermediate unquantized (f32): declared_convention() below.
-//   onednn_unfused: oneDNN's int8 convolution to the intermediate 8-bit tensor (requant f32_zero_point_first), then
-//               dequantize, the activation and quantize as separate oneDNN primitives. Declares the graph's convention
-//               with binary32 post-ops.
-enum class Backend { builtin, onednn, onednn_unfused };
+// Which fused path runs a case: CaseSpec::backend names one path of a registered backend module (model/backend.h),
+// e.g. "builtin" (the built-in fixed-point kernels, with the case's table kind). kBuiltInPath is the default.
+inline constexpr std::string_view kBuiltInPath = "builtin";
 
 // Which reference a case compares the fused path with.
 //   same_convention:  the reference runs the convention the fused path declares (declared_convention): a verdict.
@@ -105,8 +100,8 @@ struct CaseSpec {
   Pattern pattern;
   Fusion fusion = Fusion::keep_all;  // how the fused path treats the pattern's boundaries
   Comparison comparison = Comparison::same_convention;
-  Backend backend = Backend::builtin;
-  TableKind table_kind = TableKind::lut;  // the built-in path's table (lut, unused, for a oneDNN backend)
+  std::string backend = std::string(kBuiltInPath);  // a registered backend's path (model/backend.h)
+  TableKind table_kind = TableKind::lut;  // the built-in path's table (lut, unused, for another backend)
   Mutant mutant = Mutant::none;
   uint64_t samples = 0;  // conv: requested sample count; sweep: ignored (every code once)
   RegionMix mix;         // conv: what the draws aim at
@@ -125,18 +120,19 @@ struct CaseSpec {
 void set_external_table(CaseSpec& spec, std::shared_ptr<const TableData> table, std::string file, std::string sha256);
 
 // The fused path as one word names it, wherever it is text (replay `fused=`, results "fused", --fused, case
-// names): the table kind for the built-in backend (lut, lut_interp, pwl), else the backend (onednn,
-// onednn_unfused). parse_fused_path sets spec.backend and spec.table_kind (lut for a oneDNN backend); it throws
-// InputError naming `field` for any other word.
-std::string_view fused_path_name(const CaseSpec& spec);
+// names): the word the path's backend gives it (model/backend.h; the built-in backend's are its table kinds).
+// parse_fused_path sets spec.backend (and table_kind, lut unless the word says otherwise); it throws InputError
+// naming `field` and the registered words for a word no registered backend claims. read_fused_path is the
+// lenient form for reading results back: a word no registered backend claims stays the case's path, and
+// fused_path_name gives it back unchanged (a report needs no backend to show a backend's results).
+std::string fused_path_name(const CaseSpec& spec);
 void parse_fused_path(std::string_view text, std::string_view field, CaseSpec& spec);
-bool is_onednn(const CaseSpec& spec);  // backend onednn or onednn_unfused
+void read_fused_path(std::string_view text, CaseSpec& spec);
 // Whether the case runs the built-in path with a table of `kind`.
 bool uses_table(const CaseSpec& spec, TableKind kind);
 
-// The convention the fused path declares it implements: the graph's own for every path but `onednn`, whose
-// intermediate is f32 (requant f32_half_even, no code; the output spec unchanged). Both oneDNN paths declare
-// binary32 post-ops (PostOpArithmetic::binary32), the built-in ones exact.
+// The convention the fused path declares it implements: its backend's DeclaredConvention (model/backend.h); the
+// graph's own for a path no registered backend offers (a result read back without its backend).
 Convention declared_convention(const CaseSpec& spec);
 // The convention the reference runs: the declared one (same_convention) or the graph's (cross_convention).
 Convention reference_convention(const CaseSpec& spec);
@@ -157,8 +153,9 @@ std::string canonical_key(const CaseSpec& spec);
 std::string activation_table_key(const Convention& c);
 
 // 64-bit FNV-1a of the sample key: the case's stream id c in the counter-based generator. The sample key is
-// canonical_key except that oneDNN's comparisons of one graph share it (fused=onednn for both oneDNN paths, the
-// comparison left out), so that the fused, cross-convention and unfused comparisons see the same draws.
+// canonical_key except that a backend's paths of one graph may share it (fused= its SampleWord, the comparison
+// left out where that differs from the path's word), so that e.g. a library's fused, cross-convention and unfused
+// comparisons see the same draws.
 uint64_t case_stream_id(const CaseSpec& spec);
 
 // Number of samples a case actually runs: `samples` for conv, the intermediate code count for sweep.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fusediff/model/case_spec.h"
@@ -83,6 +84,14 @@ struct CaseResult {
   double seconds = 0;
 };
 
+// Ordered key/value pairs: a backend's provenance ("library", "version", "isa", ...), in the order it gives them.
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+struct BackendProvenance {
+  std::string backend;  // the module's name (model/backend.h)
+  KeyValues fields;
+  friend bool operator==(const BackendProvenance&, const BackendProvenance&) = default;
+};
+
 struct Provenance {
   std::string tool_name = "fusediff";
   std::string tool_version;
@@ -90,11 +99,15 @@ struct Provenance {
   std::string compiler;
   std::string libc;
   std::string isa;
-  std::string onednn_version;  // empty when built without oneDNN
-  std::string onednn_isa;      // the ISA oneDNN dispatches to on this CPU
+  // Each registered backend's own provenance (model/backend.h), in registration order; a backend with none (the
+  // built-in kernels) is absent.
+  std::vector<BackendProvenance> backends;
   std::string command_line;
   std::string created;  // ISO 8601 UTC
 };
+
+// The value of `key` in `backend`'s provenance; empty where either is absent.
+std::string provenance_value(const Provenance& provenance, std::string_view backend, std::string_view key);
 
 // What `fusediff gate` judged: the descriptor and the exact bytes of its table file.
 struct GateProvenance {

@@ -20,9 +20,11 @@ struct Tolerance {
   friend bool operator==(const Tolerance&, const Tolerance&) = default;
 };
 
-// Default tolerance of a fused path (a backend, and the built-in backend's table kind) for an activation (table in
-// tolerance.cpp, measurements in docs/tolerances.md).
-Tolerance default_tolerance(Backend backend, TableKind table, ActivationKind activation);
+// Default tolerance of a case: its backend's (model/backend.h); InputError where no registered backend offers its path.
+Tolerance default_tolerance(const CaseSpec& spec);
+// The built-in backend's tables' default tolerance for an activation (table in tolerance.cpp, measurements in
+// docs/tolerances.md).
+Tolerance builtin_table_tolerance(TableKind table, ActivationKind activation);
 
 // Default tolerance of a piecewise-linear table with `segments` segments over an intermediate of
 // `intermediate_bits` (8 or 16) bits: the bound `fusediff table generate` meets for every activation at that

@@ -1,0 +1,157 @@
+// A backend defined in this file alone, registered with one call, run through the CLI's own entry (`run`, `replay`,
+// `mutants`, `report`): what a new backend needs of fusediff, and a check that nothing else must change for it
+// (docs/architecture.md, "Adding a backend"). It puts the built-in kernels behind a backend of its own, twice:
+//   test_ref:    the kernels as they are (and the catalog's mutants, injected where the built-in path injects them);
+//   test_defect: one deliberate defect, every output code that is 5 modulo 16 comes out one higher.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fusediff/cli/cli.h"
+#include "fusediff/fused/fused_path.h"
+#include "fusediff/model/backend.h"
+#include "fusediff/reports/reports.h"
+#include "shard_env.h"
+
+namespace fusediff {
+namespace {
+
+class WrappedPath final : public FusedPath {
+ public:
+  WrappedPath(std::unique_ptr<FusedPath> inner, bool defect) : inner_(std::move(inner)), defect_(defect) {}
+  bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
+    if (!inner_->Run(draw, y, rejected)) return false;
+    if (defect_) {
+      for (int32_t& code : y) code += code % 16 == 5 ? 1 : 0;
+    }
+    return true;
+  }
+  bool concurrent() const override { return inner_->concurrent(); }
+
+ private:
+  std::unique_ptr<FusedPath> inner_;
+  bool defect_;
+};
+
+class TestBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "test"; }
+  std::vector<std::string> paths() const override { return {"test_ref", "test_defect"}; }
+  std::vector<std::string> words() const override { return paths(); }
+  void SelectPath(std::string_view word, CaseSpec& spec) const override { spec.backend = std::string(word); }
+  std::string PathWord(const CaseSpec& spec) const override { return spec.backend; }
+  KeyValues provenance() const override { return {{"wraps", "builtin"}, {"defect", "test_defect: codes 5 mod 16 + 1"}}; }
+  std::vector<std::string> stage_kinds() const override { return fused::BuiltInBackend().stage_kinds(); }
+  std::vector<std::string> patterns() const override { return fused::BuiltInBackend().patterns(); }
+  Tolerance DefaultTolerance(const CaseSpec& spec) const override { return fused::BuiltInBackend().DefaultTolerance(spec); }
+  std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const override {
+    CaseSpec builtin = spec;
+    builtin.backend = std::string(kBuiltInPath);
+    std::unique_ptr<FusedPath> inner = fused::BuiltInBackend().CreatePath(builtin, why);
+    if (!inner) return nullptr;
+    return std::make_unique<WrappedPath>(std::move(inner), spec.backend == "test_defect");
+  }
+};
+
+const TestBackend kTestBackend;
+const bool kRegistered = (RegisterBackend(kTestBackend), true);  // the one registration
+
+struct CliRun {
+  int code = 0;
+  std::string out, err;
+};
+
+CliRun RunCli(std::vector<std::string> args) {
+  test_support::ClearShardVariables();
+  args.insert(args.begin(), "fusediff");
+  std::ostringstream out, err;
+  CliRun r;
+  r.code = cli::Main(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// The first replay line a text output names ("fusediff replay '...'").
+std::string FirstReplayLine(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("fusediff replay '([^']+)'"))) return "";
+  return m[1];
+}
+
+// "y           reference A  fused B  error +E LSB": {A, B}.
+std::pair<int, int> ReplayedOutputs(const std::string& text) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(text, m, std::regex(R"(y +reference (-?\d+) +fused (-?\d+) +error)"))) << text;
+  return m.empty() ? std::pair<int, int>{0, 0} : std::pair<int, int>{std::stoi(m[1]), std::stoi(m[2])};
+}
+
+TEST(TestBackend, IsRegisteredAndItsWordsParse) {
+  ASSERT_TRUE(kRegistered);
+  CaseSpec spec;
+  parse_fused_path("test_defect", "--fused", spec);
+  EXPECT_EQ(&BackendOf(spec), &kTestBackend);
+  EXPECT_EQ(fused_path_name(spec), "test_defect");
+  const CliRun r = RunCli({"run", "--fused", "test_nope"});
+  EXPECT_EQ(r.code, cli::kExitBadInput);
+  EXPECT_NE(r.err.find("--fused: unknown fused path 'test_nope' (expected "), std::string::npos) << r.err;
+  for (const char* word : {"test_ref", "test_defect", "lut_interp"}) EXPECT_NE(r.err.find(word), std::string::npos) << r.err;
+}
+
+// The honest path passes its suite, and the results and the sign-off report carry its word and its provenance.
+TEST(TestBackend, RunsItsSuiteAndReportsIt) {
+  const std::string json = ::testing::TempDir() + "test_backend_ref.json";
+  const std::string md = ::testing::TempDir() + "test_backend_ref.md";
+  const CliRun run = RunCli({"run", "--fused", "test_ref", "--activation", "relu", "--samples", "2000", "--json", json});
+  ASSERT_EQ(run.code, cli::kExitPass) << run.out << run.err;
+  const RunResult results = reports::ReadResultsFile(json);
+  ASSERT_FALSE(results.cases.empty());
+  for (const CaseResult& c : results.cases) {
+    EXPECT_EQ(c.spec.backend, "test_ref") << c.spec.name;
+    EXPECT_NE(c.spec.name.find("test_ref"), std::string::npos) << c.spec.name;
+    EXPECT_EQ(c.verdict, Verdict::pass) << c.spec.name;
+  }
+  EXPECT_EQ(provenance_value(results.provenance, "test", "wraps"), "builtin");
+  const CliRun report = RunCli({"report", json, "--md", md});
+  ASSERT_EQ(report.code, cli::kExitPass) << report.err;
+  std::ifstream in(md);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("test_ref"), std::string::npos);
+  EXPECT_NE(text.find("wraps builtin"), std::string::npos) << text;
+}
+
+// The defect fails the run, and the replay line it prints reproduces it through the same backend.
+TEST(TestBackend, ItsDefectFailsAndReplays) {
+  const CliRun run = RunCli({"run", "--fused", "test_defect", "--activation", "relu", "--samples", "2000"});
+  EXPECT_EQ(run.code, cli::kExitFail) << run.out << run.err;
+  const std::string line = FirstReplayLine(run.out);
+  ASSERT_FALSE(line.empty()) << run.out;
+  EXPECT_NE(line.find(";fused=test_defect;"), std::string::npos) << line;
+  const CliRun replay = RunCli({"replay", line});
+  ASSERT_EQ(replay.code, cli::kExitPass) << replay.err;
+  const auto [y_reference, y_fused] = ReplayedOutputs(replay.out);
+  EXPECT_EQ(y_reference % 16, 5) << replay.out;
+  EXPECT_EQ(y_fused, y_reference + 1) << replay.out;
+}
+
+// A catalog mutant injected into the backend's path is found and shrunk, and its replay line runs on that path.
+TEST(TestBackend, FindsAMutantInItsPath) {
+  const CliRun run = RunCli({"mutants", "--fused", "test_ref", "--mutant", "use-output-scale", "--seeds", "2", "--all"});
+  ASSERT_EQ(run.code, cli::kExitPass) << run.out << run.err;
+  EXPECT_NE(run.out.find("1 passed, 0 failed (mutants detected, missed)"), std::string::npos) << run.out;
+  const std::string line = FirstReplayLine(run.out);
+  ASSERT_FALSE(line.empty()) << run.out;
+  EXPECT_NE(line.find(";fused=test_ref;"), std::string::npos) << line;
+  const CliRun replay = RunCli({"replay", line});
+  ASSERT_EQ(replay.code, cli::kExitPass) << replay.err;
+  const auto [y_reference, y_fused] = ReplayedOutputs(replay.out);
+  EXPECT_NE(y_fused, y_reference) << replay.out;
+}
+
+}  // namespace
+}  // namespace fusediff
