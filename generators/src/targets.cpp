@@ -339,6 +339,14 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       fc.fc_outputs = static_cast<int32_t>(rng.uniform_int(1, 4));
       break;
     }
+    case Mutant::fc_fold_first_layer_scale: {
+      spec.pattern = parse_pattern_name("fc+fc", "mutant");
+      spec.fusion = Fusion::fold;
+      Stage& fc = spec.pattern.stages[0];
+      fc.out = JitteredQuant(rng, QuantType{ScalarType::int8, false}, -8.0, 8.0);
+      fc.fc_outputs = static_cast<int32_t>(rng.uniform_int(1, 4));
+      break;
+    }
     case Mutant::bn_drop_eps:
     case Mutant::bn_f16_for_f32:
     case Mutant::bn_per_tensor_for_per_channel:
@@ -367,6 +375,7 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       break;
     }
     default:
+      place_registered_mutant(spec);  // a stage kind's mutant (model/mutants.h)
       break;
   }
 }

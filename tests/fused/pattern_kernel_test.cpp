@@ -104,6 +104,23 @@ TEST(PatternKernel, FoldingTwoLayersRemovesTheHiddenRounding) {
   EXPECT_EQ(RunOne(spec, draw), 8);
 }
 
+TEST(PatternKernel, FoldFirstLayerScaleMutantQuantizesTheFoldWithTheWrongScale) {
+  // W1 = 0.3 I, W2 = (1, 1) at 0.25: both folded weights are 0.075. Declared: scale 0.075/127, codes (127, 127),
+  // acc 1016, y = 0.6 -> 1. The mutant quantizes with sw1 = 0.3: 0.075 / 0.3 = 0.25 rounds to code 0, y = 0.
+  CaseSpec spec = Spec("fc+fc", ActivationKind::relu, 2.0f, 1.0f);
+  spec.pattern.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  spec.pattern.stages[0].fc_outputs = 1;
+  spec.fusion = Fusion::fold;
+  spec.comparison = Comparison::cross_convention;
+  ConvCase fc1;
+  fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
+      .weight_scales({0.3f, 0.3f}).weights({1, 0, 0, 1}).bias({0, 0});
+  const PatternDraw draw{fc1, {3, 5}, {}, {0.25f}, {1, 1}, {0}};
+  EXPECT_EQ(RunOne(spec, draw), 1);
+  spec.mutant = Mutant::fc_fold_first_layer_scale;
+  EXPECT_EQ(RunOne(spec, draw), 0);
+}
+
 TEST(PatternKernel, UnofferedFusionsAndForeignMutantsAreUnsupported) {
   std::string why;
   CaseSpec spec = Spec("fc+act", ActivationKind::relu, 1.0f, 1.0f);

@@ -47,7 +47,7 @@ TEST(GraphReference, AddRoundsTheSumAtItsOwnScaleThenActivates) {
   // r = 3 (1.5): s = 7.5 -> 8; r = -20 (-10): s = -4 -> relu 0.
   EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {3}, {}, {}, {}})[0].y, 8);
   EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {-20}, {}, {}, {}})[0].y, 0);
-  EXPECT_THROW(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {}, {}, {}, {}}), std::invalid_argument);  // no residual: a caller bug
+  EXPECT_THROW(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {}, {}, {}, {}}), InputError);  // no residual: a malformed draw
 }
 
 TEST(GraphReference, MaxPoolTakesTheLargestActivationOutputAndItsPath) {
@@ -112,7 +112,7 @@ TEST(GraphReference, FullyConnectedChainRoundsTheHiddenLayer) {
   EXPECT_EQ(out[0].acc, 5);
   EXPECT_EQ(out[0].y, 10);
   EXPECT_EQ(out[0].key_code, 10);  // keyed by the output code
-  EXPECT_THROW(graph(PatternDraw{fc1, {3, 5}, {}, {1.0f}, {1}, {0}}), std::invalid_argument);  // weights of the wrong size: a caller bug
+  EXPECT_THROW(graph(PatternDraw{fc1, {3, 5}, {}, {1.0f}, {1}, {0}}), InputError);  // weights of the wrong size: a malformed draw
 }
 
 TEST(GraphReference, FloatProductMultiplierFormsSxSwInBinary32) {

@@ -19,6 +19,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/reference/float_conv.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/reference.h"
@@ -578,9 +579,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   trace.regions = sample.regions;
   trace.u = sample.code;
 
-  const bool elementwise = !has_stage(spec.pattern, StageKind::max_pool) && !has_stage(spec.pattern, StageKind::avg_pool) &&
-                           !has_stage(spec.pattern, StageKind::fully_connected);
-  if (!elementwise) {
+  if (!pattern_is_elementwise(spec.pattern)) {
     // The element indexes the final tensor: its coordinates there, and the accumulator that fed it.
     trace.conv_shape = describe(draw.conv);
     trace.input_quant = format_quant_params(draw.conv.input_quant());

@@ -8,6 +8,7 @@
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/model/tolerance.h"
 #include "fusediff/reference/reference.h"
 #include "comparison.h"
@@ -394,9 +395,7 @@ Counterexample Shrink(const Counterexample& failing) {
         }
       }
     }
-    const bool elementwise = !has_stage(best.spec.pattern, StageKind::max_pool) &&
-                             !has_stage(best.spec.pattern, StageKind::avg_pool) &&
-                             !has_stage(best.spec.pattern, StageKind::fully_connected);
+    const bool elementwise = pattern_is_elementwise(best.spec.pattern);
     if (const std::optional<Counterexample> window = CropToWindow(best); window && StillFails(*window)) best = *window;
     if (!elementwise && best.spec.pattern.producer == Producer::conv2d) {
       // Several output positions share the input: a dropped channel changes every accumulator, so it is kept only

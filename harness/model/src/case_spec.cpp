@@ -7,6 +7,7 @@
 
 #include "fusediff/model/diagnostics.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/model/table.h"
 
 namespace fusediff {
@@ -128,6 +129,20 @@ SampleSource parse_sample_source(std::string_view text, std::string_view field) 
                    "' (expected conv, sweep or thresholds)");
 }
 
+std::vector<int64_t> split_integers(const std::string& text, const std::string& field) {
+  std::vector<int64_t> values;
+  if (text.empty()) return values;
+  size_t begin = 0;
+  for (;;) {
+    const size_t colon = text.find(':', begin);
+    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                               field + "[" + std::to_string(values.size()) + "]"));
+    if (colon == std::string::npos) break;
+    begin = colon + 1;
+  }
+  return values;
+}
+
 namespace {
 // A pattern's stages and their parameters. The fusion is part of the sample key only where it changes the draws
 // (never: every fused variant of one pattern sees the same draws, so that they can be set side by side).
@@ -135,34 +150,7 @@ std::string PatternFields(const Pattern& p, Fusion fusion, bool for_samples) {
   std::string out = ";pattern=" + pattern_name(p);
   if (p.producer == Producer::fully_connected) out += ";mult=" + std::string(to_string(p.multiplier));
   for (const Stage& st : p.stages) {
-    switch (st.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        out += ";add=" + std::string(to_string(st.add_rule)) + ";r=" + format_quant_params(st.residual) +
-               ";s=" + format_quant_params(st.out);
-        // Not part of the sample key (both oneDNN chains of one graph see its draws); absent at its default.
-        if (!for_samples && st.f32_add_rule != Stage{}.f32_add_rule) out += ";f32_add=" + std::string(to_string(st.f32_add_rule));
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool:
-        out += ";pool=" + std::to_string(st.window.kernel) + ":" + std::to_string(st.window.stride) + ":" +
-               std::to_string(st.window.padding);
-        if (st.kind == StageKind::avg_pool) {
-          out += ";pool_rule=" + std::string(to_string(st.pool_rule)) + ";p=" + format_quant_params(st.out);
-        }
-        break;
-      case StageKind::fully_connected:
-        out += ";fc_out=" + format_quant_params(st.out) + ";fc_n=" + std::to_string(st.fc_outputs);
-        break;
-      case StageKind::batchnorm:
-        // The fold and the reference are the fused path's and the comparison's: every comparison of one graph
-        // sees the same draws.
-        out += ";bn_eps=" + format_float32(st.bn_eps) + ";bn_regime=" + std::string(to_string(st.bn_regime));
-        if (!for_samples) {
-          out += ";bn_fold=" + format_batchnorm_fold(st.bn_fold) + ";bn_ref=" + std::string(to_string(st.bn_reference));
-        }
-        break;
-    }
+    for (const auto& [key, value] : stage_module(st.kind).replay_fields(st, for_samples)) out += ";" + key + "=" + value;
   }
   if (!for_samples && fusion != Fusion::keep_all) out += ";fusion=" + std::string(to_string(fusion));
   return out;
@@ -326,19 +314,6 @@ std::string JoinCodes(const std::vector<T>& values) {
   return out;
 }
 
-std::vector<int64_t> SplitIntegers(const std::string& text, const std::string& field) {
-  std::vector<int64_t> values;
-  if (text.empty()) return values;
-  size_t begin = 0;
-  for (;;) {
-    const size_t colon = text.find(':', begin);
-    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                               field + "[" + std::to_string(values.size()) + "]"));
-    if (colon == std::string::npos) break;
-    begin = colon + 1;
-  }
-  return values;
-}
 
 std::string EncodeExplicit(const ExplicitConv& e) {
   const ConvCase& c = e.conv;
@@ -408,38 +383,19 @@ template <typename Take, typename Has>
 void ParsePatternFields(CaseSpec& s, Take& take, Has& has) {
   s.pattern = parse_pattern_name(take("pattern"), "replay.pattern");
   if (s.pattern.producer == Producer::fully_connected) s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
-  for (Stage& st : s.pattern.stages) {
-    switch (st.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        st.add_rule = parse_add_rule(take("add"), "replay.add");
-        st.residual = parse_quant_params(take("r"), "replay.r", QuantParams{});
-        st.out = parse_quant_params(take("s"), "replay.s", QuantParams{});
-        if (has("f32_add")) st.f32_add_rule = parse_add_rule(take("f32_add"), "replay.f32_add");
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool: {
-        const std::vector<int64_t> w = SplitIntegers(take("pool"), "replay.pool");
-        if (w.size() != 3) throw InputError("replay.pool: expected KERNEL:STRIDE:PADDING");
-        st.window = PoolWindow{static_cast<int32_t>(w[0]), static_cast<int32_t>(w[1]), static_cast<int32_t>(w[2])};
-        if (st.kind == StageKind::avg_pool) {
-          st.pool_rule = parse_avg_pool_rule(take("pool_rule"), "replay.pool_rule");
-          st.out = parse_quant_params(take("p"), "replay.p", QuantParams{});
-        }
-        break;
-      }
-      case StageKind::fully_connected:
-        st.out = parse_quant_params(take("fc_out"), "replay.fc_out", QuantParams{});
-        st.fc_outputs = static_cast<int32_t>(parse_int(take("fc_n"), "replay.fc_n"));
-        break;
-      case StageKind::batchnorm:
-        st.bn_eps = parse_float32(take("bn_eps"), "replay.bn_eps");
-        st.bn_regime = parse_bn_regime(take("bn_regime"), "replay.bn_regime");
-        st.bn_fold = parse_batchnorm_fold(take("bn_fold"), "replay.bn_fold");
-        st.bn_reference = parse_bn_reference(take("bn_ref"), "replay.bn_ref");
-        break;
-    }
-  }
+  // The replay string's fields as a stage module reads them.
+  class Fields final : public ReplayFieldSource {
+   public:
+    Fields(Take& take, Has& has) : take_(take), has_(has) {}
+    bool has(std::string_view key) const override { return has_(std::string(key).c_str()); }
+    std::string take(std::string_view key) const override { return take_(std::string(key).c_str()); }
+
+   private:
+    Take& take_;
+    Has& has_;
+  };
+  const Fields fields(take, has);
+  for (Stage& st : s.pattern.stages) stage_module(st.kind).parse_replay_fields(st, fields);
 }
 }  // namespace
 
@@ -512,7 +468,7 @@ ReplayKey parse_replay(std::string_view text) {
   if (!v2) key.formulation = formulation;
   if (v2) {
     ExplicitConv e;
-    const std::vector<int64_t> shape = SplitIntegers(take("shape"), "replay.shape");
+    const std::vector<int64_t> shape = split_integers(take("shape"), "replay.shape");
     if (shape.size() != 15) throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
     auto dim = [&shape](size_t i) { return static_cast<int32_t>(shape[i]); };
     e.conv.batch(dim(0)).input_size(dim(1), dim(2)).input_channels(dim(3)).output_channels(dim(4))
@@ -535,19 +491,19 @@ ReplayKey parse_replay(std::string_view text) {
       e.conv.weight_range(WeightRange::full);
     }
     std::vector<int8_t> weights;
-    for (int64_t w : SplitIntegers(take("w"), "replay.w")) {
+    for (int64_t w : split_integers(take("w"), "replay.w")) {
       if (w < -128 || w > 127) throw InputError("replay.w: " + std::to_string(w) + " is outside int8");
       weights.push_back(static_cast<int8_t>(w));
     }
     e.conv.weights(std::move(weights));
     std::vector<int32_t> bias;
-    for (int64_t b : SplitIntegers(take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
+    for (int64_t b : split_integers(take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
     e.conv.bias(std::move(bias));
-    for (int64_t x : SplitIntegers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
+    for (int64_t x : split_integers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
     e.element = static_cast<uint64_t>(parse_int(take("element"), "replay.element"));
     if (fields.count("op")) {
       e.conv.op(parse_conv_op(take("op"), "replay.op"));
-      const std::vector<int64_t> opad = SplitIntegers(take("opad"), "replay.opad");
+      const std::vector<int64_t> opad = split_integers(take("opad"), "replay.opad");
       if (opad.size() != 2) throw InputError("replay.opad: expected H:W");
       e.conv.output_padding(static_cast<int32_t>(opad[0]), static_cast<int32_t>(opad[1]));
     }
@@ -560,7 +516,7 @@ ReplayKey parse_replay(std::string_view text) {
       if (!e.conv.input_quant().type.contains(x)) throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
     }
     if (fields.count("res")) {
-      for (int64_t r : SplitIntegers(take("res"), "replay.res")) e.residual.push_back(static_cast<int32_t>(r));
+      for (int64_t r : split_integers(take("res"), "replay.res")) e.residual.push_back(static_cast<int32_t>(r));
     }
     if (fields.count("fw")) {
       const std::string fws = take("fws");
@@ -571,11 +527,11 @@ ReplayKey parse_replay(std::string_view text) {
         if (colon == std::string::npos) break;
         begin = colon + 1;
       }
-      for (int64_t w : SplitIntegers(take("fw"), "replay.fw")) {
+      for (int64_t w : split_integers(take("fw"), "replay.fw")) {
         if (w < -127 || w > 127) throw InputError("replay.fw: " + std::to_string(w) + " is outside [-127, 127]");
         e.fc_weights.push_back(static_cast<int8_t>(w));
       }
-      for (int64_t b : SplitIntegers(take("fb"), "replay.fb")) e.fc_bias.push_back(static_cast<int32_t>(b));
+      for (int64_t b : split_integers(take("fb"), "replay.fb")) e.fc_bias.push_back(static_cast<int32_t>(b));
     }
     if (fields.count("bng")) {
       const std::pair<const char*, std::vector<float>*> tensors[] = {

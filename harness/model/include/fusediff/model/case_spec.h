@@ -73,6 +73,8 @@ enum class Mutant {
   bn_bf16_truncate,
   bn_f16_overflow_wraps,
   bn_after_activation,
+  // An FC -> FC fold mutant (model/pattern.h Fusion::fold): the folded weights quantized with the wrong scale.
+  fc_fold_first_layer_scale,
 };
 
 // Where a case's samples come from.

@@ -15,6 +15,7 @@
 #include "fusediff/model/formulation.h"
 #include "fusediff/model/convention.h"
 #include "fusediff/model/quant.h"
+#include "fusediff/model/stage_kind.h"
 
 namespace fusediff {
 
@@ -23,10 +24,10 @@ namespace fusediff {
 // 1x1 spatial conv over C input features: acc[n, k] = bias[k] + sum_c (x[n, c] - zx) * w[k, c].
 enum class Producer { conv2d, fully_connected };
 
-// batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output channel of the producer's real output
-// (acc sx sw[k], never rounded to a code in the graph), then quantized into the producer's boundary u by the
-// convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
-enum class StageKind { activation, add, max_pool, avg_pool, fully_connected, batchnorm };
+// A stage's kind is a token (model/stage_kind.h) whose module (model/stage_module.h) says what it does. The built-in
+// kinds: act, add, maxpool, avgpool, fc and batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output
+// channel of the producer's real output (acc sx sw[k], never rounded to a code in the graph), then quantized into
+// the producer's boundary u by the convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
 
 // How a quantized add of two tensors (a: the producer's u, b: the residual r) rounds into its output boundary s
 // (../shared/conventions.md §1, §4).
@@ -135,7 +136,8 @@ Pattern parse_pattern_name(std::string_view text, std::string_view field);
 // `f32_intermediate`: the convention describes an f32 intermediate, so an add is its f32_add_rule on r (no s).
 std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermediate = false);
 
-// The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`).
+// The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`): the built-ins, then
+// those registered (model/stage_module.h register_pattern).
 struct PatternInfo {
   std::string_view name;
   std::string_view description;
@@ -157,7 +159,7 @@ QuantParams final_output(const Pattern& p, const Convention& c);
 // for an elementwise pattern (conv2d+act, conv2d+add+act, fc+act), the final output for one with a pool or a
 // second layer, where an output code does not follow from one input code.
 QuantParams keyed_boundary(const Pattern& p, const Convention& c);
-bool keyed_by_activation_input(const Pattern& p);
+bool keyed_by_activation_input(const Pattern& p);  // an activation, and every stage elementwise
 
 // Throws InputError when a pattern is malformed (unknown stage order, more than one stage of a kind, a pool
 // window out of range, a TFLite average pool whose input and output quantization differ, bad boundary, an f32
