@@ -47,6 +47,7 @@ struct PatternKernel::Impl {
   std::unique_ptr<FusedKernel> layer;       // the folded layer: requantization into its out
   std::vector<std::unique_ptr<StageKernel>> stages;  // kept whole: one kernel per stage
   std::unique_ptr<StageKernel> pool;                 // pool first: the pool over u's codes
+  StageKind pool_kind;
   std::optional<QuantizedAddKernel> add_after_activation;  // mutant residual-after-activation
   const Stage* add_stage = nullptr;
   const Stage* fc_stage = nullptr;
@@ -88,7 +89,7 @@ bool PatternKernel::Impl::RunKept(const PatternDraw& draw, std::span<int32_t> y,
   t.shape = PatternGeometry{draw.conv.batch(), draw.conv.output_height(), draw.conv.output_width(),
                             draw.conv.output_channels()};
   t.codes = RunProducer(draw).u;
-  for (const auto& stage : stages) stage->Run(draw, t);
+  for (size_t i = 0; i < stages.size(); ++i) stages[i]->Run(draw.operands(i), t);
   std::copy(t.codes.begin(), t.codes.end(), y.begin());
   return true;
 }
@@ -98,24 +99,28 @@ bool PatternKernel::Impl::RunKept(const PatternDraw& draw, std::span<int32_t> y,
 bool PatternKernel::Impl::RunAddInAccumulator(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
   const ProducerOut producer = RunProducer(draw);
   const size_t n = producer.u.size();
-  if (draw.residual.size() != n) throw InputError("PatternKernel::Run: residual size does not match the conv output");
+  const std::vector<int32_t>& residual = draw.operands(spec.pattern, StageKind::add).codes;
+  if (residual.size() != n) throw InputError("PatternKernel::Run: residual size does not match the conv output");
   const Stage& add = *add_stage;
   const size_t channels = static_cast<size_t>(draw.conv.output_channels());
   for (size_t i = 0; i < n; ++i) {
-    const double real = double(producer.acc[i]) * draw.conv.input_quant().scale * draw.conv.weight_scales()[i % channels] +
-                        double(add.residual.scale) * (draw.residual[i] - add.residual.zero_point);
+    const double real =
+        double(producer.acc[i]) * draw.conv.input_quant().scale * draw.conv.weight_scales()[i % channels] +
+        double(add.residual.scale) * (residual[i] - add.residual.zero_point);
     y[i] = activation->ApplyTable(RoundToType(real / add.out.scale, add.out.zero_point, add.out.type));
   }
   return true;
 }
 
 // Mutant residual-after-activation: Act(u) + r, into the output boundary by the add rule.
-bool PatternKernel::Impl::RunResidualAfterActivation(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
+bool PatternKernel::Impl::RunResidualAfterActivation(const PatternDraw& draw, std::span<int32_t> y,
+                                                     std::string*) const {
   const ProducerOut producer = RunProducer(draw);
-  if (draw.residual.size() != producer.u.size()) {
+  const std::vector<int32_t>& residual = draw.operands(spec.pattern, StageKind::add).codes;
+  if (residual.size() != producer.u.size()) {
     throw InputError("PatternKernel::Run: residual size does not match the conv output");
   }
-  for (size_t i = 0; i < producer.u.size(); ++i) y[i] = (*add_after_activation)(producer.y_of_u[i], draw.residual[i]);
+  for (size_t i = 0; i < producer.u.size(); ++i) y[i] = (*add_after_activation)(producer.y_of_u[i], residual[i]);
   return true;
 }
 
@@ -125,7 +130,7 @@ bool PatternKernel::Impl::RunPoolFirst(const PatternDraw& draw, std::span<int32_
   t.shape = PatternGeometry{draw.conv.batch(), draw.conv.output_height(), draw.conv.output_width(),
                             draw.conv.output_channels()};
   t.codes = RunProducer(draw).u;
-  pool->Run(draw, t);
+  pool->Run(draw.operands(spec.pattern, pool_kind), t);
   for (size_t i = 0; i < t.codes.size(); ++i) y[i] = activation->ApplyTable(t.codes[i]);
   return true;
 }
@@ -135,6 +140,7 @@ bool PatternKernel::Impl::RunPoolFirst(const PatternDraw& draw, std::span<int32_
 // max|W|/127), codes round(W / scale) in [-127, 127], bias round(B / (sx scale)) saturated to int32.
 bool PatternKernel::Impl::RunFolded(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
   const ConvCase& fc1 = draw.conv;
+  const StageOperands& fc2 = draw.operands(spec.pattern, StageKind::fully_connected);
   const int32_t c_in = fc1.input_channels(), hidden = fc1.output_channels(), out = fc_stage->fc_outputs;
   const double sx = fc1.input_quant().scale, su = spec.convention.intermediate.q.scale;
   std::vector<int8_t> weights(static_cast<size_t>(out) * c_in);
@@ -142,11 +148,12 @@ bool PatternKernel::Impl::RunFolded(const PatternDraw& draw, std::span<int32_t> 
   std::vector<int32_t> bias(static_cast<size_t>(out));
   std::vector<double> w(static_cast<size_t>(c_in));
   for (int32_t k = 0; k < out; ++k) {
-    const double sw2 = draw.fc_weight_scales[static_cast<size_t>(k)];
+    const double sw2 = fc2.weight_scales[static_cast<size_t>(k)];
     std::fill(w.begin(), w.end(), 0.0);
-    double b = su * sw2 * draw.fc_bias[static_cast<size_t>(k)];
+    double b = su * sw2 * fc2.bias[static_cast<size_t>(k)];
     for (int32_t j = 0; j < hidden; ++j) {
-      const double a = sw2 * draw.fc_weights[static_cast<size_t>(k) * hidden + j] * fc1.weight_scales()[static_cast<size_t>(j)];
+      const double a =
+          sw2 * fc2.weights[static_cast<size_t>(k) * hidden + j] * fc1.weight_scales()[static_cast<size_t>(j)];
       for (int32_t c = 0; c < c_in; ++c) w[static_cast<size_t>(c)] += a * fc1.weights()[fc1.weight_index(j, 0, 0, c)];
       b += a * sx * fc1.bias()[static_cast<size_t>(j)];
     }
@@ -156,11 +163,19 @@ bool PatternKernel::Impl::RunFolded(const PatternDraw& draw, std::span<int32_t> 
           static_cast<int8_t>(std::clamp(std::round(w[static_cast<size_t>(c)] / scale), -127.0, 127.0));
     }
     scales[static_cast<size_t>(k)] = static_cast<float>(scale);
-    bias[static_cast<size_t>(k)] = static_cast<int32_t>(std::clamp(std::round(b / (sx * scale)), -2147483648.0, 2147483647.0));
+    bias[static_cast<size_t>(k)] =
+        static_cast<int32_t>(std::clamp(std::round(b / (sx * scale)), -2147483648.0, 2147483647.0));
   }
   ConvCase folded;
-  folded.batch(fc1.batch()).input_size(1, 1).input_channels(c_in).output_channels(out).kernel_size(1, 1)
-      .input_quant(fc1.input_quant()).weight_scales(std::move(scales)).weights(std::move(weights)).bias(std::move(bias));
+  folded.batch(fc1.batch())
+      .input_size(1, 1)
+      .input_channels(c_in)
+      .output_channels(out)
+      .kernel_size(1, 1)
+      .input_quant(fc1.input_quant())
+      .weight_scales(std::move(scales))
+      .weights(std::move(weights))
+      .bias(std::move(bias));
   std::vector<int32_t> acc(folded.output_elements()), codes(folded.output_elements()), unused(folded.output_elements());
   layer->Run(folded, draw.input, unused, acc, codes);
   std::copy(codes.begin(), codes.end(), y.begin());
@@ -170,10 +185,11 @@ bool PatternKernel::Impl::RunFolded(const PatternDraw& draw, std::span<int32_t> 
 // conv2d+batchnorm+act: fold (declared; a fold mutant's bugs are the fold's variant), quantize, the int conv and
 // the table over u.
 bool PatternKernel::Impl::RunBatchNormFold(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) const {
-  validate(draw.bn, static_cast<size_t>(draw.conv.output_channels()), bn_stage->bn_eps, "pattern draw: batchnorm");
+  const BatchNormParams& bn = draw.operands(spec.pattern, StageKind::batchnorm).bn;
+  validate(bn, static_cast<size_t>(draw.conv.output_channels()), bn_stage->bn_eps, "pattern draw: batchnorm");
   std::string why;
-  const ConvCase folded = FoldConvBatchNorm(draw.conv, draw.bn, bn_stage->bn_eps, bn_stage->bn_fold,
-                                            FoldBugsOf(spec.mutant), &why);
+  const ConvCase folded =
+      FoldConvBatchNorm(draw.conv, bn, bn_stage->bn_eps, bn_stage->bn_fold, FoldBugsOf(spec.mutant), &why);
   if (!why.empty()) {
     if (rejected) *rejected = why;
     return false;
@@ -184,8 +200,10 @@ bool PatternKernel::Impl::RunBatchNormFold(const PatternDraw& draw, std::span<in
 
 // Mutant bn-after-activation: the table over the unfolded conv's u, then BatchNorm on the activation's real output,
 // rounded half away from zero into the output boundary (double arithmetic, as a misordered kernel would).
-bool PatternKernel::Impl::RunBatchNormAfterActivation(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
-  validate(draw.bn, static_cast<size_t>(draw.conv.output_channels()), bn_stage->bn_eps, "pattern draw: batchnorm");
+bool PatternKernel::Impl::RunBatchNormAfterActivation(const PatternDraw& draw, std::span<int32_t> y,
+                                                      std::string*) const {
+  const BatchNormParams& bn = draw.operands(spec.pattern, StageKind::batchnorm).bn;
+  validate(bn, static_cast<size_t>(draw.conv.output_channels()), bn_stage->bn_eps, "pattern draw: batchnorm");
   const size_t n = draw.conv.output_elements();
   std::vector<int32_t> acts(n), acc(n), u(n);
   producer->Run(draw.conv, draw.input, acts, acc, u);
@@ -194,8 +212,8 @@ bool PatternKernel::Impl::RunBatchNormAfterActivation(const PatternDraw& draw, s
   for (size_t i = 0; i < n; ++i) {
     const size_t k = i % channels;
     const double real = double(out.scale) * (acts[i] - out.zero_point);
-    const double t = double(draw.bn.gamma[k]) * (real - draw.bn.mean[k]) /
-                         std::sqrt(double(draw.bn.var[k]) + bn_stage->bn_eps) + draw.bn.beta[k];
+    const double t =
+        double(bn.gamma[k]) * (real - bn.mean[k]) / std::sqrt(double(bn.var[k]) + bn_stage->bn_eps) + bn.beta[k];
     y[i] = RoundToType(t / out.scale, out.zero_point, out.type);
   }
   return true;
@@ -258,6 +276,7 @@ std::string PatternKernel::Impl::SelectPlan() {
     moved.out = c.intermediate.q;
     std::string why;
     pool = find_fused_stage(moved.kind)->Create(spec, moved, c.intermediate.q, &why);
+    pool_kind = moved.kind;
     plan = &Impl::RunPoolFirst;
     return pool ? std::string() : "pattern " + pattern_name(spec.pattern) + ": " + why;
   }
@@ -282,9 +301,11 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   }
   bool offered = false;
   for (const PatternInfo& info : known_patterns()) {
-    if (info.name == pattern_name(p)) offered = std::find(info.fusions.begin(), info.fusions.end(), spec.fusion) != info.fusions.end();
+    if (info.name == pattern_name(p))
+      offered = std::find(info.fusions.begin(), info.fusions.end(), spec.fusion) != info.fusions.end();
   }
-  if (!offered) return reject("pattern " + pattern_name(p) + " has no " + std::string(to_string(spec.fusion)) + " fusion");
+  if (!offered)
+    return reject("pattern " + pattern_name(p) + " has no " + std::string(to_string(spec.fusion)) + " fusion");
 
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;

@@ -58,7 +58,7 @@ class NegReference final : public reference::ReferenceStage {
 class NegKernel final : public fused::StageKernel {
  public:
   NegKernel(QuantParams in, bool ignore_zero_point) : in_(in), zero_point_(ignore_zero_point ? 0 : in.zero_point) {}
-  void Run(const PatternDraw&, fused::StageTensor& t) const override {
+  void Run(const StageOperands&, fused::StageTensor& t) const override {
     for (int32_t& code : t.codes) code = Saturate(2 * int64_t{zero_point_} - code, in_.type);
   }
 
@@ -122,8 +122,8 @@ std::filesystem::path TempDir(const std::string& name) {
 
 TEST(TestStage, RunPassesAndWritesAReportableResult) {
   const std::filesystem::path dir = TempDir("run");
-  const Outcome run = Cli({"run", "--pattern", std::string(kPattern), "--samples", "2000", "--json",
-                           (dir / "neg.json").string()});
+  const Outcome run =
+      Cli({"run", "--pattern", std::string(kPattern), "--samples", "2000", "--json", (dir / "neg.json").string()});
   ASSERT_EQ(run.code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find("conv2d+neg+act lut: 3 passed; 6000 samples, exact 100.000..100.000%"), std::string::npos)
       << run.out;

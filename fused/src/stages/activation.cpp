@@ -8,7 +8,7 @@ namespace {
 class ActivationKernel final : public StageKernel {
  public:
   explicit ActivationKernel(std::unique_ptr<FusedKernel> table) : table_(std::move(table)) {}
-  void Run(const PatternDraw&, StageTensor& t) const override {
+  void Run(const StageOperands&, StageTensor& t) const override {
     for (int32_t& code : t.codes) code = table_->ApplyTable(code);
   }
 

@@ -12,12 +12,13 @@ namespace {
 class AddKernel final : public StageKernel {
  public:
   explicit AddKernel(QuantizedAddKernel add) : add_(std::move(add)) {}
-  void Run(const PatternDraw& draw, StageTensor& t) const override {
-    if (draw.residual.size() != t.codes.size()) {
-      throw InputError("pattern draw: residual has " + std::to_string(draw.residual.size()) + " codes, the sum has " +
+  void Run(const StageOperands& operands, StageTensor& t) const override {
+    const std::vector<int32_t>& residual = operands.codes;
+    if (residual.size() != t.codes.size()) {
+      throw InputError("pattern draw: residual has " + std::to_string(residual.size()) + " codes, the sum has " +
                        std::to_string(t.codes.size()) + " elements (no broadcast)");
     }
-    for (size_t i = 0; i < t.codes.size(); ++i) t.codes[i] = add_(t.codes[i], draw.residual[i]);
+    for (size_t i = 0; i < t.codes.size(); ++i) t.codes[i] = add_(t.codes[i], residual[i]);
   }
 
  private:

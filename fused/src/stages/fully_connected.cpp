@@ -14,15 +14,22 @@ class FullyConnectedKernel final : public StageKernel {
  public:
   FullyConnectedKernel(std::unique_ptr<FusedKernel> layer, int32_t outputs, QuantParams in, MultiplierRule rule)
       : layer_(std::move(layer)), outputs_(outputs), in_(in), rule_(rule) {}
-  void Run(const PatternDraw& draw, StageTensor& t) const override {
+  void Run(const StageOperands& ops, StageTensor& t) const override {
     if (t.shape.height != 1 || t.shape.width != 1) {
-      throw InputError("pattern draw: a fully connected stage reads a flattened [N, K] tensor; the producer output is " +
-                       std::to_string(t.shape.height) + "x" + std::to_string(t.shape.width));
+      throw InputError(
+          "pattern draw: a fully connected stage reads a flattened [N, K] tensor; the producer output is " +
+          std::to_string(t.shape.height) + "x" + std::to_string(t.shape.width));
     }
     ConvCase fc;
-    fc.batch(t.shape.batch).input_size(1, 1).input_channels(t.shape.channels).output_channels(outputs_)
-        .kernel_size(1, 1).input_quant(in_).weight_scales(draw.fc_weight_scales).weights(draw.fc_weights)
-        .bias(draw.fc_bias);
+    fc.batch(t.shape.batch)
+        .input_size(1, 1)
+        .input_channels(t.shape.channels)
+        .output_channels(outputs_)
+        .kernel_size(1, 1)
+        .input_quant(in_)
+        .weight_scales(ops.weight_scales)
+        .weights(ops.weights)
+        .bias(ops.bias);
     const ConvCase layer = WithMultiplierRule(fc, rule_);
     std::vector<int32_t> acc(layer.output_elements()), codes(layer.output_elements()), unused(layer.output_elements());
     layer_->Run(layer, t.codes, unused, acc, codes);

@@ -15,7 +15,7 @@ using PoolFn = std::function<int32_t(std::span<const int32_t> taps)>;
 class PoolKernel final : public StageKernel {
  public:
   PoolKernel(PoolWindow window, PoolFn pool) : window_(window), pool_(std::move(pool)) {}
-  void Run(const PatternDraw&, StageTensor& t) const override {
+  void Run(const StageOperands&, StageTensor& t) const override {
     StageTensor out;
     out.shape = t.shape;
     out.shape.height = pooled_extent(t.shape.height, window_);
@@ -45,7 +45,8 @@ class PoolKernel final : public StageKernel {
       for (int32_t kx = 0; kx < window_.kernel; ++kx) {
         const int32_t ix = px * window_.stride - window_.padding + kx;
         if (ix < 0 || ix >= t.shape.width) continue;
-        taps.push_back(t.codes[((static_cast<size_t>(b) * t.shape.height + iy) * t.shape.width + ix) * t.shape.channels + ch]);
+        taps.push_back(
+            t.codes[((static_cast<size_t>(b) * t.shape.height + iy) * t.shape.width + ix) * t.shape.channels + ch]);
       }
     }
   }

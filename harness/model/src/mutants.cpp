@@ -93,7 +93,8 @@ constexpr MutantInfo kCatalog[] = {
     {Mutant::fc_fold_first_layer_scale, "fc-fold-first-layer-scale",
      "the fc+fc fold quantizes the folded weights and bias with the first layer's weight scale sw1 in place of "
      "their own max|W|/127 per output channel (codes still clamped to [-127, 127])",
-     "pattern fc+fc folded, where max|W|/127 differs from sw1 (almost every draw)", false},
+     "pattern fc+fc folded, compared with its declared fold (reference declared_fold); differs where max|W|/127 "
+     "and sw1 quantize W differently (almost every draw)", false},
 };
 
 // The built-ins, then those registered at start-up (before any run; read-only afterwards).
@@ -188,7 +189,9 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
     case Mutant::maxpool_before_activation: return pattern == "conv2d+act+maxpool";
     case Mutant::avgpool_truncate: return avg != nullptr && avg->pool_rule == AvgPoolRule::tflite;
     case Mutant::fold_across_activation: return pattern == "fc+act+fc";
-    case Mutant::fc_fold_first_layer_scale: return pattern == "fc+fc" && spec.fusion == Fusion::fold;
+    case Mutant::fc_fold_first_layer_scale:
+      return pattern == "fc+fc" && spec.fusion == Fusion::fold &&
+             find_stage(spec.pattern, StageKind::fully_connected)->fc_reference == FcReference::declared_fold;
     case Mutant::bn_drop_eps:
     case Mutant::bn_f16_for_f32:
     case Mutant::bn_per_tensor_for_per_channel:

@@ -26,6 +26,8 @@ constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 3> kPoolRules{
     {{"tflite", AvgPoolRule::tflite}, {"ort_qlinear", AvgPoolRule::ort_qlinear}, {"ort_global", AvgPoolRule::ort_global}}};
 constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplierRules{
     {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
+constexpr std::array<std::pair<std::string_view, FcReference>, 2> kFcReferences{
+    {{"graph", FcReference::graph}, {"declared_fold", FcReference::declared_fold}}};
 constexpr std::array<std::pair<std::string_view, Fusion>, 4> kFusions{{{"keep_all", Fusion::keep_all},
                                                                         {"add_in_accumulator", Fusion::add_in_accumulator},
                                                                         {"pool_first", Fusion::pool_first},
@@ -65,6 +67,10 @@ bool is_f32_add_rule(AddRule r) { return r == AddRule::onednn_sum || r == AddRul
 std::string_view to_string(AvgPoolRule r) { return NameOf(r, kPoolRules); }
 std::string_view to_string(MultiplierRule r) { return NameOf(r, kMultiplierRules); }
 std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
+std::string_view to_string(FcReference r) { return NameOf(r, kFcReferences); }
+FcReference parse_fc_reference(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "FC fold reference", kFcReferences);
+}
 AddRule parse_add_rule(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "add rule", kAddRules);
 }
@@ -173,9 +179,19 @@ const Stage* find_stage(const Pattern& p, StageKind kind) {
 }
 
 Convention activation_convention(const Pattern& p, const Convention& c) {
+  // The boundary the activation reads: the producer's, through every stage before it.
+  // A stage before it writes codes (add: the sum s), so the table reads a quantized boundary even where the
+  // producer's intermediate is f32.
+  QuantParams in = c.intermediate.q;
+  bool after_a_stage = false;
+  for (const Stage& s : p.stages) {
+    if (s.kind == StageKind::activation) break;
+    in = stage_module(s.kind).output_boundary(s, in, c);
+    after_a_stage = true;
+  }
   Convention a = c;
-  if (const Stage* add = find_stage(p, StageKind::add)) {
-    a.intermediate.q = add->out;
+  if (after_a_stage) {
+    a.intermediate.q = in;
     a.intermediate.kind = IntermediateKind::quantized;
   }
   return a;
@@ -244,6 +260,45 @@ bool keyed_by_activation_input(const Pattern& p) {
 
 QuantParams keyed_boundary(const Pattern& p, const Convention& c) {
   return keyed_by_activation_input(p) ? activation_convention(p, c).intermediate.q : final_output(p, c);
+}
+
+namespace {
+size_t StageIndex(const Pattern& p, StageKind kind) {
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    if (p.stages[i].kind == kind) return i;
+  }
+  return p.stages.size();
+}
+}  // namespace
+
+std::string stage_field_suffix(const Pattern& p, size_t i) {
+  size_t earlier = 0;
+  for (size_t j = 0; j < i && j < p.stages.size(); ++j) earlier += p.stages[j].kind == p.stages[i].kind ? 1 : 0;
+  std::string suffix;
+  if (earlier > 0) suffix.append(".").append(std::to_string(earlier));
+  return suffix;
+}
+
+const StageOperands& PatternDraw::operands(size_t i) const {
+  static const StageOperands kNone;
+  return i < stages.size() ? stages[i] : kNone;
+}
+
+StageOperands& PatternDraw::operands_of(size_t i) {
+  if (stages.size() <= i) stages.resize(i + 1);
+  return stages[i];
+}
+
+const StageOperands& PatternDraw::operands(const Pattern& p, StageKind kind) const {
+  return operands(StageIndex(p, kind));
+}
+
+StageOperands& PatternDraw::operands_of(const Pattern& p, StageKind kind) {
+  const size_t i = StageIndex(p, kind);
+  if (i == p.stages.size()) {
+    throw InputError("pattern " + pattern_name(p) + " has no " + std::string(to_string(kind)) + " stage");
+  }
+  return operands_of(i);
 }
 
 int32_t pooled_extent(int32_t in, const PoolWindow& w) {

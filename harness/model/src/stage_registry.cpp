@@ -68,7 +68,8 @@ std::vector<StageKind> known_stage_kinds() {
 }
 
 bool pattern_is_elementwise(const Pattern& p) {
-  return std::all_of(p.stages.begin(), p.stages.end(), [](const Stage& s) { return stage_module(s.kind).elementwise(); });
+  return std::all_of(p.stages.begin(), p.stages.end(),
+                     [](const Stage& s) { return stage_module(s.kind).elementwise(); });
 }
 
 }  // namespace fusediff

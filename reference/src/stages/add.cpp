@@ -13,7 +13,7 @@ class AddReference final : public ReferenceStage {
  public:
   StageKind kind() const override { return StageKind::add; }
   void Apply(const Stage& stage, const StageInputs& in, GraphTensor& t) const override {
-    const std::vector<int32_t>& residual = in.draw.residual;
+    const std::vector<int32_t>& residual = in.operands.codes;
     if (residual.size() != t.e.size()) {
       throw InputError("pattern draw: residual has " + std::to_string(residual.size()) + " codes, the sum has " +
                        std::to_string(t.e.size()) + " elements (no broadcast)");

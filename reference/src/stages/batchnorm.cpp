@@ -13,15 +13,15 @@ class BatchNormReference final : public ReferenceStage {
   StageKind kind() const override { return StageKind::batchnorm; }
   void Apply(const Stage& stage, const StageInputs& in, GraphTensor& t) const override {
     const ConvCase& conv = in.draw.conv;
-    const BatchNormParams& bn = in.draw.bn;
+    const BatchNormParams& bn = in.operands.bn;
     const size_t channels = static_cast<size_t>(conv.output_channels());
     validate(bn, channels, stage.bn_eps, "pattern draw: batchnorm");
     for (size_t i = 0; i < t.e.size(); ++i) {
       const size_t k = i % channels;
       GraphElement& e = t.e[i];
-      const BatchNormCode code = BatchNormToCode(e.acc, conv.input_quant().scale, conv.weight_scales()[k], bn.gamma[k],
-                                                 bn.beta[k], bn.mean[k], bn.var[k], stage.bn_eps,
-                                                 in.convention.intermediate);
+      const BatchNormCode code =
+          BatchNormToCode(e.acc, conv.input_quant().scale, conv.weight_scales()[k], bn.gamma[k], bn.beta[k], bn.mean[k],
+                          bn.var[k], stage.bn_eps, in.convention.intermediate);
       e.regions = RoundingRegions(code.saturated, code.tie_distance);
       e.y = code.u;
     }

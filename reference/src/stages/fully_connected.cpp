@@ -13,14 +13,15 @@ class FullyConnectedReference final : public ReferenceStage {
   StageKind kind() const override { return StageKind::fully_connected; }
 
   void Apply(const Stage& stage, const StageInputs& in, GraphTensor& t) const override {
-    const PatternDraw& draw = in.draw;
+    const StageOperands& ops = in.operands;
     if (t.shape.height != 1 || t.shape.width != 1) {
-      throw InputError("pattern draw: a fully connected stage reads a flattened [N, K] tensor; the producer output is " +
-                       std::to_string(t.shape.height) + "x" + std::to_string(t.shape.width));
+      throw InputError(
+          "pattern draw: a fully connected stage reads a flattened [N, K] tensor; the producer output is " +
+          std::to_string(t.shape.height) + "x" + std::to_string(t.shape.width));
     }
     const int32_t inputs = t.shape.channels, outputs = stage.fc_outputs;
-    if (draw.fc_weights.size() != static_cast<size_t>(inputs) * static_cast<size_t>(outputs) ||
-        draw.fc_bias.size() != static_cast<size_t>(outputs) || draw.fc_weight_scales.size() != static_cast<size_t>(outputs)) {
+    if (ops.weights.size() != static_cast<size_t>(inputs) * static_cast<size_t>(outputs) ||
+        ops.bias.size() != static_cast<size_t>(outputs) || ops.weight_scales.size() != static_cast<size_t>(outputs)) {
       throw InputError("pattern draw: FC stage tensors do not match [" + std::to_string(outputs) + ", " +
                        std::to_string(inputs) + "]");
     }
@@ -32,10 +33,10 @@ class FullyConnectedReference final : public ReferenceStage {
       for (int32_t k = 0; k < inputs; ++k) regions |= t.e[static_cast<size_t>(n) * inputs + k].regions;
       for (int32_t j = 0; j < outputs; ++j) {
         // |acc| <= |bias| + 65535 * 127 * 64 < 2^30 + |bias|: exact in int64.
-        int64_t sum = draw.fc_bias[static_cast<size_t>(j)];
+        int64_t sum = ops.bias[static_cast<size_t>(j)];
         for (int32_t k = 0; k < inputs; ++k) {
           sum += (int64_t{t.e[static_cast<size_t>(n) * inputs + k].y} - in.in.zero_point) *
-                 draw.fc_weights[static_cast<size_t>(j) * inputs + k];
+                 ops.weights[static_cast<size_t>(j) * inputs + k];
         }
         GraphElement& e = next.e[static_cast<size_t>(n) * outputs + j];
         e.acc = sum;
@@ -44,7 +45,7 @@ class FullyConnectedReference final : public ReferenceStage {
     }
     Convention layer = in.convention;
     layer.intermediate.q = stage.out;
-    RequantizeTensor(next, layer, in.pattern.multiplier, in.in.scale, draw.fc_weight_scales);
+    RequantizeTensor(next, layer, in.pattern.multiplier, in.in.scale, ops.weight_scales);
     t = std::move(next);
   }
 };

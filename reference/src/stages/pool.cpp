@@ -76,6 +76,8 @@ class PoolReference final : public ReferenceStage {
 
 }  // namespace
 
-std::unique_ptr<const ReferenceStage> MakePoolReference(bool average) { return std::make_unique<PoolReference>(average); }
+std::unique_ptr<const ReferenceStage> MakePoolReference(bool average) {
+  return std::make_unique<PoolReference>(average);
+}
 
 }  // namespace fusediff::reference

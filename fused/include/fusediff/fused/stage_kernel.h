@@ -24,8 +24,9 @@ struct StageTensor {
 class StageKernel {
  public:
   virtual ~StageKernel() = default;
-  // Replaces `t` by the stage's output codes. Throws InputError when the draw does not fit the stage.
-  virtual void Run(const PatternDraw& draw, StageTensor& t) const = 0;
+  // Replaces `t` by the stage's output codes; `operands`: the stage's own tensors in the draw. Throws InputError
+  // when they do not fit the stage.
+  virtual void Run(const StageOperands& operands, StageTensor& t) const = 0;
 };
 
 class FusedStage {

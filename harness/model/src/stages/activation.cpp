@@ -11,7 +11,9 @@ class ActivationStage final : public StageKindModule {
  public:
   StageKind kind() const override { return StageKind::activation; }
   bool elementwise() const override { return true; }
-  QuantParams output_boundary(const Stage&, const QuantParams&, const Convention& c) const override { return c.output.q; }
+  QuantParams output_boundary(const Stage&, const QuantParams&, const Convention& c) const override {
+    return c.output.q;
+  }
   void validate(const Stage&, const QuantParams&, const Convention&, const std::string&) const override {}
   std::string describe(const Stage&, Fusion, bool) const override { return {}; }
   std::vector<std::pair<std::string, std::string>> replay_fields(const Stage&, bool) const override { return {}; }

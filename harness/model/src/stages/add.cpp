@@ -29,7 +29,8 @@ class AddStage final : public StageKindModule {
   }
 
   std::string describe(const Stage& s, Fusion, bool f32_intermediate) const override {
-    if (f32_intermediate) return "add " + std::string(to_string(s.f32_add_rule)) + " r=" + format_quant_params(s.residual);
+    if (f32_intermediate)
+      return "add " + std::string(to_string(s.f32_add_rule)) + " r=" + format_quant_params(s.residual);
     return "add " + std::string(to_string(s.add_rule)) + " r=" + format_quant_params(s.residual) +
            " s=" + format_quant_params(s.out);
   }

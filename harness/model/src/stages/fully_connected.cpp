@@ -24,24 +24,36 @@ class FullyConnectedStage final : public StageKindModule {
     if (s.fc_outputs < 1 || s.fc_outputs > 64) throw InputError(field + ".outputs: expected 1 to 64");
   }
 
-  std::string describe(const Stage& s, Fusion, bool) const override {
-    return "fc " + std::to_string(s.fc_outputs) + " outputs y2=" + format_quant_params(s.out);
+  std::string describe(const Stage& s, Fusion fusion, bool) const override {
+    std::string part = "fc " + std::to_string(s.fc_outputs) + " outputs y2=" + format_quant_params(s.out);
+    if (fusion == Fusion::fold && s.fc_reference != FcReference::graph) {
+      part.append(" reference ").append(to_string(s.fc_reference));
+    }
+    return part;
   }
 
-  std::vector<std::pair<std::string, std::string>> replay_fields(const Stage& s, bool) const override {
-    return {{"fc_out", format_quant_params(s.out)}, {"fc_n", std::to_string(s.fc_outputs)}};
+  // The reference is the comparison's, not the draws': out of the sample key, absent at its default.
+  std::vector<std::pair<std::string, std::string>> replay_fields(const Stage& s, bool for_samples) const override {
+    std::vector<std::pair<std::string, std::string>> f{{"fc_out", format_quant_params(s.out)},
+                                                       {"fc_n", std::to_string(s.fc_outputs)}};
+    if (!for_samples && s.fc_reference != FcReference::graph) f.emplace_back("fc_ref", to_string(s.fc_reference));
+    return f;
   }
   void parse_replay_fields(Stage& s, const ReplayFieldSource& f) const override {
     s.out = parse_quant_params(f.take("fc_out"), "replay.fc_out", QuantParams{});
     s.fc_outputs = static_cast<int32_t>(parse_int(f.take("fc_n"), "replay.fc_n"));
+    if (f.has("fc_ref")) s.fc_reference = parse_fc_reference(f.take("fc_ref"), "replay.fc_ref");
   }
 
   std::vector<StageField> results_fields(const Stage& s) const override {
-    return {{"outputs", s.fc_outputs}, {"out", s.out}};
+    std::vector<StageField> f{{"outputs", s.fc_outputs}, {"out", s.out}};
+    if (s.fc_reference != FcReference::graph) f.push_back({"reference", std::string(to_string(s.fc_reference))});
+    return f;
   }
   void read_results_fields(Stage& s, const StageFieldReader& f) const override {
     s.fc_outputs = f.integer("outputs");
     s.out = f.quant("out");
+    if (f.has("reference")) s.fc_reference = f.parsed("reference", parse_fc_reference);
   }
 
   std::string facts_illegality(const Stage&, const Convention&, const FusionFacts& facts) const override {

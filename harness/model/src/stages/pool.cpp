@@ -47,9 +47,9 @@ class PoolStage final : public StageKindModule {
   }
 
   std::vector<std::pair<std::string, std::string>> replay_fields(const Stage& s, bool) const override {
-    std::vector<std::pair<std::string, std::string>> f{
-        {"pool", std::to_string(s.window.kernel) + ":" + std::to_string(s.window.stride) + ":" +
-                     std::to_string(s.window.padding)}};
+    std::vector<std::pair<std::string, std::string>> f{{"pool", std::to_string(s.window.kernel) + ":" +
+                                                                    std::to_string(s.window.stride) + ":" +
+                                                                    std::to_string(s.window.padding)}};
     if (average_) {
       f.emplace_back("pool_rule", to_string(s.pool_rule));
       f.emplace_back("p", format_quant_params(s.out));

@@ -34,6 +34,7 @@ struct StageInputs {
   const Pattern& pattern;
   const Convention& convention;  // the reference's
   const PatternDraw& draw;
+  const StageOperands& operands;  // this stage's tensors (model/pattern.h)
   const ActivationLookup& activation;
   QuantParams in;  // the quantization of the tensor's codes
 };

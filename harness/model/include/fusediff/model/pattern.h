@@ -66,6 +66,12 @@ enum class AvgPoolRule { tflite, ort_qlinear, ort_global };
 //   float_product:  sx sw formed in binary32 first, then / su in double (TFLite's per-tensor FC).
 enum class MultiplierRule { double_product, float_product };
 
+// What the reference runs for an FC -> FC fold (Fusion::fold):
+//   graph:         the unfused graph; the fold is then a measurement across conventions (the suite's fold cases);
+//   declared_fold: the fold as Fusion::fold declares it, evaluated by the reference's own code (the fused fold must
+//                  match it exactly: what catches a fold that quantizes wrongly).
+enum class FcReference { graph, declared_fold };
+
 // A 2-D pooling window over the spatial dimensions, square, padding on every side (never counted in an average).
 struct PoolWindow {
   int32_t kernel = 2;
@@ -87,6 +93,7 @@ struct Stage {
   // requant variant). The activation's is Convention::output; a max pool's is its input's (it selects codes).
   QuantParams out;
   int32_t fc_outputs = 4;                        // fully_connected: its output features (1..64)
+  FcReference fc_reference = FcReference::graph;  // fully_connected, folded
   // batchnorm: the graph's eps; the fused path's declared fold; what the draws aim at; what the reference runs.
   float bn_eps = 1e-5f;
   BatchNormFold bn_fold;
@@ -118,10 +125,12 @@ std::string_view to_string(StageKind k);
 std::string_view to_string(AddRule r);
 std::string_view to_string(AvgPoolRule r);
 std::string_view to_string(MultiplierRule r);
+std::string_view to_string(FcReference r);
 std::string_view to_string(Fusion f);
 AddRule parse_add_rule(std::string_view text, std::string_view field);
 AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field);
 MultiplierRule parse_multiplier_rule(std::string_view text, std::string_view field);
+FcReference parse_fc_reference(std::string_view text, std::string_view field);
 Fusion parse_fusion(std::string_view text, std::string_view field);
 
 // "conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc",
@@ -144,6 +153,10 @@ struct PatternInfo {
   std::span<const Fusion> fusions;  // the fused variants the built-in path offers for it
 };
 std::span<const PatternInfo> known_patterns();
+
+// The suffix of stage i's replay keys: empty for the first stage of its kind, ".N" for the N-th later one, so that
+// a pattern may hold several stages of one kind and the strings of patterns with one of each stay as they were.
+std::string stage_field_suffix(const Pattern& p, size_t i);
 
 bool is_conv_act(const Pattern& p);                 // producer conv2d, one activation stage: the original case
 bool has_stage(const Pattern& p, StageKind kind);
@@ -195,20 +208,36 @@ struct FusionFacts {
 std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
                               const FusionFacts& facts = {});
 
-// One draw of a pattern: the producer's case and input, and the tensors its stages add.
-//   residual:   add: one code per producer output element (NHWK order), quantized by the add's `residual`;
-//   fc_*:       fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale per output, int32 bias at
-//               scale s_in * fc_weight_scales[j] (s_in: the boundary the layer reads).
+// The tensors one stage brings to a draw beside the tensor it reads; empty where its kind takes none.
+//   codes:  an elementwise operand, one code per element of the tensor the stage reads (NHWK order): add's
+//           residual r, quantized by the stage's `residual`;
+//   weight_scales, weights, bias: a layer (fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale
+//           per output, int32 bias at scale s_in * weight_scales[j], s_in the boundary the layer reads);
+//   bn:     batchnorm: one entry per producer output channel.
+struct StageOperands {
+  std::vector<int32_t> codes;
+  std::vector<float> weight_scales;
+  std::vector<int8_t> weights;
+  std::vector<int32_t> bias;
+  BatchNormParams bn{};
+};
+
+// One draw of a pattern: the producer's case and input, and each stage's operands (stages[i] for pattern stage i;
+// a draw may list fewer than the pattern has stages where the rest take none).
 struct PatternDraw {
   ConvCase conv;
   std::vector<int32_t> input;
-  std::vector<int32_t> residual;
-  std::vector<float> fc_weight_scales;
-  std::vector<int8_t> fc_weights;
-  std::vector<int32_t> fc_bias;
-  BatchNormParams bn{};  // batchnorm: one entry per producer output channel
+  std::vector<StageOperands> stages;
   // How a library path passes the draw (model/formulation.h); the default for the built-in paths.
   Formulation formulation{};
+
+  // Stage i's operands (an empty set past the list).
+  const StageOperands& operands(size_t i) const;
+  // Stage i's, the list grown to hold them.
+  StageOperands& operands_of(size_t i);
+  // The operands of the first stage of `kind` in `p` (an empty set where it has none).
+  const StageOperands& operands(const Pattern& p, StageKind kind) const;
+  StageOperands& operands_of(const Pattern& p, StageKind kind);
 };
 
 // The final tensor of a pattern over a producer of this shape (NHWC). A pool's output extent is
