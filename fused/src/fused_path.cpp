@@ -2,7 +2,9 @@
 
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/fused/pattern_kernel.h"
+#include "fusediff/fused/stage_kernel.h"
 #include "fusediff/model/mutants.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/model/tolerance.h"
 
 namespace fusediff::fused {
@@ -56,9 +58,10 @@ class BuiltIn final : public Backend {
   std::string PathWord(const CaseSpec& spec) const override { return std::string(to_string(spec.table_kind)); }
   std::vector<std::string> stage_kinds() const override {
     std::vector<std::string> names;
-    for (StageKind kind : {StageKind::activation, StageKind::add, StageKind::max_pool, StageKind::avg_pool,
-                           StageKind::fully_connected, StageKind::batchnorm}) {
-      names.emplace_back(to_string(kind));
+    // Every kind with a fused side (the built-ins and those registered later, fused/stage_kernel.h) and the batch
+    // norm, which the built-in kernels fold into the conv.
+    for (StageKind kind : known_stage_kinds()) {
+      if (kind == StageKind::batchnorm || find_fused_stage(kind) != nullptr) names.emplace_back(to_string(kind));
     }
     return names;
   }

@@ -339,6 +339,15 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       fc.fc_outputs = static_cast<int32_t>(rng.uniform_int(1, 4));
       break;
     }
+    case Mutant::fc_fold_first_layer_scale: {
+      spec.pattern = parse_pattern_name("fc+fc", "mutant");
+      spec.fusion = Fusion::fold;
+      Stage& fc = spec.pattern.stages[0];
+      fc.out = JitteredQuant(rng, QuantType{ScalarType::int8, false}, -8.0, 8.0);
+      fc.fc_outputs = static_cast<int32_t>(rng.uniform_int(1, 4));
+      fc.fc_reference = FcReference::declared_fold;  // the correct fold matches it exactly
+      break;
+    }
     case Mutant::bn_drop_eps:
     case Mutant::bn_f16_for_f32:
     case Mutant::bn_per_tensor_for_per_channel:
@@ -367,6 +376,7 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       break;
     }
     default:
+      place_registered_mutant(spec);  // a stage kind's mutant (model/mutants.h)
       break;
   }
 }
@@ -524,7 +534,9 @@ int32_t AimResidual(CounterRng& rng, Region region, double real_u, const Stage& 
 //   beta = kk mean + (1 - g) z_pivot: BN(c) = g z + (1 - g) z_pivot, which is z_pivot at the pivot;
 //   large_mean: the conv's bias carries mean = +-10^U(1, 3) times the conv's real range (its accumulators at their
 //   extremes, within int32), so that c - mean cancels, and beta = (1 - g) z_pivot.
-void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convention, PatternDraw& d) {
+// `params`: the stage's own operands in `d`.
+void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convention, PatternDraw& d,
+                  BatchNormParams& params) {
   ConvCase& conv = d.conv;
   const int32_t channels = conv.output_channels();
   const double sx = conv.input_quant().scale;
@@ -532,7 +544,7 @@ void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convent
   const double range_codes = double(u.type.qmax()) - u.type.qmin();
   std::vector<float> scales = conv.weight_scales();
   std::vector<int32_t> bias = conv.bias();
-  d.bn = BatchNormParams{};
+  params = BatchNormParams{};
   const auto log_uniform = [&rng](double lo_exp10, double hi_exp10) {
     return std::pow(10.0, lo_exp10 + (hi_exp10 - lo_exp10) * rng.uniform01());
   };
@@ -571,10 +583,10 @@ void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convent
     } else {
       beta = kk * mean + (1 - slope) * z_pivot;
     }
-    d.bn.gamma.push_back(gamma32);
-    d.bn.var.push_back(var32);
-    d.bn.mean.push_back(static_cast<float>(mean));
-    d.bn.beta.push_back(static_cast<float>(beta));
+    params.gamma.push_back(gamma32);
+    params.var.push_back(var32);
+    params.mean.push_back(static_cast<float>(mean));
+    params.beta.push_back(static_cast<float>(beta));
   }
   conv.weight_scales(std::move(scales));
   conv.bias(std::move(bias));
@@ -585,14 +597,15 @@ void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convent
 PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Pattern& pattern,
                                 const Convention& convention, const RegionMix& mix, const ConvShapeLimits& limits) {
   TargetedDraw targeted = GenerateTargetedDraw(seed, case_stream, draw, convention, mix, limits);
-  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), {}, {}, {}, {}, {},
+  PatternDraw d{std::move(targeted.conv), std::move(targeted.input), std::vector<StageOperands>(pattern.stages.size()),
                 DrawFormulation(seed, case_stream, draw, limits)};
   CounterRng rng(seed, case_stream, draw, StreamPurpose::pattern);
   const ConvCase& conv = d.conv;
   if (const Stage* add = find_stage(pattern, StageKind::add)) {
     const QuantType& type = add->residual.type;
-    d.residual.resize(conv.output_elements());
-    for (int32_t& r : d.residual) r = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
+    std::vector<int32_t>& residual = d.operands_of(pattern, StageKind::add).codes;
+    residual.resize(conv.output_elements());
+    for (int32_t& r : residual) r = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
     const Convention act = activation_convention(pattern, convention);
     const QuantParams& u = convention.intermediate.q;
     for (int32_t k = 0; k < conv.output_channels(); ++k) {
@@ -604,16 +617,19 @@ PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t dr
                                                                      conv.weight_scales()[static_cast<size_t>(k)])) +
                                          u.zero_point,
                                      double(u.type.qmin()), double(u.type.qmax()));
-      d.residual[static_cast<size_t>(k)] = AimResidual(rng, region, double(u.scale) * (code - u.zero_point), *add, act);
+      residual[static_cast<size_t>(k)] = AimResidual(rng, region, double(u.scale) * (code - u.zero_point), *add, act);
     }
   }
-  if (const Stage* bn = find_stage(pattern, StageKind::batchnorm)) AimBatchNorm(rng, *bn, convention, d);
+  if (const Stage* bn = find_stage(pattern, StageKind::batchnorm)) {
+    AimBatchNorm(rng, *bn, convention, d, d.operands_of(pattern, StageKind::batchnorm).bn);
+  }
   if (const Stage* fc = find_stage(pattern, StageKind::fully_connected)) {
     // The layer reads the producer's codes (through the activation in fc+act+fc): sized like GenerateConvCase.
     const QuantParams in = has_stage(pattern, StageKind::activation) ? convention.output.q : convention.intermediate.q;
     const int32_t hidden = conv.output_channels();
-    d.fc_weights.resize(static_cast<size_t>(fc->fc_outputs) * hidden);
-    for (int8_t& w : d.fc_weights) w = static_cast<int8_t>(rng.uniform_int(-127, 127));
+    StageOperands& layer = d.operands_of(pattern, StageKind::fully_connected);
+    layer.weights.resize(static_cast<size_t>(fc->fc_outputs) * hidden);
+    for (int8_t& w : layer.weights) w = static_cast<int8_t>(rng.uniform_int(-127, 127));
     const double rms_in = 0.5 * (in.type.qmax() - in.type.qmin()) / std::sqrt(3.0);
     const double acc_scale = std::sqrt(double(hidden)) * rms_in * (127.0 / std::sqrt(3.0));
     const double out_range = double(fc->out.type.qmax()) - fc->out.type.qmin();
@@ -621,9 +637,9 @@ PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t dr
       const double multiplier = (out_range / 6.0) / acc_scale * std::exp(std::log(2.0) * (rng.uniform01() - 0.5));
       float sw = static_cast<float>(multiplier * fc->out.scale / in.scale);
       if (!(sw > 0.0f) || !std::isfinite(sw)) sw = 1.0f;
-      d.fc_weight_scales.push_back(pattern.multiplier == MultiplierRule::float_product && j > 0 ? d.fc_weight_scales.front() : sw);
+      layer.weight_scales.push_back(pattern.multiplier == MultiplierRule::float_product && j > 0 ? layer.weight_scales.front() : sw);
       const int64_t span = static_cast<int64_t>(0.5 * acc_scale) + 1;
-      d.fc_bias.push_back(static_cast<int32_t>(rng.uniform_int(-span, span)));
+      layer.bias.push_back(static_cast<int32_t>(rng.uniform_int(-span, span)));
     }
   }
   return d;

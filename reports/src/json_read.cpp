@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/model/stage_module.h"
 #include "fusediff/json/strict_parse.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/memory_budget.h"
@@ -151,6 +152,31 @@ QuantParams ReadQuant(const Field& f) {
   return q;
 }
 
+// A stage object of a /2 file, as its kind's module reads it (json_report.cpp StageFieldToJson).
+class StageFields final : public StageFieldReader {
+ public:
+  explicit StageFields(const Field& f) : f_(f) {}
+  bool has(std::string_view key) const override { return f_.has(std::string(key).c_str()); }
+  std::string text(std::string_view key) const override { return at(key).str(); }
+  int32_t integer(std::string_view key) const override { return at(key).i32(); }
+  float float32(std::string_view key) const override { return at(key).float32(); }
+  QuantParams quant(std::string_view key) const override { return ReadQuant(at(key)); }
+  PoolWindow window(std::string_view key) const override {
+    const Field w = at(key);
+    return PoolWindow{w["kernel"].i32(), w["stride"].i32(), w["padding"].i32()};
+  }
+
+ protected:
+  std::string path(std::string_view key) const override { return at(key).path(); }
+  [[noreturn]] void invalid(std::string_view key, const std::string& why) const override {
+    at(key).fail(std::string("a valid value (") + why + ")");
+  }
+
+ private:
+  Field at(std::string_view key) const { return f_[std::string(key).c_str()]; }
+  const Field& f_;
+};
+
 // The pattern object of a /2 file (json_report.cpp PatternToJson).
 void ReadPattern(const Field& f, CaseSpec& spec) {
   spec.pattern = Parse(f["name"], parse_pattern_name);
@@ -162,33 +188,7 @@ void ReadPattern(const Field& f, CaseSpec& spec) {
     Stage& st = spec.pattern.stages[i];
     const Field stage = stages.at(i);
     if (stage["kind"].str() != to_string(st.kind)) stage["kind"].fail(std::string(to_string(st.kind)));
-    switch (st.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        st.add_rule = Parse(stage["rule"], parse_add_rule);
-        st.residual = ReadQuant(stage["residual"]);
-        st.out = ReadQuant(stage["out"]);
-        if (stage.has("f32_rule")) st.f32_add_rule = Parse(stage["f32_rule"], parse_add_rule);
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool:
-        st.window = PoolWindow{stage["window"]["kernel"].i32(), stage["window"]["stride"].i32(), stage["window"]["padding"].i32()};
-        if (st.kind == StageKind::avg_pool) {
-          st.pool_rule = Parse(stage["rule"], parse_avg_pool_rule);
-          st.out = ReadQuant(stage["out"]);
-        }
-        break;
-      case StageKind::fully_connected:
-        st.fc_outputs = stage["outputs"].i32();
-        st.out = ReadQuant(stage["out"]);
-        break;
-      case StageKind::batchnorm:
-        st.bn_eps = stage["eps"].float32();
-        st.bn_regime = Parse(stage["regime"], parse_bn_regime);
-        st.bn_fold = Parse(stage["fold"], parse_batchnorm_fold);
-        st.bn_reference = Parse(stage["reference"], parse_bn_reference);
-        break;
-    }
+    stage_module(st.kind).read_results_fields(st, StageFields(stage));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fusediff/model/mutants.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/reports/reports.h"
 #include "packed_text.h"
 
@@ -59,6 +60,15 @@ ordered_json ConventionToJson(const Convention& c) {
   return j;
 }
 
+// A stage parameter as PatternToJson has always written it (a quantization as QuantToJson, a window as an object).
+ordered_json StageFieldToJson(const StageFieldValue& v) {
+  if (const auto* q = std::get_if<QuantParams>(&v)) return QuantToJson(*q);
+  if (const auto* w = std::get_if<PoolWindow>(&v)) return {{"kernel", w->kernel}, {"stride", w->stride}, {"padding", w->padding}};
+  if (const auto* t = std::get_if<std::string>(&v)) return *t;
+  if (const auto* i = std::get_if<int32_t>(&v)) return *i;
+  return std::get<float>(v);
+}
+
 ordered_json PatternToJson(const Pattern& p, Fusion fusion) {
   ordered_json j;
   j["name"] = pattern_name(p);
@@ -68,34 +78,7 @@ ordered_json PatternToJson(const Pattern& p, Fusion fusion) {
   for (const Stage& s : p.stages) {
     ordered_json stage;
     stage["kind"] = std::string(to_string(s.kind));
-    switch (s.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        stage["rule"] = std::string(to_string(s.add_rule));
-        stage["residual"] = QuantToJson(s.residual);
-        stage["out"] = QuantToJson(s.out);
-        // How a oneDNN chain adds an f32 intermediate (absent at its default, as in the replay string).
-        if (s.f32_add_rule != Stage{}.f32_add_rule) stage["f32_rule"] = std::string(to_string(s.f32_add_rule));
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool:
-        stage["window"] = {{"kernel", s.window.kernel}, {"stride", s.window.stride}, {"padding", s.window.padding}};
-        if (s.kind == StageKind::avg_pool) {
-          stage["rule"] = std::string(to_string(s.pool_rule));
-          stage["out"] = QuantToJson(s.out);
-        }
-        break;
-      case StageKind::fully_connected:
-        stage["outputs"] = s.fc_outputs;
-        stage["out"] = QuantToJson(s.out);
-        break;
-      case StageKind::batchnorm:
-        stage["eps"] = s.bn_eps;
-        stage["regime"] = std::string(to_string(s.bn_regime));
-        stage["fold"] = format_batchnorm_fold(s.bn_fold);
-        stage["reference"] = std::string(to_string(s.bn_reference));
-        break;
-    }
+    for (const StageField& field : stage_module(s.kind).results_fields(s)) stage[field.key] = StageFieldToJson(field.value);
     stages.push_back(std::move(stage));
   }
   j["stages"] = std::move(stages);

@@ -246,7 +246,7 @@ TEST(Export, ModelsReadBackWithTheirQuantization) {
   EXPECT_EQ(onnx_io::ReadModel((dir / "avg.onnx").string()).node_counts.at("AveragePool"), 1);
   const PatternExport chain = BuildPatternExport("fc+fc", ActivationKind::relu, {});
   EXPECT_EQ(chain.name, "fc+fc");  // no activation stage: no activation in the name
-  EXPECT_EQ(chain.draw.fc_weights.size(), chain.draw.fc_bias.size() * 8);
+  EXPECT_EQ(chain.draw.stages.at(0).weights.size(), chain.draw.stages.at(0).bias.size() * 8);
   std::ofstream(dir / "fcfc.onnx", std::ios::binary) << chain.model_bytes;
   const onnx_io::ModelInfo fcfc = onnx_io::ReadModel((dir / "fcfc.onnx").string());
   EXPECT_EQ(fcfc.node_counts.at("Gemm"), 2);

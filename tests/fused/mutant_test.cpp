@@ -33,8 +33,8 @@ ConvCase QuarterMultiplier() {
   return conv;
 }
 
-TEST(Mutants, CatalogHasTwentyFourNamedEntriesThatParse) {
-  EXPECT_EQ(mutant_catalog().size(), 24u);  // 12 conv+act, 6 pattern, 6 BatchNorm fold
+TEST(Mutants, CatalogHasTwentyFiveNamedEntriesThatParse) {
+  EXPECT_EQ(mutant_catalog().size(), 25u);  // 12 conv+act, 6 pattern, 6 BatchNorm fold, 1 FC fold
   for (const MutantInfo& info : mutant_catalog()) {
     EXPECT_EQ(parse_mutant(info.name, "m"), info.mutant);
     EXPECT_FALSE(info.definition.empty());

@@ -49,7 +49,7 @@ TEST(PatternKernel, AddKeptRoundsUAndSkippingItDoesNot) {
   add.add_rule = AddRule::tflite;
   add.residual = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
   add.out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
-  const PatternDraw draw{Pointwise(1, 1, 0.25f, {2}), {13}, {1}, {}, {}, {}};
+  const PatternDraw draw{Pointwise(1, 1, 0.25f, {2}), {13}, {StageOperands{{1}, {}, {}, {}}}};
   EXPECT_EQ(RunOne(spec, draw), 8);
   spec.fusion = Fusion::add_in_accumulator;
   spec.comparison = Comparison::cross_convention;
@@ -62,7 +62,7 @@ TEST(PatternKernel, MaxPoolBeforeGeluPicksTheDip) {
   CaseSpec spec = Spec("conv2d+act+maxpool", ActivationKind::gelu_erf, 0.25f, 1.0f / 64);
   spec.pattern.stages[1].window = PoolWindow{2, 2, 0};
   // A 2x2 map holding the two codes twice (acc = 8x at sx sw = 1/32: u = x); one 2x2 window.
-  const PatternDraw square{Pointwise(2, 2, 1.0f / 32, {8}), {-12, -3, -12, -3}, {}, {}, {}, {}};
+  const PatternDraw square{Pointwise(2, 2, 1.0f / 32, {8}), {-12, -3, -12, -3}, {}};
   EXPECT_EQ(RunOne(spec, square), 0);
   spec.fusion = Fusion::pool_first;
   spec.comparison = Comparison::cross_convention;
@@ -74,7 +74,7 @@ TEST(PatternKernel, AveragePoolFirstIsNotTheAverageOfActivations) {
   CaseSpec spec = Spec("conv2d+act+avgpool", ActivationKind::relu, 1.0f, 1.0f);
   spec.pattern.stages[1].window = PoolWindow{2, 2, 0};
   spec.pattern.stages[1].out = spec.convention.output.q;
-  const PatternDraw draw{Pointwise(2, 2, 1.0f / 8, {8}), {-6, 4, 3, 2}, {}, {}, {}, {}};
+  const PatternDraw draw{Pointwise(2, 2, 1.0f / 8, {8}), {-6, 4, 3, 2}, {}};
   EXPECT_EQ(RunOne(spec, draw), 2);
   spec.fusion = Fusion::pool_first;
   spec.comparison = Comparison::cross_convention;
@@ -82,7 +82,7 @@ TEST(PatternKernel, AveragePoolFirstIsNotTheAverageOfActivations) {
   spec.fusion = Fusion::keep_all;
   spec.comparison = Comparison::same_convention;
   spec.mutant = Mutant::avgpool_truncate;  // 9 / 4 truncated: 2; {0, 4, 3, 3}: 10 / 4 -> 2 where rounding gives 3
-  const PatternDraw tie{Pointwise(2, 2, 1.0f / 8, {8}), {-6, 4, 3, 3}, {}, {}, {}, {}};
+  const PatternDraw tie{Pointwise(2, 2, 1.0f / 8, {8}), {-6, 4, 3, 3}, {}};
   EXPECT_EQ(RunOne(spec, tie), 2);
   spec.mutant = Mutant::none;
   EXPECT_EQ(RunOne(spec, tie), 3);
@@ -97,11 +97,28 @@ TEST(PatternKernel, FoldingTwoLayersRemovesTheHiddenRounding) {
   ConvCase fc1;
   fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
       .weight_scales({1.0f, 1.0f}).weights({1, 0, 0, 1}).bias({0, 0});
-  const PatternDraw draw{fc1, {3, 5}, {}, {1.0f}, {1, 1}, {0}};
+  const PatternDraw draw{fc1, {3, 5}, {StageOperands{{}, {1.0f}, {1, 1}, {0}}}};
   EXPECT_EQ(RunOne(spec, draw), 10);
   spec.fusion = Fusion::fold;
   spec.comparison = Comparison::cross_convention;
   EXPECT_EQ(RunOne(spec, draw), 8);
+}
+
+TEST(PatternKernel, FoldFirstLayerScaleMutantQuantizesTheFoldWithTheWrongScale) {
+  // W1 = 0.3 I, W2 = (1, 1) at 0.25: both folded weights are 0.075. Declared: scale 0.075/127, codes (127, 127),
+  // acc 1016, y = 0.6 -> 1. The mutant quantizes with sw1 = 0.3: 0.075 / 0.3 = 0.25 rounds to code 0, y = 0.
+  CaseSpec spec = Spec("fc+fc", ActivationKind::relu, 2.0f, 1.0f);
+  spec.pattern.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  spec.pattern.stages[0].fc_outputs = 1;
+  spec.fusion = Fusion::fold;
+  spec.comparison = Comparison::cross_convention;
+  ConvCase fc1;
+  fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
+      .weight_scales({0.3f, 0.3f}).weights({1, 0, 0, 1}).bias({0, 0});
+  const PatternDraw draw{fc1, {3, 5}, {StageOperands{{}, {0.25f}, {1, 1}, {0}}}};
+  EXPECT_EQ(RunOne(spec, draw), 1);
+  spec.mutant = Mutant::fc_fold_first_layer_scale;
+  EXPECT_EQ(RunOne(spec, draw), 0);
 }
 
 TEST(PatternKernel, UnofferedFusionsAndForeignMutantsAreUnsupported) {

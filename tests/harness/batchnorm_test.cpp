@@ -52,9 +52,9 @@ TEST(BatchNormFold, FusedFoldEqualsReferenceEmulation) {
             fold.weight_rounding = variant / 2 ? RoundingMode::half_away_from_zero : RoundingMode::half_to_even;
             fold.rounding = variant == 3 ? FloatRounding::toward_zero : FloatRounding::nearest_even;
             fold.overflow = variant == 1 ? FloatOverflow::infinity : FloatOverflow::saturate;
-            const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.bn, 1e-5f, fold);
+            const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold);
             std::string why;
-            const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+            const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
             ASSERT_EQ(ref.refused.empty(), why.empty()) << ref.refused << " | " << why;
             if (!why.empty()) {
               ++refused;
@@ -82,9 +82,9 @@ TEST(BatchNormFold, ExtendedPrecisionFoldEqualsExactFold) {
         BatchNormFold fold;
         fold.precision = FoldPrecision::exact;
         fold.weight_quant = quant;
-        const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.bn, 1e-5f, fold);
+        const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold);
         std::string why;
-        const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+        const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
         ASSERT_TRUE(ref.refused.empty() && why.empty());
         ASSERT_EQ(ref.conv.weight_scales(), fused.weight_scales());
         ASSERT_EQ(ref.conv.bias(), fused.bias());
@@ -100,9 +100,9 @@ TEST(BatchNormFold, FoldBugsChangeTheFold) {
   BatchNormFold fold;
   fold.precision = FoldPrecision::f32;
   std::string why;
-  const ConvCase good = fused::FoldConvBatchNorm(d.conv, d.bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+  const ConvCase good = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
   for (Mutant m : {Mutant::bn_drop_eps, Mutant::bn_f16_for_f32, Mutant::bn_per_tensor_for_per_channel}) {
-    const ConvCase bad = fused::FoldConvBatchNorm(d.conv, d.bn, 1e-5f, fold, fused::FoldBugsOf(m), &why);
+    const ConvCase bad = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugsOf(m), &why);
     EXPECT_TRUE(bad.weights() != good.weights() || bad.bias() != good.bias() || bad.weight_scales() != good.weight_scales())
         << to_string(m);
   }
@@ -189,11 +189,11 @@ RC_GTEST_PROP(BatchNormGenerator, RegimesDrawWhatTheyClaim, ()) {
   const uint32_t draw = *rc::gen::inRange<uint32_t>(0, 1000);
   const PatternDraw d = generators::GeneratePatternDraw(11, 17, draw, BatchNormPattern(regime), GeluConvention(), RegionMix{});
   d.conv.validate();
-  validate(d.bn, static_cast<size_t>(d.conv.output_channels()), 1e-5f, "draw");
+  validate(d.stages.at(0).bn, static_cast<size_t>(d.conv.output_channels()), 1e-5f, "draw");
   RC_TAG(std::string(to_string(regime)));
   bool eps_dominated = false, large_acc = false;
   for (int32_t k = 0; k < d.conv.output_channels(); ++k) {
-    const double gamma = std::abs(d.bn.gamma[k]), var = d.bn.var[k];
+    const double gamma = std::abs(d.stages.at(0).bn.gamma[k]), var = d.stages.at(0).bn.var[k];
     eps_dominated = eps_dominated || var < 1e-5;
     large_acc = large_acc || d.conv.accumulator_bound(k) > (int64_t{1} << 26);
     switch (regime) {

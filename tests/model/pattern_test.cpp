@@ -134,11 +134,12 @@ TEST(Pattern, ReplayCarriesThePatternAndItsTensors) {
   ExplicitConv e;
   e.conv.input_quant(QuantParams{QuantType{ScalarType::uint8}, 0.5f, 3}).weight_scales({0.25f}).weights({5}).bias({-2});
   e.input = {7};
-  e.residual = {-9};
+  e.stages = {StageOperands{{-9}, {}, {}, {}}};
   shrunk.explicit_conv = e;
   const ReplayKey v2 = parse_replay(format_replay(shrunk));
   ASSERT_TRUE(v2.explicit_conv);
-  EXPECT_EQ(v2.explicit_conv->residual, std::vector<int32_t>{-9});
+  ASSERT_EQ(v2.explicit_conv->stages.size(), 2u);  // add (its residual) and act (none)
+  EXPECT_EQ(v2.explicit_conv->stages[0].codes, std::vector<int32_t>{-9});
   EXPECT_EQ(format_replay(v2), format_replay(shrunk));
   // The sample key leaves the fusion out: every fused variant of a pattern sees the same draws.
   CaseSpec kept = s;

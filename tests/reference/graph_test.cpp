@@ -38,16 +38,16 @@ TEST(GraphReference, AddRoundsTheSumAtItsOwnScaleThenActivates) {
   const ActivationTable table(activation_convention(p, c));
   const GraphReference graph(p, c, &table, 1.0);
   // u = 3 * 2 = 6; r = 1 is 0.5; s = 6.5 rounds half to even: 6; relu(6) = 6.
-  const std::vector<GraphElement> out = graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {1}, {}, {}, {}});
+  const std::vector<GraphElement> out = graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {StageOperands{{1}, {}, {}, {}}}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].acc, 6);
   EXPECT_EQ(out[0].key_code, 6);  // the activation reads s
   EXPECT_EQ(out[0].y, 6);
   EXPECT_TRUE(out[0].regions & region_bit(Region::quant_boundary));  // s sat exactly on a tie
   // r = 3 (1.5): s = 7.5 -> 8; r = -20 (-10): s = -4 -> relu 0.
-  EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {3}, {}, {}, {}})[0].y, 8);
-  EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {-20}, {}, {}, {}})[0].y, 0);
-  EXPECT_THROW(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {}, {}, {}, {}}), std::invalid_argument);  // no residual: a caller bug
+  EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {StageOperands{{3}, {}, {}, {}}}})[0].y, 8);
+  EXPECT_EQ(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {StageOperands{{-20}, {}, {}, {}}}})[0].y, 0);
+  EXPECT_THROW(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {}}), InputError);  // no residual: a malformed draw
 }
 
 TEST(GraphReference, MaxPoolTakesTheLargestActivationOutputAndItsPath) {
@@ -57,7 +57,7 @@ TEST(GraphReference, MaxPoolTakesTheLargestActivationOutputAndItsPath) {
   const ActivationTable table(activation_convention(p, c));
   const GraphReference graph(p, c, &table, 1.0);
   // 2x3 input, w = -1: u = -x; relu; one 2x2 window (the third column has no window).
-  const std::vector<GraphElement> out = graph(PatternDraw{Pointwise(2, 3, {-1}), {5, -7, 9, 2, -3, 4}, {}, {}, {}, {}});
+  const std::vector<GraphElement> out = graph(PatternDraw{Pointwise(2, 3, {-1}), {5, -7, 9, 2, -3, 4}, {}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].y, 7);     // max(relu(-5), relu(7), relu(-2), relu(3))
   EXPECT_EQ(out[0].acc, 7);   // the selected element's accumulator
@@ -71,9 +71,9 @@ TEST(GraphReference, AveragePoolRoundsByItsRule) {
   p.stages[1].out = c.output.q;
   const ActivationTable table(activation_convention(p, c));
   // relu outputs {1, 4, 0, 0}: mean 1.25 -> 1; {1, 4}: 2.5 -> TFLite 3 (away from code 0), ORT 2 (half to even).
-  const PatternDraw window{Pointwise(2, 2, {1}), {1, 4, -6, -9}, {}, {}, {}, {}};
+  const PatternDraw window{Pointwise(2, 2, {1}), {1, 4, -6, -9}, {}};
   EXPECT_EQ(GraphReference(p, c, &table, 1.0)(window)[0].y, 1);
-  const PatternDraw pair{Pointwise(1, 2, {1}), {1, 4}, {}, {}, {}, {}};
+  const PatternDraw pair{Pointwise(1, 2, {1}), {1, 4}, {}};
   Pattern wide = p;
   wide.stages[1].window = PoolWindow{2, 2, 1};  // padding 1: the taps outside are never counted
   const std::vector<GraphElement> tflite = GraphReference(wide, c, &table, 1.0)(pair);
@@ -82,12 +82,12 @@ TEST(GraphReference, AveragePoolRoundsByItsRule) {
   EXPECT_EQ(tflite[1].y, 4);     // {4} alone
   Pattern both = p;
   both.stages[1].window = PoolWindow{2, 1, 0};
-  const PatternDraw tall{Pointwise(2, 1, {1}), {1, 4}, {}, {}, {}, {}};
+  const PatternDraw tall{Pointwise(2, 1, {1}), {1, 4}, {}};
   EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tall).size(), 0u);  // a 2x1 map has no 2x2 window
-  const PatternDraw square{Pointwise(2, 2, {1}), {1, 4, -1, -1}, {}, {}, {}, {}};  // {1, 4, 0, 0}: 1.25
+  const PatternDraw square{Pointwise(2, 2, {1}), {1, 4, -1, -1}, {}};  // {1, 4, 0, 0}: 1.25
   both.stages[1].pool_rule = AvgPoolRule::ort_qlinear;
   EXPECT_EQ(GraphReference(both, c, &table, 1.0)(square)[0].y, 1);
-  const PatternDraw tie{Pointwise(2, 2, {1}), {1, 4, 3, 2}, {}, {}, {}, {}};  // mean 10/4 = 2.5
+  const PatternDraw tie{Pointwise(2, 2, {1}), {1, 4, 3, 2}, {}};  // mean 10/4 = 2.5
   EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tie)[0].y, 2);  // half to even
   both.stages[1].pool_rule = AvgPoolRule::tflite;
   EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tie)[0].y, 3);  // (10 + 2) / 4
@@ -107,12 +107,36 @@ TEST(GraphReference, FullyConnectedChainRoundsTheHiddenLayer) {
   // acc2 = -1, y = round(-1 * 2 / 1) = -2. Without the hidden rounding the answer would be 2 * (-1) = -2 too,
   // but x = (3, 5) gives u = (2, 3), acc2 = 5, y = 10 where the unrounded value is 8.
   const GraphReference graph(p, c, nullptr, 1.0);
-  EXPECT_EQ(graph(PatternDraw{fc1, {3, -5}, {}, {1.0f}, {1, 1}, {0}})[0].y, -2);
-  const std::vector<GraphElement> out = graph(PatternDraw{fc1, {3, 5}, {}, {1.0f}, {1, 1}, {0}});
+  EXPECT_EQ(graph(PatternDraw{fc1, {3, -5}, {StageOperands{{}, {1.0f}, {1, 1}, {0}}}})[0].y, -2);
+  const std::vector<GraphElement> out = graph(PatternDraw{fc1, {3, 5}, {StageOperands{{}, {1.0f}, {1, 1}, {0}}}});
   EXPECT_EQ(out[0].acc, 5);
   EXPECT_EQ(out[0].y, 10);
   EXPECT_EQ(out[0].key_code, 10);  // keyed by the output code
-  EXPECT_THROW(graph(PatternDraw{fc1, {3, 5}, {}, {1.0f}, {1}, {0}}), std::invalid_argument);  // weights of the wrong size: a caller bug
+  EXPECT_THROW(graph(PatternDraw{fc1, {3, 5}, {StageOperands{{}, {1.0f}, {1}, {0}}}}), InputError);  // weights of the wrong size: a malformed draw
+}
+
+TEST(GraphReference, DeclaredFcFoldIsTheFoldNotTheGraph) {
+  // W1 = 0.3 I, W2 = (1, 1) at 0.25, x = (3, 5), u scale 2. The declared fold: both folded weights 0.075, codes
+  // (127, 127) at 0.075/127, its own accumulator 1016, y = 1016 * 0.075/127 = 0.6 -> 1.
+  Convention c = UnitRelu();
+  Pattern p = parse_pattern_name("fc+fc", "t");
+  p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  p.stages[0].fc_outputs = 1;
+  c.intermediate.q.scale = 2.0f;
+  ConvCase fc1;
+  fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
+      .weight_scales({0.3f, 0.3f}).weights({1, 0, 0, 1}).bias({0, 0});
+  const std::vector<StageOperands> fc2{StageOperands{{}, {0.25f}, {1, 1}, {0}}};
+  p.stages[0].fc_reference = FcReference::declared_fold;
+  const GraphReference fold(p, c, nullptr, 1.0);
+  const std::vector<GraphElement> out = fold(PatternDraw{fc1, {3, 5}, fc2});
+  EXPECT_EQ(out[0].acc, 1016);  // the folded layer's own accumulator: codes (127, 127)
+  EXPECT_EQ(out[0].y, 1);
+  EXPECT_THROW(fold(PatternDraw{fc1, {3, 5}, {StageOperands{{}, {0.25f}, {1}, {0}}}}), InputError);
+  Pattern act = parse_pattern_name("fc+act+fc", "t");
+  act.stages[1].fc_reference = FcReference::declared_fold;
+  act.stages[1].out = p.stages[0].out;
+  EXPECT_THROW(GraphReference(act, c, nullptr, 1.0), InputError);  // no declared fold across an activation
 }
 
 TEST(GraphReference, FloatProductMultiplierFormsSxSwInBinary32) {

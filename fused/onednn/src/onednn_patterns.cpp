@@ -170,6 +170,7 @@ memory PatternPath::Activate(memory& values, std::string& impl) {
 }
 
 bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) {
+  const std::vector<int32_t>& r_codes = draw.operands(spec_.pattern, StageKind::add).codes;  // the residual
   const ConvCase& conv = draw.conv;
   conv.validate();
   withheld_.clear();
@@ -179,7 +180,7 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   }
   const bool fc = chain_ == Chain::inner_product;
   const bool add = chain_ == Chain::sum || chain_ == Chain::binary;
-  if (add && draw.residual.size() != conv.output_elements()) {
+  if (add && r_codes.size() != conv.output_elements()) {
     throw InputError("oneDNN pattern path: the residual does not have the producer output's shape");
   }
   if (fc && (conv.input_height() != 1 || conv.input_width() != 1 || conv.kernel_height() != 1 ||
@@ -310,13 +311,13 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   dst.poison(repetition_);
   // The sum post-op reads the residual from the destination, as its own 8-bit type (same size as dst's).
   if (chain_ == Chain::sum && !unfused()) {
-    for (size_t i = 0; i < draw.residual.size(); ++i) dst.set(i, draw.residual[i]);
+    for (size_t i = 0; i < r_codes.size(); ++i) dst.set(i, r_codes[i]);
   }
   std::vector<float> src1;
   if (chain_ == Chain::binary && !unfused()) {
     src1.resize(conv.output_elements());
     for (size_t i = 0; i < src1.size(); ++i) {
-      src1[i] = residual_.scale * static_cast<float>(draw.residual[i] - residual_.zero_point);  // fl32(sr (r - zr))
+      src1[i] = residual_.scale * static_cast<float>(r_codes[i] - residual_.zero_point);  // fl32(sr (r - zr))
     }
   }
   try {
@@ -349,8 +350,8 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
     memory u_mem(memory::desc(tensor_dims, u_.type, Tag::nhwc), engine_, dst.data());
     memory act_in = Dequantize(u_mem, u_.scale, u_.zero_point, impl);
     if (add) {
-      Codes residual(residual_.type, draw.residual.size());
-      for (size_t i = 0; i < draw.residual.size(); ++i) residual.set(i, draw.residual[i]);
+      Codes residual(residual_.type, r_codes.size());
+      for (size_t i = 0; i < r_codes.size(); ++i) residual.set(i, r_codes[i]);
       memory r_mem(memory::desc(tensor_dims, residual_.type, Tag::nhwc), engine_, residual.data());
       memory r_values = Dequantize(r_mem, residual_.scale, residual_.zero_point, impl);
       const memory::desc f32_md(tensor_dims, DataType::f32, Tag::nhwc);

@@ -220,16 +220,18 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
   }
   const Stage* fc2 = find_stage(e.pattern, StageKind::fully_connected);
   if (fc2 != nullptr) {  // the second layer's weights, per output 2^-9 or 2^-10, and int32 bias
-    e.draw.fc_weight_scales.resize(static_cast<size_t>(kFc2Out));
-    for (int32_t j = 0; j < kFc2Out; ++j) e.draw.fc_weight_scales[static_cast<size_t>(j)] = j % 2 == 0 ? 0.001953125f : 0.0009765625f;
-    e.draw.fc_weights.resize(static_cast<size_t>(kFc2Out) * kFcOut);
-    for (auto& v : e.draw.fc_weights) v = static_cast<int8_t>(rng.uniform_int(-127, 127));
-    e.draw.fc_bias.resize(static_cast<size_t>(kFc2Out));
-    for (auto& v : e.draw.fc_bias) v = static_cast<int32_t>(rng.uniform_int(-3000, 3000));
+    StageOperands& layer = e.draw.operands_of(e.pattern, StageKind::fully_connected);
+    layer.weight_scales.resize(static_cast<size_t>(kFc2Out));
+    for (int32_t j = 0; j < kFc2Out; ++j) layer.weight_scales[static_cast<size_t>(j)] = j % 2 == 0 ? 0.001953125f : 0.0009765625f;
+    layer.weights.resize(static_cast<size_t>(kFc2Out) * kFcOut);
+    for (auto& v : layer.weights) v = static_cast<int8_t>(rng.uniform_int(-127, 127));
+    layer.bias.resize(static_cast<size_t>(kFc2Out));
+    for (auto& v : layer.bias) v = static_cast<int32_t>(rng.uniform_int(-3000, 3000));
   }
   if (add != nullptr) {
-    e.draw.residual.resize(conv.output_elements());
-    for (auto& v : e.draw.residual) v = static_cast<int32_t>(in_rng.uniform_int(-128, 127));
+    std::vector<int32_t>& residual = e.draw.operands_of(e.pattern, StageKind::add).codes;
+    residual.resize(conv.output_elements());
+    for (auto& v : residual) v = static_cast<int32_t>(in_rng.uniform_int(-128, 127));
     c.intermediate.q = uq;  // the activation reads s: activation_convention derives it from the pattern
   }
   validate(e.pattern, c);
@@ -278,7 +280,7 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
     b.AddInput("r", DType::float32, rdims);
     ConvCase out_shape;  // the residual in NCHW: the producer output's shape
     out_shape.input_size(kHeight, kWidth).input_channels(kOutChannels);
-    e.inputs.push_back(Tensor::FromFloats("r", rdims, NchwValues(out_shape, e.draw.residual, add->residual)));
+    e.inputs.push_back(Tensor::FromFloats("r", rdims, NchwValues(out_shape, e.draw.operands(e.pattern, StageKind::add).codes, add->residual)));
     Q(b, "r", "r_q", add->residual);
     DQ(b, "r_q", "r_dq", add->residual);
     b.AddNode("Add", {"u_dq", "r_dq"}, {"sum"});
@@ -309,13 +311,14 @@ PatternExport BuildPatternExport(const std::string& pattern_name, ActivationKind
   if (fc2 != nullptr) {
     const QuantParams in_q = act ? yq : uq;  // what the second layer reads
     b.AddInitializer(Tensor::FromCodes("w2_q", DType::int8, {kFc2Out, kFcOut},
-                                       std::vector<int32_t>(e.draw.fc_weights.begin(), e.draw.fc_weights.end())));
-    b.AddInitializer(Tensor::FromFloats("w2_scale", {kFc2Out}, e.draw.fc_weight_scales));
+                                       std::vector<int32_t>(e.draw.operands(e.pattern, StageKind::fully_connected).weights.begin(),
+                                                            e.draw.operands(e.pattern, StageKind::fully_connected).weights.end())));
+    b.AddInitializer(Tensor::FromFloats("w2_scale", {kFc2Out}, e.draw.operands(e.pattern, StageKind::fully_connected).weight_scales));
     b.AddInitializer(Tensor::FromCodes("w2_zp", DType::int8, {kFc2Out}, std::vector<int32_t>(kFc2Out, 0)));
     b.AddNode("DequantizeLinear", {"w2_q", "w2_scale", "w2_zp"}, {"w2_dq"}, {Attr::Int("axis", 0)});
     std::vector<float> b2_scale(static_cast<size_t>(kFc2Out));
-    for (size_t j = 0; j < b2_scale.size(); ++j) b2_scale[j] = in_q.scale * e.draw.fc_weight_scales[j];  // exact: powers of two
-    b.AddInitializer(Tensor::FromCodes("b2_q", DType::int32, {kFc2Out}, e.draw.fc_bias));
+    for (size_t j = 0; j < b2_scale.size(); ++j) b2_scale[j] = in_q.scale * e.draw.operands(e.pattern, StageKind::fully_connected).weight_scales[j];  // exact: powers of two
+    b.AddInitializer(Tensor::FromCodes("b2_q", DType::int32, {kFc2Out}, e.draw.operands(e.pattern, StageKind::fully_connected).bias));
     b.AddInitializer(Tensor::FromFloats("b2_scale", {kFc2Out}, b2_scale));
     b.AddInitializer(Tensor::FromCodes("b2_zp", DType::int32, {kFc2Out}, std::vector<int32_t>(kFc2Out, 0)));
     b.AddNode("DequantizeLinear", {"b2_q", "b2_scale", "b2_zp"}, {"b2_dq"}, {Attr::Int("axis", 0)});

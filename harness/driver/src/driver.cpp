@@ -18,6 +18,7 @@
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/reference/float_conv.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/reference.h"
@@ -394,8 +395,9 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     // BatchNorm's bins: each channel's gain, and u's zero point (the keyed boundary is u).
     std::vector<int32_t> gain_bins;
     if (bn_stage) {
-      for (size_t k = 0; k < draw.bn.gamma.size(); ++k) {
-        gain_bins.push_back(gain_bin(draw.bn.gamma[k], draw.bn.var[k], bn_stage->bn_eps));
+      const BatchNormParams& bn = draw.operands(spec.pattern, StageKind::batchnorm).bn;
+      for (size_t k = 0; k < bn.gamma.size(); ++k) {
+        gain_bins.push_back(gain_bin(bn.gamma[k], bn.var[k], bn_stage->bn_eps));
       }
     }
     for (uint64_t j = 0; j < batch.take; ++j) {
@@ -573,8 +575,7 @@ PatternDraw ReplayedDraw(const ReplayKey& key, detail::DrawComparison& compariso
   }
   if (key.explicit_conv) {
     const ExplicitConv& e = *key.explicit_conv;
-    draw = PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn,
-                       formulation.value_or(Formulation{})};
+    draw = PatternDraw{e.conv, e.input, e.stages, formulation.value_or(Formulation{})};
     *element = e.element;
   } else {
     const uint64_t stream = case_stream_id(spec);
@@ -635,9 +636,10 @@ ReplayTrace TraceF32Intermediate(ReplayTrace trace, const CaseSpec& spec, const 
   if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
     // The activation reads d, the residual added to v in binary32 by the f32 add rule.
     const float v = v32;
-    v32 = reference::F32PostOpAdd(add->f32_add_rule, v, draw.residual[element], add->residual);
+    const int32_t r = draw.operands(spec.pattern, StageKind::add).codes[element];
+    v32 = reference::F32PostOpAdd(add->f32_add_rule, v, r, add->residual);
     std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
-    trace.pattern_stages.push_back("residual r = " + std::to_string(draw.residual[element]) + " (" +
+    trace.pattern_stages.push_back("residual r = " + std::to_string(r) + " (" +
                                    format_quant_params(add->residual) + ") -> d = " + exact + " (f32, add " +
                                    std::string(to_string(add->f32_add_rule)) + ")");
   }
@@ -708,9 +710,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   trace.regions = sample.regions;
   trace.u = sample.code;
 
-  const bool elementwise = !has_stage(spec.pattern, StageKind::max_pool) && !has_stage(spec.pattern, StageKind::avg_pool) &&
-                           !has_stage(spec.pattern, StageKind::fully_connected);
-  if (!elementwise) return TraceFinalTensorElement(std::move(trace), spec, draw, element, sample, reference_conv);
+  if (!pattern_is_elementwise(spec.pattern)) return TraceFinalTensorElement(std::move(trace), spec, draw, element, sample, reference_conv);
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
   const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
@@ -724,7 +724,7 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   const Stage* add = find_stage(spec.pattern, StageKind::add);
   if (add) {
     trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" + format_quant_params(reference_conv.intermediate.q) +
-                                   "), residual r = " + std::to_string(draw.residual[element]) + " (" +
+                                   "), residual r = " + std::to_string(draw.operands(spec.pattern, StageKind::add).codes[element]) + " (" +
                                    format_quant_params(add->residual) + ") -> s = " + std::to_string(sample.code) + " (" +
                                    format_quant_params(add->out) + ", add " + std::string(to_string(add->add_rule)) + ")");
   }

@@ -4,10 +4,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "fusediff/fused/fused_kernel.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/model/tolerance.h"
 #include "fusediff/reference/reference.h"
 #include "comparison.h"
@@ -37,18 +39,12 @@ uint64_t Median(std::vector<uint64_t> values) {
 }  // namespace
 
 namespace {
-PatternDraw DrawOf(const ExplicitConv& e) {
-  return PatternDraw{e.conv, e.input, e.residual, e.fc_weight_scales, e.fc_weights, e.fc_bias, e.bn};
-}
+PatternDraw DrawOf(const ExplicitConv& e) { return PatternDraw{e.conv, e.input, e.stages}; }
 ExplicitConv ExplicitOf(PatternDraw d, uint64_t element) {
   ExplicitConv e;
   e.conv = std::move(d.conv);
   e.input = std::move(d.input);
-  e.residual = std::move(d.residual);
-  e.fc_weight_scales = std::move(d.fc_weight_scales);
-  e.fc_weights = std::move(d.fc_weights);
-  e.fc_bias = std::move(d.fc_bias);
-  e.bn = std::move(d.bn);
+  e.stages = std::move(d.stages);
   e.element = element;
   return e;
 }
@@ -124,19 +120,39 @@ struct ChannelData {
   std::vector<int32_t> bias;
   BatchNormParams bn;
 };
-ChannelData ChannelsOf(const ExplicitConv& sample, const std::vector<int32_t>& keep) {
+ChannelData ChannelsOf(const ExplicitConv& sample, const BatchNormParams& bn, const std::vector<int32_t>& keep) {
   ChannelData d;
   for (int32_t k : keep) {
     const auto i = static_cast<size_t>(k);
     d.scales.push_back(sample.conv.weight_scales()[i]);
     d.bias.push_back(sample.conv.bias()[i]);
-    if (sample.bn.gamma.empty()) continue;
-    d.bn.gamma.push_back(sample.bn.gamma[i]);
-    d.bn.beta.push_back(sample.bn.beta[i]);
-    d.bn.mean.push_back(sample.bn.mean[i]);
-    d.bn.var.push_back(sample.bn.var[i]);
+    if (bn.gamma.empty()) continue;
+    d.bn.gamma.push_back(bn.gamma[i]);
+    d.bn.beta.push_back(bn.beta[i]);
+    d.bn.mean.push_back(bn.mean[i]);
+    d.bn.var.push_back(bn.var[i]);
   }
   return d;
+}
+
+// The sample's operands of the pattern's stage of `kind` (the searched patterns have at most one of each): null,
+// or an empty set, where the pattern has none.
+StageOperands* OperandsOf(Counterexample& c, StageKind kind) {
+  const Pattern& p = c.spec.pattern;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    if (p.stages[i].kind != kind) continue;
+    if (c.sample.stages.size() < p.stages.size()) c.sample.stages.resize(p.stages.size());
+    return &c.sample.stages[i];
+  }
+  return nullptr;
+}
+const StageOperands& OperandsOf(const Counterexample& c, StageKind kind) {
+  static const StageOperands kNone;
+  const Pattern& p = c.spec.pattern;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    if (p.stages[i].kind == kind) return i < c.sample.stages.size() ? c.sample.stages[i] : kNone;
+  }
+  return kNone;
 }
 
 // The failing output alone: its receptive field becomes the whole input (padding taps become zx codes, dilation
@@ -181,7 +197,7 @@ Counterexample ReceptiveField(const Counterexample& c, bool all_channels) {
     }
     if (taps.empty()) weights.insert(weights.end(), static_cast<size_t>(conv.input_channels()), int8_t{0});
   }
-  ChannelData data = ChannelsOf(c.sample, channels);
+  ChannelData data = ChannelsOf(c.sample, OperandsOf(c, StageKind::batchnorm).bn, channels);
   if (taps.empty()) input.assign(static_cast<size_t>(conv.input_channels()), conv.input_quant().zero_point);  // bias only: one tap holding the zero point (contributes 0)
   const int32_t rows = transposed ? 1 : conv.kernel_height();
   const int32_t cols = transposed ? std::max<int32_t>(1, static_cast<int32_t>(taps.size())) : conv.kernel_width();
@@ -196,7 +212,7 @@ Counterexample ReceptiveField(const Counterexample& c, bool all_channels) {
                         .weight_scales(std::move(data.scales))
                         .weights(std::move(weights))
                         .bias(std::move(data.bias));
-  out.sample.bn = std::move(data.bn);
+  if (StageOperands* o = OperandsOf(out, StageKind::batchnorm)) o->bn = std::move(data.bn);
   out.sample.input = std::move(input);
   out.sample.element = all_channels ? static_cast<uint64_t>(at.k) : 0;
   return out;
@@ -343,10 +359,12 @@ Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
   for (Stage& st : out.spec.pattern.stages) fc = st.kind == StageKind::fully_connected ? &st : fc;
   if (fc) {
     // Keep every hidden feature; the second layer keeps output j only.
-    out.sample.fc_weights.assign(c.sample.fc_weights.begin() + static_cast<ptrdiff_t>(ch) * conv.output_channels(),
-                                 c.sample.fc_weights.begin() + static_cast<ptrdiff_t>(ch + 1) * conv.output_channels());
-    out.sample.fc_weight_scales = {c.sample.fc_weight_scales[static_cast<size_t>(ch)]};
-    out.sample.fc_bias = {c.sample.fc_bias[static_cast<size_t>(ch)]};
+    const StageOperands& from = OperandsOf(c, StageKind::fully_connected);
+    StageOperands& layer = *OperandsOf(out, StageKind::fully_connected);
+    layer.weights.assign(from.weights.begin() + static_cast<ptrdiff_t>(ch) * conv.output_channels(),
+                         from.weights.begin() + static_cast<ptrdiff_t>(ch + 1) * conv.output_channels());
+    layer.weight_scales = {from.weight_scales[static_cast<size_t>(ch)]};
+    layer.bias = {from.bias[static_cast<size_t>(ch)]};
     fc->fc_outputs = 1;
     out.sample.element = 0;
     return out;
@@ -362,15 +380,17 @@ Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
     weights.insert(weights.end(), conv.weights().begin() + static_cast<ptrdiff_t>(per_channel * at),
                    conv.weights().begin() + static_cast<ptrdiff_t>(per_channel * (at + 1)));
   }
-  ChannelData data = ChannelsOf(c.sample, keep);
+  ChannelData data = ChannelsOf(c.sample, OperandsOf(c, StageKind::batchnorm).bn, keep);
   const auto kept = static_cast<int32_t>(keep.size());
   small.output_channels(kept).weights(std::move(weights)).weight_scales(std::move(data.scales)).bias(std::move(data.bias));
-  out.sample.bn = std::move(data.bn);
-  if (!c.sample.residual.empty()) {  // the residual has the producer's shape: its (n, ., ., keep) slice
-    out.sample.residual.clear();
+  if (StageOperands* o = OperandsOf(out, StageKind::batchnorm)) o->bn = std::move(data.bn);
+  if (const std::vector<int32_t>& from = OperandsOf(c, StageKind::add).codes; !from.empty()) {
+    // The residual has the producer's shape: its (n, ., ., keep) slice.
+    std::vector<int32_t>& residual = OperandsOf(out, StageKind::add)->codes;
+    residual.clear();
     for (int32_t y = 0; y < conv.output_height(); ++y) {
       for (int32_t x = 0; x < conv.output_width(); ++x) {
-        for (int32_t k : keep) out.sample.residual.push_back(c.sample.residual[conv.output_index(n, y, x, k)]);
+        for (int32_t k : keep) residual.push_back(from[conv.output_index(n, y, x, k)]);
       }
     }
   }
@@ -396,9 +416,7 @@ Counterexample Shrink(const Counterexample& failing) {
         }
       }
     }
-    const bool elementwise = !has_stage(best.spec.pattern, StageKind::max_pool) &&
-                             !has_stage(best.spec.pattern, StageKind::avg_pool) &&
-                             !has_stage(best.spec.pattern, StageKind::fully_connected);
+    const bool elementwise = pattern_is_elementwise(best.spec.pattern);
     if (const std::optional<Counterexample> window = CropToWindow(best); window && StillFails(*window)) best = *window;
     if (!elementwise && best.spec.pattern.producer == Producer::conv2d) {
       // Several output positions share the input: a dropped channel changes every accumulator, so it is kept only
@@ -438,7 +456,9 @@ Counterexample Shrink(const Counterexample& failing) {
     // An elementwise pattern shrinks like conv2d+act below, its residual reduced to the failing element's.
   }
   Counterexample field = ReceptiveField(best, folded);
-  if (!best.sample.residual.empty()) field.sample.residual = {best.sample.residual[best.sample.element]};
+  if (const std::vector<int32_t>& r = OperandsOf(std::as_const(best), StageKind::add).codes; !r.empty()) {
+    OperandsOf(field, StageKind::add)->codes = {r[best.sample.element]};
+  }
   if (StillFails(field)) best = field;
   else {  // a failure that is not local to one output: keep what we have
     const auto [y_ref, y_fused] = EvaluateExplicit(best.spec, best.sample);

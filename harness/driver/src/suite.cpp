@@ -160,7 +160,7 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
     std::vector<ActivationKind> activations;
   };
   using K = ActivationKind;
-  const std::vector<Variant> variants = {
+  std::vector<Variant> variants = {
       {"conv2d+add+act", {K::relu, K::gelu_erf, K::sigmoid}},
       {"conv2d+act+maxpool", {K::relu, K::sigmoid, K::gelu_erf, K::silu, K::hard_swish}},
       {"conv2d+act+avgpool", {K::relu, K::gelu_erf, K::sigmoid}},
@@ -170,6 +170,12 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
   };
   std::vector<CaseSpec> cases;
   if (only && *only == "conv2d+batchnorm+act") return BatchNormCases(options, false);
+  // A registered pattern (model/stage_module.h register_pattern) runs only when asked for: kept whole, its stages
+  // at their parsed defaults.
+  const auto listed = [&variants](const std::string& name) {
+    return std::any_of(variants.begin(), variants.end(), [&name](const Variant& v) { return v.pattern == name; });
+  };
+  if (only && *only != "conv2d+act" && !listed(*only)) variants = {{*only, {K::relu, K::gelu_erf, K::sigmoid}}};
   for (const Variant& v : variants) {
     if (only && *only != v.pattern) continue;
     for (ActivationKind kind : v.activations) {
@@ -237,7 +243,7 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           p.multiplier = rule;
           add_case(p, Fusion::keep_all, std::string(to_string(rule)));
         }
-      } else {  // fc+fc, fc+act+fc
+      } else if (v.pattern == "fc+fc" || v.pattern == "fc+act+fc") {
         for (MultiplierRule rule : {MultiplierRule::double_product, MultiplierRule::float_product}) {
           if (v.pattern == "fc+act+fc" && rule == MultiplierRule::float_product) continue;
           Pattern p = base;
@@ -248,6 +254,8 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           add_case(p, Fusion::keep_all, std::string(to_string(rule)));
           add_case(p, Fusion::fold, std::string(to_string(rule)));
         }
+      } else {
+        add_case(base, Fusion::keep_all, "");
       }
     }
   }

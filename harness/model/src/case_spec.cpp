@@ -8,6 +8,7 @@
 #include "fusediff/model/backend.h"
 #include "fusediff/model/diagnostics.h"
 #include "fusediff/model/errors.h"
+#include "fusediff/model/stage_module.h"
 #include "fusediff/model/table.h"
 #include "named_enum.h"
 
@@ -94,6 +95,11 @@ void validate(const CaseSpec& spec) {
                        std::string(to_string(spec.comparison)));
     }
   }
+  if (const Stage* fc = find_stage(spec.pattern, StageKind::fully_connected);
+      fc && fc->fc_reference == FcReference::declared_fold &&
+      (spec.fusion != Fusion::fold || spec.comparison != Comparison::same_convention)) {
+    throw InputError("comparison: an FC fold against its declared fold is a fold case judged same_convention");
+  }
   if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
       spec.fusion == Fusion::keep_all) {
     throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
@@ -118,40 +124,30 @@ SampleSource parse_sample_source(std::string_view text, std::string_view field) 
                    "' (expected conv, sweep or thresholds)");
 }
 
+std::vector<int64_t> split_integers(const std::string& text, const std::string& field) {
+  std::vector<int64_t> values;
+  if (text.empty()) return values;
+  size_t begin = 0;
+  for (;;) {
+    const size_t colon = text.find(':', begin);
+    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                               field + "[" + std::to_string(values.size()) + "]"));
+    if (colon == std::string::npos) break;
+    begin = colon + 1;
+  }
+  return values;
+}
+
 namespace {
 // A pattern's stages and their parameters. The fusion is part of the sample key only where it changes the draws
 // (never: every fused variant of one pattern sees the same draws, so that they can be set side by side).
 std::string PatternFields(const Pattern& p, Fusion fusion, bool for_samples) {
   std::string out = ";pattern=" + pattern_name(p);
   if (p.producer == Producer::fully_connected) out += ";mult=" + std::string(to_string(p.multiplier));
-  for (const Stage& st : p.stages) {
-    switch (st.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        out += ";add=" + std::string(to_string(st.add_rule)) + ";r=" + format_quant_params(st.residual) +
-               ";s=" + format_quant_params(st.out);
-        // Not part of the sample key (both oneDNN chains of one graph see its draws); absent at its default.
-        if (!for_samples && st.f32_add_rule != Stage{}.f32_add_rule) out += ";f32_add=" + std::string(to_string(st.f32_add_rule));
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool:
-        out += ";pool=" + std::to_string(st.window.kernel) + ":" + std::to_string(st.window.stride) + ":" +
-               std::to_string(st.window.padding);
-        if (st.kind == StageKind::avg_pool) {
-          out += ";pool_rule=" + std::string(to_string(st.pool_rule)) + ";p=" + format_quant_params(st.out);
-        }
-        break;
-      case StageKind::fully_connected:
-        out += ";fc_out=" + format_quant_params(st.out) + ";fc_n=" + std::to_string(st.fc_outputs);
-        break;
-      case StageKind::batchnorm:
-        // The fold and the reference are the fused path's and the comparison's: every comparison of one graph
-        // sees the same draws.
-        out += ";bn_eps=" + format_float32(st.bn_eps) + ";bn_regime=" + std::string(to_string(st.bn_regime));
-        if (!for_samples) {
-          out += ";bn_fold=" + format_batchnorm_fold(st.bn_fold) + ";bn_ref=" + std::string(to_string(st.bn_reference));
-        }
-        break;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const std::string suffix = stage_field_suffix(p, i);
+    for (const auto& [key, value] : stage_module(p.stages[i].kind).replay_fields(p.stages[i], for_samples)) {
+      out += ";" + key + suffix + "=" + value;
     }
   }
   if (!for_samples && fusion != Fusion::keep_all) out += ";fusion=" + std::string(to_string(fusion));
@@ -316,21 +312,32 @@ std::string JoinCodes(const std::vector<T>& values) {
   return out;
 }
 
-std::vector<int64_t> SplitIntegers(const std::string& text, const std::string& field) {
-  std::vector<int64_t> values;
-  if (text.empty()) return values;
-  size_t begin = 0;
-  for (;;) {
-    const size_t colon = text.find(':', begin);
-    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                               field + "[" + std::to_string(values.size()) + "]"));
-    if (colon == std::string::npos) break;
-    begin = colon + 1;
+
+// One stage's tensors: res= (an elementwise operand), fws=, fw=, fb= (a layer), bng=, bnb=, bnm=, bnv= (BatchNorm);
+// each key suffixed as stage_field_suffix says.
+std::string EncodeOperands(const StageOperands& o, const std::string& suffix) {
+  std::string out;
+  if (!o.codes.empty()) out.append(";res").append(suffix).append("=").append(JoinCodes(o.codes));
+  if (!o.weights.empty()) {
+    std::string fc_scales;
+    for (float s : o.weight_scales) fc_scales.append(fc_scales.empty() ? "" : ":").append(format_float32(s));
+    out.append(";fws").append(suffix).append("=").append(fc_scales);
+    out.append(";fw").append(suffix).append("=").append(JoinCodes(std::vector<int32_t>(o.weights.begin(), o.weights.end())));
+    out.append(";fb").append(suffix).append("=").append(JoinCodes(o.bias));
   }
-  return values;
+  if (!o.bn.gamma.empty()) {
+    const std::pair<const char*, const std::vector<float>*> tensors[] = {
+        {";bng", &o.bn.gamma}, {";bnb", &o.bn.beta}, {";bnm", &o.bn.mean}, {";bnv", &o.bn.var}};
+    for (const auto& [name, values] : tensors) {
+      std::string text;
+      for (float v : *values) text.append(text.empty() ? "" : ":").append(format_float32(v));
+      out.append(name).append(suffix).append("=").append(text);
+    }
+  }
+  return out;
 }
 
-std::string EncodeExplicit(const ExplicitConv& e) {
+std::string EncodeExplicit(const ExplicitConv& e, const Pattern& p) {
   const ConvCase& c = e.conv;
   std::string out = ";shape=" + JoinCodes(std::vector<int32_t>{
       c.batch(), c.input_height(), c.input_width(), c.input_channels(), c.output_channels(), c.kernel_height(),
@@ -346,22 +353,8 @@ std::string EncodeExplicit(const ExplicitConv& e) {
   out += ";b=" + JoinCodes(c.bias());
   out += ";x=" + JoinCodes(e.input);
   out += ";element=" + std::to_string(e.element);
-  if (!e.residual.empty()) out.append(";res=").append(JoinCodes(e.residual));
-  if (!e.fc_weights.empty()) {
-    std::string fc_scales;
-    for (float s : e.fc_weight_scales) fc_scales.append(fc_scales.empty() ? "" : ":").append(format_float32(s));
-    out.append(";fws=").append(fc_scales);
-    out.append(";fw=").append(JoinCodes(std::vector<int32_t>(e.fc_weights.begin(), e.fc_weights.end())));
-    out.append(";fb=").append(JoinCodes(e.fc_bias));
-  }
-  if (!e.bn.gamma.empty()) {
-    const std::pair<const char*, const std::vector<float>*> tensors[] = {
-        {";bng=", &e.bn.gamma}, {";bnb=", &e.bn.beta}, {";bnm=", &e.bn.mean}, {";bnv=", &e.bn.var}};
-    for (const auto& [name, values] : tensors) {
-      std::string text;
-      for (float v : *values) text.append(text.empty() ? "" : ":").append(format_float32(v));
-      out.append(name).append(text);
-    }
+  for (size_t i = 0; i < e.stages.size() && i < p.stages.size(); ++i) {
+    out += EncodeOperands(e.stages[i], stage_field_suffix(p, i));
   }
   if (c.weight_range() == WeightRange::full) out += ";wrange=full";
   if (c.op() == ConvOp::conv_transpose2d) {
@@ -377,7 +370,7 @@ std::string format_replay(const ReplayKey& key) {
   const std::string repeat = key.repeat > 0 ? ";repeat=" + std::to_string(key.repeat) : std::string();
   if (key.explicit_conv) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv) + repeat;
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) + repeat;
   }
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
                      ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
@@ -398,38 +391,87 @@ template <typename Take, typename Has>
 void ParsePatternFields(CaseSpec& s, Take& take, Has& has) {
   s.pattern = parse_pattern_name(take("pattern"), "replay.pattern");
   if (s.pattern.producer == Producer::fully_connected) s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
-  for (Stage& st : s.pattern.stages) {
-    switch (st.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        st.add_rule = parse_add_rule(take("add"), "replay.add");
-        st.residual = parse_quant_params(take("r"), "replay.r", QuantParams{});
-        st.out = parse_quant_params(take("s"), "replay.s", QuantParams{});
-        if (has("f32_add")) st.f32_add_rule = parse_add_rule(take("f32_add"), "replay.f32_add");
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool: {
-        const std::vector<int64_t> w = SplitIntegers(take("pool"), "replay.pool");
-        if (w.size() != 3) throw InputError("replay.pool: expected KERNEL:STRIDE:PADDING");
-        st.window = PoolWindow{static_cast<int32_t>(w[0]), static_cast<int32_t>(w[1]), static_cast<int32_t>(w[2])};
-        if (st.kind == StageKind::avg_pool) {
-          st.pool_rule = parse_avg_pool_rule(take("pool_rule"), "replay.pool_rule");
-          st.out = parse_quant_params(take("p"), "replay.p", QuantParams{});
-        }
-        break;
-      }
-      case StageKind::fully_connected:
-        st.out = parse_quant_params(take("fc_out"), "replay.fc_out", QuantParams{});
-        st.fc_outputs = static_cast<int32_t>(parse_int(take("fc_n"), "replay.fc_n"));
-        break;
-      case StageKind::batchnorm:
-        st.bn_eps = parse_float32(take("bn_eps"), "replay.bn_eps");
-        st.bn_regime = parse_bn_regime(take("bn_regime"), "replay.bn_regime");
-        st.bn_fold = parse_batchnorm_fold(take("bn_fold"), "replay.bn_fold");
-        st.bn_reference = parse_bn_reference(take("bn_ref"), "replay.bn_ref");
-        break;
-    }
+  // The replay string's fields as a stage module reads them.
+  class Fields final : public ReplayFieldSource {
+   public:
+    Fields(Take& take, Has& has, std::string suffix) : take_(take), has_(has), suffix_(std::move(suffix)) {}
+    bool has(std::string_view key) const override { return has_((std::string(key) + suffix_).c_str()); }
+    std::string take(std::string_view key) const override { return take_((std::string(key) + suffix_).c_str()); }
+
+   private:
+    Take& take_;
+    Has& has_;
+    std::string suffix_;
+  };
+  for (size_t i = 0; i < s.pattern.stages.size(); ++i) {
+    const Fields fields(take, has, stage_field_suffix(s.pattern, i));
+    stage_module(s.pattern.stages[i].kind).parse_replay_fields(s.pattern.stages[i], fields);
   }
+}
+// Floats "a:b:c" (binary32 each, exactly as written).
+std::vector<float> SplitFloats(const std::string& text, const std::string& field) {
+  std::vector<float> values;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t colon = text.find(':', begin);
+    values.push_back(parse_float32(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                                   field + "[" + std::to_string(values.size()) + "]"));
+    if (colon == std::string::npos) break;
+    begin = colon + 1;
+  }
+  return values;
+}
+
+// The inverse of EncodeOperands for each stage of `p`, then the checks that the tensors fit the pattern and the
+// conv (a replay string is user input). A stage reads the tensor its predecessors leave (pattern geometry).
+template <typename Fields, typename Take>
+void DecodeOperands(const Pattern& p, const Fields& fields, Take& take, ExplicitConv& e) {
+  PatternGeometry g{e.conv.batch(), e.conv.output_height(), e.conv.output_width(), e.conv.output_channels()};
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const Stage& st = p.stages[i];
+    const std::string suffix = stage_field_suffix(p, i);
+    const auto key = [&suffix](const char* name) { return std::string(name) + suffix; };
+    StageOperands o;
+    if (st.kind == StageKind::add) {
+      if (fields.count(key("res"))) {
+        for (int64_t r : split_integers(take(key("res").c_str()), "replay." + key("res"))) o.codes.push_back(static_cast<int32_t>(r));
+      }
+      if (o.codes.size() != g.elements()) {
+        throw InputError("replay." + key("res") + ": " + std::to_string(o.codes.size()) + " codes, the pattern needs " +
+                         std::to_string(g.elements()));
+      }
+      for (int32_t r : o.codes) {
+        if (!st.residual.type.contains(r)) throw InputError("replay." + key("res") + ": " + std::to_string(r) + " is outside the residual type");
+      }
+    } else if (st.kind == StageKind::fully_connected) {
+      if (fields.count(key("fw"))) {
+        o.weight_scales = SplitFloats(take(key("fws").c_str()), "replay." + key("fws"));
+        for (int64_t w : split_integers(take(key("fw").c_str()), "replay." + key("fw"))) {
+          if (w < -127 || w > 127) throw InputError("replay." + key("fw") + ": " + std::to_string(w) + " is outside [-127, 127]");
+          o.weights.push_back(static_cast<int8_t>(w));
+        }
+        for (int64_t b : split_integers(take(key("fb").c_str()), "replay." + key("fb"))) o.bias.push_back(static_cast<int32_t>(b));
+      }
+      const size_t outputs = static_cast<size_t>(st.fc_outputs);
+      if (g.height != 1 || g.width != 1 || o.weight_scales.size() != outputs || o.bias.size() != outputs ||
+          o.weights.size() != outputs * static_cast<size_t>(g.channels)) {
+        throw InputError("replay." + key("fw") + ": the second layer's tensors do not fit " + std::to_string(outputs) +
+                         " outputs over " + std::to_string(g.channels) + " features of a 1x1 producer output");
+      }
+    } else if (st.kind == StageKind::batchnorm) {
+      if (fields.count(key("bng"))) {
+        o.bn.gamma = SplitFloats(take(key("bng").c_str()), "replay." + key("bng"));
+        o.bn.beta = SplitFloats(take(key("bnb").c_str()), "replay." + key("bnb"));
+        o.bn.mean = SplitFloats(take(key("bnm").c_str()), "replay." + key("bnm"));
+        o.bn.var = SplitFloats(take(key("bnv").c_str()), "replay." + key("bnv"));
+      }
+      validate(o.bn, static_cast<size_t>(e.conv.output_channels()), st.bn_eps, "replay.bn");
+    }
+    e.stages.push_back(std::move(o));
+    g = stage_module(st.kind).output_geometry(st, g);
+  }
+  if (fields.count("bng")) throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
+  if (fields.count("res")) throw InputError("replay.res: a residual for a pattern without an add stage");
+  if (fields.count("fw")) throw InputError("replay.fw: a second layer for a pattern without a fully connected stage");
 }
 }  // namespace
 
@@ -502,7 +544,7 @@ ReplayKey parse_replay(std::string_view text) {
   if (!v2) key.formulation = formulation;
   if (v2) {
     ExplicitConv e;
-    const std::vector<int64_t> shape = SplitIntegers(take("shape"), "replay.shape");
+    const std::vector<int64_t> shape = split_integers(take("shape"), "replay.shape");
     if (shape.size() != 15) throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
     auto dim = [&shape](size_t i) { return static_cast<int32_t>(shape[i]); };
     e.conv.batch(dim(0)).input_size(dim(1), dim(2)).input_channels(dim(3)).output_channels(dim(4))
@@ -525,19 +567,19 @@ ReplayKey parse_replay(std::string_view text) {
       e.conv.weight_range(WeightRange::full);
     }
     std::vector<int8_t> weights;
-    for (int64_t w : SplitIntegers(take("w"), "replay.w")) {
+    for (int64_t w : split_integers(take("w"), "replay.w")) {
       if (w < -128 || w > 127) throw InputError("replay.w: " + std::to_string(w) + " is outside int8");
       weights.push_back(static_cast<int8_t>(w));
     }
     e.conv.weights(std::move(weights));
     std::vector<int32_t> bias;
-    for (int64_t b : SplitIntegers(take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
+    for (int64_t b : split_integers(take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
     e.conv.bias(std::move(bias));
-    for (int64_t x : SplitIntegers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
+    for (int64_t x : split_integers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
     e.element = static_cast<uint64_t>(parse_int(take("element"), "replay.element"));
     if (fields.count("op")) {
       e.conv.op(parse_conv_op(take("op"), "replay.op"));
-      const std::vector<int64_t> opad = SplitIntegers(take("opad"), "replay.opad");
+      const std::vector<int64_t> opad = split_integers(take("opad"), "replay.opad");
       if (opad.size() != 2) throw InputError("replay.opad: expected H:W");
       e.conv.output_padding(static_cast<int32_t>(opad[0]), static_cast<int32_t>(opad[1]));
     }
@@ -549,58 +591,7 @@ ReplayKey parse_replay(std::string_view text) {
     for (int32_t x : e.input) {
       if (!e.conv.input_quant().type.contains(x)) throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
     }
-    if (fields.count("res")) {
-      for (int64_t r : SplitIntegers(take("res"), "replay.res")) e.residual.push_back(static_cast<int32_t>(r));
-    }
-    if (fields.count("fw")) {
-      const std::string fws = take("fws");
-      for (size_t begin = 0; begin <= fws.size();) {
-        const size_t colon = fws.find(':', begin);
-        e.fc_weight_scales.push_back(parse_float32(std::string_view(fws).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                                                   "replay.fws[" + std::to_string(e.fc_weight_scales.size()) + "]"));
-        if (colon == std::string::npos) break;
-        begin = colon + 1;
-      }
-      for (int64_t w : SplitIntegers(take("fw"), "replay.fw")) {
-        if (w < -127 || w > 127) throw InputError("replay.fw: " + std::to_string(w) + " is outside [-127, 127]");
-        e.fc_weights.push_back(static_cast<int8_t>(w));
-      }
-      for (int64_t b : SplitIntegers(take("fb"), "replay.fb")) e.fc_bias.push_back(static_cast<int32_t>(b));
-    }
-    if (fields.count("bng")) {
-      const std::pair<const char*, std::vector<float>*> tensors[] = {
-          {"bng", &e.bn.gamma}, {"bnb", &e.bn.beta}, {"bnm", &e.bn.mean}, {"bnv", &e.bn.var}};
-      for (const auto& [name, values] : tensors) {
-        const std::string text = take(name);
-        for (size_t begin = 0; begin <= text.size();) {
-          const size_t colon = text.find(':', begin);
-          values->push_back(parse_float32(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                                          std::string("replay.") + name + "[" + std::to_string(values->size()) + "]"));
-          if (colon == std::string::npos) break;
-          begin = colon + 1;
-        }
-      }
-    }
-    if (const Stage* bn = find_stage(s.pattern, StageKind::batchnorm)) {
-      validate(e.bn, static_cast<size_t>(e.conv.output_channels()), bn->bn_eps, "replay.bn");
-    } else if (!e.bn.gamma.empty()) {
-      throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
-    }
-    // The stages' tensors must fit the pattern and the conv: a replay string is user input.
-    const size_t residual = has_stage(s.pattern, StageKind::add) ? e.conv.output_elements() : 0;
-    if (e.residual.size() != residual) {
-      throw InputError("replay.res: " + std::to_string(e.residual.size()) + " codes, the pattern needs " + std::to_string(residual));
-    }
-    for (int32_t r : e.residual) {
-      if (!find_stage(s.pattern, StageKind::add)->residual.type.contains(r)) throw InputError("replay.res: " + std::to_string(r) + " is outside the residual type");
-    }
-    const Stage* fc = find_stage(s.pattern, StageKind::fully_connected);
-    const size_t outputs = fc ? static_cast<size_t>(fc->fc_outputs) : 0;
-    if ((fc && (e.conv.output_height() != 1 || e.conv.output_width() != 1)) || e.fc_weight_scales.size() != outputs ||
-        e.fc_bias.size() != outputs || e.fc_weights.size() != outputs * static_cast<size_t>(e.conv.output_channels())) {
-      throw InputError("replay.fw: the second layer's tensors do not fit " + std::to_string(outputs) + " outputs over " +
-                       std::to_string(e.conv.output_channels()) + " features of a 1x1 producer output");
-    }
+    DecodeOperands(s.pattern, fields, take, e);
     if (e.element >= pattern_output_geometry(s.pattern, e.conv).elements()) {
       throw InputError("replay.element: past the pattern's outputs");
     }

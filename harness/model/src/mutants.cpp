@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "fusediff/model/errors.h"
 
@@ -89,13 +90,53 @@ constexpr MutantInfo kCatalog[] = {
      "the fused path applies the activation to the unfolded conv's output (at the graph's u quantization) and "
      "BatchNorm to the activation's output afterwards",
      "pattern conv2d+batchnorm+act with a BatchNorm that is not the identity", false},
+    {Mutant::fc_fold_first_layer_scale, "fc-fold-first-layer-scale",
+     "the fc+fc fold quantizes the folded weights and bias with the first layer's weight scale sw1 in place of "
+     "their own max|W|/127 per output channel (codes still clamped to [-127, 127])",
+     "pattern fc+fc folded, compared with its declared fold (reference declared_fold); differs where max|W|/127 "
+     "and sw1 quantize W differently (almost every draw)", false},
 };
+
+// The built-ins, then those registered at start-up (before any run; read-only afterwards).
+std::vector<MutantInfo>& Catalog() {
+  static std::vector<MutantInfo> catalog(std::begin(kCatalog), std::end(kCatalog));
+  return catalog;
+}
+std::vector<RegisteredMutant>& Registered() {
+  static std::vector<RegisteredMutant> registered;
+  return registered;
+}
+const RegisteredMutant* FindRegistered(Mutant m) {
+  for (const RegisteredMutant& r : Registered()) {
+    if (r.info.mutant == m) return &r;
+  }
+  return nullptr;
+}
 }  // namespace
 
-std::span<const MutantInfo> mutant_catalog() { return kCatalog; }
+std::span<const MutantInfo> mutant_catalog() { return Catalog(); }
+
+Mutant register_mutant(const RegisteredMutant& m) {
+  if (!m.in_space || !m.place) throw InputError("mutant " + std::string(m.info.name) + ": space and placement are required");
+  for (const MutantInfo& info : Catalog()) {
+    if (info.name == m.info.name) throw InputError("mutant " + std::string(m.info.name) + " is registered twice");
+  }
+  RegisteredMutant r = m;
+  r.info.mutant = static_cast<Mutant>(static_cast<int>(Mutant::fc_fold_first_layer_scale) + 1 +
+                                      static_cast<int>(Registered().size()));
+  Registered().push_back(r);
+  Catalog().push_back(r.info);
+  return r.info.mutant;
+}
+
+bool place_registered_mutant(CaseSpec& spec) {
+  const RegisteredMutant* r = FindRegistered(spec.mutant);
+  if (r) r->place(spec);
+  return r != nullptr;
+}
 
 const MutantInfo& mutant_info(Mutant m) {
-  for (const MutantInfo& info : kCatalog) {
+  for (const MutantInfo& info : Catalog()) {
     if (info.mutant == m) return info;
   }
   throw std::invalid_argument("mutant_info: no catalog entry for this mutant");
@@ -106,7 +147,7 @@ std::string_view to_string(Mutant m) { return m == Mutant::none ? "none" : mutan
 Mutant parse_mutant(std::string_view text, std::string_view field) {
   if (text == "none") return Mutant::none;
   std::string known;
-  for (const MutantInfo& info : kCatalog) {
+  for (const MutantInfo& info : Catalog()) {
     if (info.name == text) return info.mutant;
     known += (known.empty() ? "" : ", ") + std::string(info.name);
   }
@@ -127,13 +168,15 @@ bool is_pattern_mutant(Mutant m) {
     case Mutant::bn_bf16_truncate:
     case Mutant::bn_f16_overflow_wraps:
     case Mutant::bn_after_activation:
+    case Mutant::fc_fold_first_layer_scale:
       return true;
     default:
-      return false;
+      return FindRegistered(m) != nullptr;  // a stage kind's mutant lives in its pattern's path
   }
 }
 
 bool in_mutant_space(Mutant m, const CaseSpec& spec) {
+  if (const RegisteredMutant* r = FindRegistered(m)) return r->in_space(spec);
   const Convention& c = spec.convention;
   const std::string pattern = pattern_name(spec.pattern);
   const Stage* add = find_stage(spec.pattern, StageKind::add);
@@ -146,6 +189,9 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
     case Mutant::maxpool_before_activation: return pattern == "conv2d+act+maxpool";
     case Mutant::avgpool_truncate: return avg != nullptr && avg->pool_rule == AvgPoolRule::tflite;
     case Mutant::fold_across_activation: return pattern == "fc+act+fc";
+    case Mutant::fc_fold_first_layer_scale:
+      return pattern == "fc+fc" && spec.fusion == Fusion::fold &&
+             find_stage(spec.pattern, StageKind::fully_connected)->fc_reference == FcReference::declared_fold;
     case Mutant::bn_drop_eps:
     case Mutant::bn_f16_for_f32:
     case Mutant::bn_per_tensor_for_per_channel:

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/stage_module.h"
 #include "named_enum.h"
 
 namespace fusediff {
@@ -25,6 +26,8 @@ constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 3> kPoolRules{
     {{"tflite", AvgPoolRule::tflite}, {"ort_qlinear", AvgPoolRule::ort_qlinear}, {"ort_global", AvgPoolRule::ort_global}}};
 constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplierRules{
     {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
+constexpr std::array<std::pair<std::string_view, FcReference>, 2> kFcReferences{
+    {{"graph", FcReference::graph}, {"declared_fold", FcReference::declared_fold}}};
 constexpr std::array<std::pair<std::string_view, Fusion>, 4> kFusions{{{"keep_all", Fusion::keep_all},
                                                                         {"add_in_accumulator", Fusion::add_in_accumulator},
                                                                         {"pool_first", Fusion::pool_first},
@@ -57,23 +60,17 @@ constexpr PatternInfo kPatterns[] = {
 
 std::string_view to_string(Producer p) { return p == Producer::conv2d ? "conv2d" : "fc"; }
 
-std::string_view to_string(StageKind k) {
-  switch (k) {
-    case StageKind::activation: return "act";
-    case StageKind::add: return "add";
-    case StageKind::max_pool: return "maxpool";
-    case StageKind::avg_pool: return "avgpool";
-    case StageKind::fully_connected: return "fc";
-    case StageKind::batchnorm: return "batchnorm";
-  }
-  return "?";
-}
+std::string_view to_string(StageKind k) { return k.token(); }
 
 std::string_view to_string(AddRule r) { return NameOf(r, kAddRules); }
 bool is_f32_add_rule(AddRule r) { return r == AddRule::onednn_sum || r == AddRule::onednn_binary; }
 std::string_view to_string(AvgPoolRule r) { return NameOf(r, kPoolRules); }
 std::string_view to_string(MultiplierRule r) { return NameOf(r, kMultiplierRules); }
 std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
+std::string_view to_string(FcReference r) { return NameOf(r, kFcReferences); }
+FcReference parse_fc_reference(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "FC fold reference", kFcReferences);
+}
 AddRule parse_add_rule(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "add rule", kAddRules);
 }
@@ -96,40 +93,64 @@ std::string pattern_name(const Pattern& p) {
   return name;
 }
 
-Pattern parse_pattern_name(std::string_view text, std::string_view field) {
-  for (const PatternInfo& info : kPatterns) {
-    if (text != info.name) continue;
-    Pattern p;
-    p.stages.clear();
-    size_t begin = 0;
-    bool producer = true;
-    for (;;) {
-      const size_t plus = text.find('+', begin);
-      const std::string_view part = text.substr(begin, plus == std::string_view::npos ? std::string_view::npos : plus - begin);
-      if (producer) {
-        p.producer = part == "fc" ? Producer::fully_connected : Producer::conv2d;
-        producer = false;
-      } else {
-        Stage s;
-        if (part == "act") s.kind = StageKind::activation;
-        else if (part == "add") s.kind = StageKind::add;
-        else if (part == "maxpool") s.kind = StageKind::max_pool;
-        else if (part == "avgpool") s.kind = StageKind::avg_pool;
-        else if (part == "batchnorm") s.kind = StageKind::batchnorm;
-        else s.kind = StageKind::fully_connected;
-        p.stages.push_back(s);
+namespace {
+// The stages of a name: the producer, then one registered token per stage.
+Pattern ParseStages(std::string_view text, std::string_view field) {
+  Pattern p;
+  p.stages.clear();
+  size_t begin = 0;
+  bool producer = true;
+  for (;;) {
+    const size_t plus = text.find('+', begin);
+    const std::string_view part = text.substr(begin, plus == std::string_view::npos ? std::string_view::npos : plus - begin);
+    if (producer) {
+      if (part != "fc" && part != "conv2d") {
+        throw InputError(std::string(field) + ": unknown producer '" + std::string(part) + "' (expected conv2d or fc)");
       }
-      if (plus == std::string_view::npos) break;
-      begin = plus + 1;
+      p.producer = part == "fc" ? Producer::fully_connected : Producer::conv2d;
+      producer = false;
+    } else {
+      Stage s;
+      s.kind = parse_stage_kind(part, field);
+      p.stages.push_back(s);
     }
-    return p;
+    if (plus == std::string_view::npos) break;
+    begin = plus + 1;
   }
-  std::string expected;
-  for (const PatternInfo& info : kPatterns) expected += (expected.empty() ? "" : ", ") + std::string(info.name);
-  throw InputError(std::string(field) + ": unknown pattern '" + std::string(text) + "' (expected " + expected + ")");
+  return p;
 }
 
-std::span<const PatternInfo> known_patterns() { return kPatterns; }
+std::vector<PatternInfo>& PatternRegistry() {
+  static std::vector<PatternInfo> patterns(std::begin(kPatterns), std::end(kPatterns));
+  return patterns;
+}
+}  // namespace
+
+Pattern parse_pattern_name(std::string_view text, std::string_view field) {
+  for (const PatternInfo& info : known_patterns()) {
+    if (text == info.name) return ParseStages(text, field);
+  }
+  std::string expected;
+  for (const PatternInfo& info : known_patterns()) expected += (expected.empty() ? "" : ", ") + std::string(info.name);
+  std::string message = std::string(field) + ": unknown pattern '" + std::string(text) + "' (expected " + expected + ")";
+  try {
+    ParseStages(text, field);
+  } catch (const InputError& e) {
+    message += "; " + std::string(e.what()).substr(field.size() + 2);  // the token no module claims
+  }
+  throw InputError(message);
+}
+
+std::span<const PatternInfo> known_patterns() { return PatternRegistry(); }
+
+void register_pattern(const PatternInfo& info) {
+  ParseStages(info.name, "pattern " + std::string(info.name));  // every stage token registered
+  for (const PatternInfo& known : known_patterns()) {
+    if (known.name == info.name) throw InputError("pattern " + std::string(info.name) + " is registered twice");
+  }
+  PatternRegistry().push_back(info);
+}
+
 
 std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermediate) {
   if (is_conv_act(p) && fusion == Fusion::keep_all) return {};
@@ -137,31 +158,7 @@ std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermedi
   std::string params;
   if (p.producer == Producer::fully_connected) params += "multiplier " + std::string(to_string(p.multiplier));
   for (const Stage& s : p.stages) {
-    std::string part;
-    switch (s.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        part = f32_intermediate ? "add " + std::string(to_string(s.f32_add_rule)) + " r=" + format_quant_params(s.residual)
-                                : "add " + std::string(to_string(s.add_rule)) + " r=" + format_quant_params(s.residual) +
-                                      " s=" + format_quant_params(s.out);
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool:
-        part = std::string(to_string(s.kind)) + " " + std::to_string(s.window.kernel) + "x" +
-               std::to_string(s.window.kernel) + "/" + std::to_string(s.window.stride) + " pad " +
-               std::to_string(s.window.padding);
-        if (s.kind == StageKind::avg_pool) part += " " + std::string(to_string(s.pool_rule)) + " p=" + format_quant_params(s.out);
-        break;
-      case StageKind::fully_connected:
-        part = "fc " + std::to_string(s.fc_outputs) + " outputs y2=" + format_quant_params(s.out);
-        break;
-      case StageKind::batchnorm:
-        part = "batchnorm eps=" + format_float32(s.bn_eps) + " regime " + std::string(to_string(s.bn_regime));
-        if (fusion == Fusion::fold) {
-          part += " fold " + format_batchnorm_fold(s.bn_fold) + " reference " + std::string(to_string(s.bn_reference));
-        }
-        break;
-    }
+    const std::string part = stage_module(s.kind).describe(s, fusion, f32_intermediate);
     if (!part.empty()) params += (params.empty() ? "" : "; ") + part;
   }
   if (!params.empty()) out += " (" + params + ")";
@@ -182,9 +179,19 @@ const Stage* find_stage(const Pattern& p, StageKind kind) {
 }
 
 Convention activation_convention(const Pattern& p, const Convention& c) {
+  // The boundary the activation reads: the producer's, through every stage before it.
+  // A stage before it writes codes (add: the sum s), so the table reads a quantized boundary even where the
+  // producer's intermediate is f32.
+  QuantParams in = c.intermediate.q;
+  bool after_a_stage = false;
+  for (const Stage& s : p.stages) {
+    if (s.kind == StageKind::activation) break;
+    in = stage_module(s.kind).output_boundary(s, in, c);
+    after_a_stage = true;
+  }
   Convention a = c;
-  if (const Stage* add = find_stage(p, StageKind::add)) {
-    a.intermediate.q = add->out;
+  if (after_a_stage) {
+    a.intermediate.q = in;
     a.intermediate.kind = IntermediateKind::quantized;
   }
   return a;
@@ -192,22 +199,13 @@ Convention activation_convention(const Pattern& p, const Convention& c) {
 
 QuantParams final_output(const Pattern& p, const Convention& c) {
   QuantParams q = c.intermediate.q;  // the producer's boundary
-  for (const Stage& s : p.stages) {
-    switch (s.kind) {
-      case StageKind::activation: q = c.output.q; break;
-      case StageKind::max_pool:
-      case StageKind::batchnorm: break;  // batchnorm writes the producer's boundary u
-      case StageKind::add:
-      case StageKind::avg_pool:
-      case StageKind::fully_connected: q = s.out; break;
-    }
-  }
+  for (const Stage& s : p.stages) q = stage_module(s.kind).output_boundary(s, q, c);
   return q;
 }
 
 void validate(const Pattern& p, const Convention& c) {
   bool known = false;
-  for (const PatternInfo& info : kPatterns) known = known || pattern_name(p) == info.name;
+  for (const PatternInfo& info : known_patterns()) known = known || pattern_name(p) == info.name;
   if (!known) {
     throw InputError("pattern: '" + pattern_name(p) + "' is not a known stage order (fusediff patterns --list)");
   }
@@ -216,49 +214,11 @@ void validate(const Pattern& p, const Convention& c) {
   if (f32 && name != "conv2d+act" && name != "conv2d+add+act" && name != "fc+act") {
     throw InputError("pattern " + name + ": an f32 intermediate exists for conv2d+act, conv2d+add+act and fc+act only");
   }
+  QuantParams in = c.intermediate.q;  // the boundary each stage reads
   for (const Stage& s : p.stages) {
-    const std::string field = "pattern." + std::string(to_string(s.kind));
-    switch (s.kind) {
-      case StageKind::activation: break;
-      case StageKind::add:
-        validate(s.residual, field + ".residual");
-        validate(s.out, field + ".out");
-        if (is_f32_add_rule(s.add_rule)) {
-          throw InputError(field + ".rule: " + std::string(to_string(s.add_rule)) +
-                           " adds to an f32 intermediate; the graph's add reads the code u (expected tflite, onnx_spec, "
-                           "ort_mlas, ort_mlas_fma, ort_raw or onednn_unfused)");
-        }
-        if (!is_f32_add_rule(s.f32_add_rule)) {
-          throw InputError(field + ".f32_rule: " + std::string(to_string(s.f32_add_rule)) +
-                           " reads codes; an f32 intermediate is added to by onednn_sum or onednn_binary");
-        }
-        break;
-      case StageKind::max_pool:
-      case StageKind::avg_pool:
-        if (s.window.kernel < 1 || s.window.kernel > 4 || s.window.stride < 1 || s.window.stride > 4 ||
-            s.window.padding < 0 || s.window.padding >= s.window.kernel) {
-          throw InputError(field + ".window: kernel " + std::to_string(s.window.kernel) + ", stride " +
-                           std::to_string(s.window.stride) + ", padding " + std::to_string(s.window.padding) +
-                           " (expected kernel and stride in [1, 4], 0 <= padding < kernel)");
-        }
-        if (s.kind == StageKind::avg_pool) {
-          validate(s.out, field + ".out");
-          // The pool reads the activation's output codes.
-          if (s.pool_rule == AvgPoolRule::tflite && !(s.out == c.output.q)) {
-            throw InputError(field + ".out: " + format_quant_params(s.out) + " differs from its input " +
-                             format_quant_params(c.output.q) +
-                             "; a TFLite average pool assumes equal input and output quantization");
-          }
-        }
-        break;
-      case StageKind::fully_connected:
-        validate(s.out, field + ".out");
-        if (s.fc_outputs < 1 || s.fc_outputs > 64) throw InputError(field + ".outputs: expected 1 to 64");
-        break;
-      case StageKind::batchnorm:
-        if (!(s.bn_eps > 0.0f) || !std::isfinite(s.bn_eps)) throw InputError(field + ".eps: expected a finite value > 0");
-        break;
-    }
+    const StageKindModule& module = stage_module(s.kind);
+    module.validate(s, in, c, "pattern." + std::string(to_string(s.kind)));
+    in = module.output_boundary(s, in, c);
   }
 }
 
@@ -272,50 +232,73 @@ std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention&
   if (facts.group != 1) {
     return "group-1: the LUT post-processing rule fuses group-1 producers only (group " + std::to_string(facts.group) + ")";
   }
-  if (facts.residual_broadcast && has_stage(p, StageKind::add)) {
-    return "residual-shape: the residual is broadcast; the fused add reads it element for element at the producer's "
-           "output shape";
-  }
-  if (!facts.fc_input_flattened && has_stage(p, StageKind::fully_connected)) {
-    return "fc-input-flattened: the fully connected stage does not read the producer's output flattened";
-  }
-  if (!facts.activation_supported && has_stage(p, StageKind::activation)) {
-    return "activation-supported: the fused path does not implement " + std::string(to_string(c.activation.kind));
+  // Per-stage rules in registry order (a rule's name is the first thing a message says).
+  for (StageKind kind : known_stage_kinds()) {
+    const Stage* s = find_stage(p, kind);
+    if (!s) continue;
+    if (std::string why = stage_module(kind).facts_illegality(*s, c, facts); !why.empty()) return why;
   }
   bool offered = false;
-  for (const PatternInfo& info : kPatterns) {
+  for (const PatternInfo& info : known_patterns()) {
     if (info.name != name) continue;
     offered = std::find(info.fusions.begin(), info.fusions.end(), fusion) != info.fusions.end();
   }
   if (!offered) {
     return "fusion-offered: pattern " + name + " has no " + std::string(to_string(fusion)) + " fusion";
   }
-  if (fusion == Fusion::pool_first) {
-    const Stage* avg = find_stage(p, StageKind::avg_pool);
-    if (avg) return "pool-before-activation: an average pool commutes with no nonlinear activation";
-    // Max pooling commutes with a table that is non-decreasing over the codes it can read.
-    for (size_t i = 1; i < table.size(); ++i) {
-      if (table[i] < table[i - 1]) {
-        const int32_t qmin = c.intermediate.q.type.qmin();
-        return "pool-before-activation: the applied table is not non-decreasing over the reachable codes (code " +
-               std::to_string(qmin + static_cast<int32_t>(i) - 1) + " -> " + std::to_string(table[i - 1]) + ", code " +
-               std::to_string(qmin + static_cast<int32_t>(i)) + " -> " + std::to_string(table[i]) + ")";
-      }
-    }
-  }
-  if (fusion == Fusion::fold && has_stage(p, StageKind::fully_connected) && has_stage(p, StageKind::activation)) {
-    return "fold-linear-only: FC -> FC folds only without a nonlinearity between the layers";
+  for (StageKind kind : known_stage_kinds()) {
+    const Stage* s = find_stage(p, kind);
+    if (!s) continue;
+    if (std::string why = stage_module(kind).fusion_illegality(*s, p, fusion, c, table); !why.empty()) return why;
   }
   return {};
 }
 
 bool keyed_by_activation_input(const Pattern& p) {
-  return has_stage(p, StageKind::activation) && !has_stage(p, StageKind::max_pool) &&
-         !has_stage(p, StageKind::avg_pool) && !has_stage(p, StageKind::fully_connected);
+  return has_stage(p, StageKind::activation) && pattern_is_elementwise(p);
 }
 
 QuantParams keyed_boundary(const Pattern& p, const Convention& c) {
   return keyed_by_activation_input(p) ? activation_convention(p, c).intermediate.q : final_output(p, c);
+}
+
+namespace {
+size_t StageIndex(const Pattern& p, StageKind kind) {
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    if (p.stages[i].kind == kind) return i;
+  }
+  return p.stages.size();
+}
+}  // namespace
+
+std::string stage_field_suffix(const Pattern& p, size_t i) {
+  size_t earlier = 0;
+  for (size_t j = 0; j < i && j < p.stages.size(); ++j) earlier += p.stages[j].kind == p.stages[i].kind ? 1 : 0;
+  std::string suffix;
+  if (earlier > 0) suffix.append(".").append(std::to_string(earlier));
+  return suffix;
+}
+
+const StageOperands& PatternDraw::operands(size_t i) const {
+  static const StageOperands kNone;
+  return i < stages.size() ? stages[i] : kNone;
+}
+
+StageOperands& PatternDraw::operands_of(size_t i) {
+  if (stages.size() <= i) stages.resize(i + 1);
+  return stages[i];
+}
+
+const StageOperands& PatternDraw::operands(const Pattern& p, StageKind kind) const {
+  return operands(StageIndex(p, kind));
+}
+
+StageOperands& PatternDraw::operands_of(const Pattern& p, StageKind kind) {
+  const size_t i = StageIndex(p, kind);
+  if (i == p.stages.size()) {
+    throw InputError("pattern " + pattern_name(p) + " has no " + std::string(to_string(kind)) + " stage");
+  }
+  return operands_of(i);
 }
 
 int32_t pooled_extent(int32_t in, const PoolWindow& w) {
@@ -325,14 +308,7 @@ int32_t pooled_extent(int32_t in, const PoolWindow& w) {
 
 PatternGeometry pattern_output_geometry(const Pattern& p, const ConvCase& producer) {
   PatternGeometry g{producer.batch(), producer.output_height(), producer.output_width(), producer.output_channels()};
-  for (const Stage& s : p.stages) {
-    if (s.kind == StageKind::max_pool || s.kind == StageKind::avg_pool) {
-      g.height = pooled_extent(g.height, s.window);
-      g.width = pooled_extent(g.width, s.window);
-    } else if (s.kind == StageKind::fully_connected) {
-      g.channels = s.fc_outputs;  // over a 1x1 producer output: [N, K] -> [N, fc_outputs]
-    }
-  }
+  for (const Stage& s : p.stages) g = stage_module(s.kind).output_geometry(s, g);
   return g;
 }
 

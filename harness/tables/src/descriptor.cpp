@@ -103,40 +103,33 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
     const std::string name(to_string(st.kind));
     const json& o = f.Required(object, name);
     const Fields fs = f.Child(name);
-    switch (st.kind) {
-      case StageKind::add: {
-        // The sum is the tensor the table reads: the descriptor's `intermediate` (set by the caller).
-        fs.CheckObject(o, "the add stage", {"rule", "residual", "residual_shape"});
-        st.add_rule = parse_add_rule(fs.String(o, "rule"), fs.Name("rule"));
-        st.residual = ParseStageTensor(fs, o, "residual", "the residual tensor");
-        d.facts.residual_broadcast = ParseChoice(fs, o, "residual_shape", "same", "broadcast");
-        break;
+    if (st.kind == StageKind::add) {
+      // The sum is the tensor the table reads: the descriptor's `intermediate` (set by the caller).
+      fs.CheckObject(o, "the add stage", {"rule", "residual", "residual_shape"});
+      st.add_rule = parse_add_rule(fs.String(o, "rule"), fs.Name("rule"));
+      st.residual = ParseStageTensor(fs, o, "residual", "the residual tensor");
+      d.facts.residual_broadcast = ParseChoice(fs, o, "residual_shape", "same", "broadcast");
+    } else if (st.kind == StageKind::max_pool || st.kind == StageKind::avg_pool) {
+      const bool avg = st.kind == StageKind::avg_pool;
+      if (avg) fs.CheckObject(o, "the average pool", {"kernel", "stride", "padding", "rule", "out"});
+      else fs.CheckObject(o, "the max pool", {"kernel", "stride", "padding"});
+      st.window.kernel = static_cast<int32_t>(fs.Integer(fs.Required(o, "kernel"), "kernel"));
+      st.window.stride = static_cast<int32_t>(fs.Integer(fs.Required(o, "stride"), "stride"));
+      st.window.padding = o.contains("padding") ? static_cast<int32_t>(fs.Integer(o.at("padding"), "padding")) : 0;
+      if (avg) {
+        st.pool_rule = parse_avg_pool_rule(fs.String(o, "rule"), fs.Name("rule"));
+        st.out = ParseStageTensor(fs, o, "out", "the pool's output tensor");
       }
-      case StageKind::max_pool:
-      case StageKind::avg_pool: {
-        const bool avg = st.kind == StageKind::avg_pool;
-        if (avg) fs.CheckObject(o, "the average pool", {"kernel", "stride", "padding", "rule", "out"});
-        else fs.CheckObject(o, "the max pool", {"kernel", "stride", "padding"});
-        st.window.kernel = static_cast<int32_t>(fs.Integer(fs.Required(o, "kernel"), "kernel"));
-        st.window.stride = static_cast<int32_t>(fs.Integer(fs.Required(o, "stride"), "stride"));
-        st.window.padding = o.contains("padding") ? static_cast<int32_t>(fs.Integer(o.at("padding"), "padding")) : 0;
-        if (avg) {
-          st.pool_rule = parse_avg_pool_rule(fs.String(o, "rule"), fs.Name("rule"));
-          st.out = ParseStageTensor(fs, o, "out", "the pool's output tensor");
-        }
-        break;
-      }
-      case StageKind::fully_connected: {
-        fs.CheckObject(o, "the second fully connected layer", {"outputs", "out", "input"});
-        st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
-        st.out = ParseStageTensor(fs, o, "out", "the layer's output tensor");
-        d.facts.fc_input_flattened = !ParseChoice(fs, o, "input", "flattened", "strided");
-        break;
-      }
-      case StageKind::activation: break;
-      case StageKind::batchnorm:
-        fs.Fail("batchnorm", "no batchnorm stage: a fused-op descriptor cannot state a fold (measure it with "
-                "`fusediff run --pattern conv2d+batchnorm+act`)");
+    } else if (st.kind == StageKind::fully_connected) {
+      fs.CheckObject(o, "the second fully connected layer", {"outputs", "out", "input"});
+      st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
+      st.out = ParseStageTensor(fs, o, "out", "the layer's output tensor");
+      d.facts.fc_input_flattened = !ParseChoice(fs, o, "input", "flattened", "strided");
+    } else if (st.kind == StageKind::batchnorm) {
+      fs.Fail("batchnorm", "no batchnorm stage: a fused-op descriptor cannot state a fold (measure it with "
+              "`fusediff run --pattern conv2d+batchnorm+act`)");
+    } else {
+      fs.Fail(name, "a fused-op descriptor states the stages act, add, maxpool, avgpool and fc only");
     }
   }
 }
@@ -278,29 +271,23 @@ std::string FormatDescriptor(const FusedOpDescriptor& d) {
     if (d.facts.intermediate_consumers != 1) pattern["intermediate_consumers"] = d.facts.intermediate_consumers;
     for (const Stage& st : d.pattern.stages) {
       nlohmann::ordered_json o;
-      switch (st.kind) {
-        case StageKind::activation: continue;
-        case StageKind::add:
-          o["rule"] = std::string(to_string(st.add_rule));
-          o["residual"] = QuantToJson(st.residual);
-          o["residual_shape"] = d.facts.residual_broadcast ? "broadcast" : "same";
-          break;
-        case StageKind::max_pool:
-        case StageKind::avg_pool:
-          o["kernel"] = st.window.kernel;
-          o["stride"] = st.window.stride;
-          o["padding"] = st.window.padding;
-          if (st.kind == StageKind::avg_pool) {
-            o["rule"] = std::string(to_string(st.pool_rule));
-            o["out"] = QuantToJson(st.out);
-          }
-          break;
-        case StageKind::fully_connected:
-          o["outputs"] = st.fc_outputs;
+      if (st.kind == StageKind::activation || st.kind == StageKind::batchnorm) continue;  // no fields (never parsed)
+      if (st.kind == StageKind::add) {
+        o["rule"] = std::string(to_string(st.add_rule));
+        o["residual"] = QuantToJson(st.residual);
+        o["residual_shape"] = d.facts.residual_broadcast ? "broadcast" : "same";
+      } else if (st.kind == StageKind::max_pool || st.kind == StageKind::avg_pool) {
+        o["kernel"] = st.window.kernel;
+        o["stride"] = st.window.stride;
+        o["padding"] = st.window.padding;
+        if (st.kind == StageKind::avg_pool) {
+          o["rule"] = std::string(to_string(st.pool_rule));
           o["out"] = QuantToJson(st.out);
-          o["input"] = d.facts.fc_input_flattened ? "flattened" : "strided";
-          break;
-        case StageKind::batchnorm: break;  // never parsed (ParseStages refuses it)
+        }
+      } else if (st.kind == StageKind::fully_connected) {
+        o["outputs"] = st.fc_outputs;
+        o["out"] = QuantToJson(st.out);
+        o["input"] = d.facts.fc_input_flattened ? "flattened" : "strided";
       }
       pattern[std::string(to_string(st.kind))] = o;
     }

@@ -68,6 +68,8 @@ enum class Mutant {
   bn_bf16_truncate,
   bn_f16_overflow_wraps,
   bn_after_activation,
+  // An FC -> FC fold mutant (model/pattern.h Fusion::fold): the folded weights quantized with the wrong scale.
+  fc_fold_first_layer_scale,
 };
 
 // Where a case's samples come from.
@@ -170,13 +172,11 @@ struct ExplicitConv {
   ConvCase conv;
   std::vector<int32_t> input;
   uint64_t element = 0;  // index of the sample in the pattern's final tensor (conv2d+act: the conv's output)
-  // The tensors a pattern's stages add (model/pattern.h PatternDraw); empty for conv2d+act (and so by default:
-  // ExplicitConv{conv, input, element} leaves them out).
-  std::vector<int32_t> residual{};
-  std::vector<float> fc_weight_scales{};
-  std::vector<int8_t> fc_weights{};
-  std::vector<int32_t> fc_bias{};
-  BatchNormParams bn{};  // batchnorm: replay fields bng=, bnb=, bnm=, bnv= (one binary32 per output channel)
+  // Each stage's tensors (model/pattern.h PatternDraw::stages); empty for conv2d+act (and so by default:
+  // ExplicitConv{conv, input, element} leaves them out). Replay fields: res= (an add's residual), fws=, fw=, fb= (a
+  // second layer), bng=, bnb=, bnm=, bnv= (BatchNorm, one binary32 per output channel); a later stage of a kind
+  // already seen suffixes its keys (model/pattern.h stage_field_suffix).
+  std::vector<StageOperands> stages{};
   // How a library path passes the draw (";form=", model/formulation.h); unset: the default formulation.
   std::optional<Formulation> formulation{};
 };

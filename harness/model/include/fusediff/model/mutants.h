@@ -19,8 +19,21 @@ struct MutantInfo {
   bool needs_targeting;
 };
 
-// Every mutant but `none`, in catalog order.
+// Every mutant but `none`, in catalog order: the built-ins, then the registered ones.
 std::span<const MutantInfo> mutant_catalog();
+
+// A mutant a stage kind's module brings (driver/stage_kinds.h): its catalog entry, its non-equivalent space, and
+// how a mutant search places a case in that space (pattern, stages, boundaries) over the conv+act convention it
+// drew. Its variant of the fused kernel is the stage's own (fused/stage_kernel.h), selected by name.
+struct RegisteredMutant {
+  MutantInfo info;  // info.mutant is assigned by register_mutant
+  bool (*in_space)(const CaseSpec& spec) = nullptr;
+  void (*place)(CaseSpec& spec) = nullptr;
+};
+// Its value (after the built-ins'); InputError when the name is taken or a function is missing.
+Mutant register_mutant(const RegisteredMutant& m);
+// Places spec.mutant's case when it is a registered mutant (the generators call it); false for a built-in one.
+bool place_registered_mutant(CaseSpec& spec);
 const MutantInfo& mutant_info(Mutant m);
 
 

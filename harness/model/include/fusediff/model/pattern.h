@@ -15,6 +15,7 @@
 #include "fusediff/model/formulation.h"
 #include "fusediff/model/convention.h"
 #include "fusediff/model/quant.h"
+#include "fusediff/model/stage_kind.h"
 
 namespace fusediff {
 
@@ -23,10 +24,10 @@ namespace fusediff {
 // 1x1 spatial conv over C input features: acc[n, k] = bias[k] + sum_c (x[n, c] - zx) * w[k, c].
 enum class Producer { conv2d, fully_connected };
 
-// batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output channel of the producer's real output
-// (acc sx sw[k], never rounded to a code in the graph), then quantized into the producer's boundary u by the
-// convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
-enum class StageKind { activation, add, max_pool, avg_pool, fully_connected, batchnorm };
+// A stage's kind is a token (model/stage_kind.h) whose module (model/stage_module.h) says what it does. The built-in
+// kinds: act, add, maxpool, avgpool, fc and batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output
+// channel of the producer's real output (acc sx sw[k], never rounded to a code in the graph), then quantized into
+// the producer's boundary u by the convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
 
 // How a quantized add of two tensors (a: the producer's u, b: the residual r) rounds into its output boundary s
 // (../shared/conventions.md §1, §4).
@@ -65,6 +66,12 @@ enum class AvgPoolRule { tflite, ort_qlinear, ort_global };
 //   float_product:  sx sw formed in binary32 first, then / su in double (TFLite's per-tensor FC).
 enum class MultiplierRule { double_product, float_product };
 
+// What the reference runs for an FC -> FC fold (Fusion::fold):
+//   graph:         the unfused graph; the fold is then a measurement across conventions (the suite's fold cases);
+//   declared_fold: the fold as Fusion::fold declares it, evaluated by the reference's own code (the fused fold must
+//                  match it exactly: what catches a fold that quantizes wrongly).
+enum class FcReference { graph, declared_fold };
+
 // A 2-D pooling window over the spatial dimensions, square, padding on every side (never counted in an average).
 struct PoolWindow {
   int32_t kernel = 2;
@@ -86,6 +93,7 @@ struct Stage {
   // requant variant). The activation's is Convention::output; a max pool's is its input's (it selects codes).
   QuantParams out;
   int32_t fc_outputs = 4;                        // fully_connected: its output features (1..64)
+  FcReference fc_reference = FcReference::graph;  // fully_connected, folded
   // batchnorm: the graph's eps; the fused path's declared fold; what the draws aim at; what the reference runs.
   float bn_eps = 1e-5f;
   BatchNormFold bn_fold;
@@ -117,10 +125,12 @@ std::string_view to_string(StageKind k);
 std::string_view to_string(AddRule r);
 std::string_view to_string(AvgPoolRule r);
 std::string_view to_string(MultiplierRule r);
+std::string_view to_string(FcReference r);
 std::string_view to_string(Fusion f);
 AddRule parse_add_rule(std::string_view text, std::string_view field);
 AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field);
 MultiplierRule parse_multiplier_rule(std::string_view text, std::string_view field);
+FcReference parse_fc_reference(std::string_view text, std::string_view field);
 Fusion parse_fusion(std::string_view text, std::string_view field);
 
 // "conv2d+act", "conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc",
@@ -135,13 +145,18 @@ Pattern parse_pattern_name(std::string_view text, std::string_view field);
 // `f32_intermediate`: the convention describes an f32 intermediate, so an add is its f32_add_rule on r (no s).
 std::string describe_pattern(const Pattern& p, Fusion fusion, bool f32_intermediate = false);
 
-// The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`).
+// The patterns fusediff knows, with a one-line description each (`fusediff patterns --list`): the built-ins, then
+// those registered (model/stage_module.h register_pattern).
 struct PatternInfo {
   std::string_view name;
   std::string_view description;
   std::span<const Fusion> fusions;  // the fused variants the built-in path offers for it
 };
 std::span<const PatternInfo> known_patterns();
+
+// The suffix of stage i's replay keys: empty for the first stage of its kind, ".N" for the N-th later one, so that
+// a pattern may hold several stages of one kind and the strings of patterns with one of each stay as they were.
+std::string stage_field_suffix(const Pattern& p, size_t i);
 
 bool is_conv_act(const Pattern& p);                 // producer conv2d, one activation stage: the original case
 bool has_stage(const Pattern& p, StageKind kind);
@@ -157,7 +172,7 @@ QuantParams final_output(const Pattern& p, const Convention& c);
 // for an elementwise pattern (conv2d+act, conv2d+add+act, fc+act), the final output for one with a pool or a
 // second layer, where an output code does not follow from one input code.
 QuantParams keyed_boundary(const Pattern& p, const Convention& c);
-bool keyed_by_activation_input(const Pattern& p);
+bool keyed_by_activation_input(const Pattern& p);  // an activation, and every stage elementwise
 
 // Throws InputError when a pattern is malformed (unknown stage order, more than one stage of a kind, a pool
 // window out of range, a TFLite average pool whose input and output quantization differ, bad boundary, an f32
@@ -193,20 +208,36 @@ struct FusionFacts {
 std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
                               const FusionFacts& facts = {});
 
-// One draw of a pattern: the producer's case and input, and the tensors its stages add.
-//   residual:   add: one code per producer output element (NHWK order), quantized by the add's `residual`;
-//   fc_*:       fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale per output, int32 bias at
-//               scale s_in * fc_weight_scales[j] (s_in: the boundary the layer reads).
+// The tensors one stage brings to a draw beside the tensor it reads; empty where its kind takes none.
+//   codes:  an elementwise operand, one code per element of the tensor the stage reads (NHWK order): add's
+//           residual r, quantized by the stage's `residual`;
+//   weight_scales, weights, bias: a layer (fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale
+//           per output, int32 bias at scale s_in * weight_scales[j], s_in the boundary the layer reads);
+//   bn:     batchnorm: one entry per producer output channel.
+struct StageOperands {
+  std::vector<int32_t> codes;
+  std::vector<float> weight_scales;
+  std::vector<int8_t> weights;
+  std::vector<int32_t> bias;
+  BatchNormParams bn{};
+};
+
+// One draw of a pattern: the producer's case and input, and each stage's operands (stages[i] for pattern stage i;
+// a draw may list fewer than the pattern has stages where the rest take none).
 struct PatternDraw {
   ConvCase conv;
   std::vector<int32_t> input;
-  std::vector<int32_t> residual;
-  std::vector<float> fc_weight_scales;
-  std::vector<int8_t> fc_weights;
-  std::vector<int32_t> fc_bias;
-  BatchNormParams bn{};  // batchnorm: one entry per producer output channel
+  std::vector<StageOperands> stages;
   // How a library path passes the draw (model/formulation.h); the default for the built-in paths.
   Formulation formulation{};
+
+  // Stage i's operands (an empty set past the list).
+  const StageOperands& operands(size_t i) const;
+  // Stage i's, the list grown to hold them.
+  StageOperands& operands_of(size_t i);
+  // The operands of the first stage of `kind` in `p` (an empty set where it has none).
+  const StageOperands& operands(const Pattern& p, StageKind kind) const;
+  StageOperands& operands_of(const Pattern& p, StageKind kind);
 };
 
 // The final tensor of a pattern over a producer of this shape (NHWC). A pool's output extent is

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fusediff {
 
@@ -53,6 +54,8 @@ std::string format_float32(float value);
 std::string format_double(double value);
 
 int64_t parse_int(std::string_view text, std::string_view field);
+// "1:-2:3" as integers (empty text: none); a bad one throws InputError naming field[i].
+std::vector<int64_t> split_integers(const std::string& text, const std::string& field);
 
 // Throws InputError when scale is not finite and > 0 or the zero point is outside the type.
 void validate(const QuantParams& q, std::string_view field);
