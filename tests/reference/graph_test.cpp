@@ -93,16 +93,26 @@ TEST(GraphReference, AveragePoolRoundsByItsRule) {
   EXPECT_EQ(GraphReference(both, c, &table, 1.0)(tie)[0].y, 3);  // (10 + 2) / 4
 }
 
-TEST(GraphReference, FullyConnectedChainRoundsTheHiddenLayer) {
+// fc+fc with one output, unit output scale, and FC1 = 2 features -> 2 hidden (W1 = w1_scale * I) with u scale 2.
+struct FcChain {
   Convention c = UnitRelu();
   Pattern p = parse_pattern_name("fc+fc", "t");
-  p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
-  p.stages[0].fc_outputs = 1;
-  // FC1: 2 features -> 2 hidden with u scale 2: u = round(acc / 2), half away from zero (exact requant).
-  c.intermediate.q.scale = 2.0f;
   ConvCase fc1;
-  fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
-      .weight_scales({1.0f, 1.0f}).weights({1, 0, 0, 1}).bias({0, 0});
+  explicit FcChain(float w1_scale) {
+    p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+    p.stages[0].fc_outputs = 1;
+    c.intermediate.q.scale = 2.0f;
+    fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
+        .weight_scales({w1_scale, w1_scale}).weights({1, 0, 0, 1}).bias({0, 0});
+  }
+};
+
+TEST(GraphReference, FullyConnectedChainRoundsTheHiddenLayer) {
+  // FC1 with unit weights: u = round(acc / 2), half away from zero (exact requant).
+  FcChain chain(1.0f);
+  const Convention& c = chain.c;
+  const Pattern& p = chain.p;
+  const ConvCase& fc1 = chain.fc1;
   // x = (3, -5): acc1 = (3, -5) -> u = (2, -3) (1.5 -> 2, -2.5 -> -3); FC2 w = (1, 1), scale 1 on u's scale 2:
   // acc2 = -1, y = round(-1 * 2 / 1) = -2. Without the hidden rounding the answer would be 2 * (-1) = -2 too,
   // but x = (3, 5) gives u = (2, 3), acc2 = 5, y = 10 where the unrounded value is 8.
@@ -118,14 +128,10 @@ TEST(GraphReference, FullyConnectedChainRoundsTheHiddenLayer) {
 TEST(GraphReference, DeclaredFcFoldIsTheFoldNotTheGraph) {
   // W1 = 0.3 I, W2 = (1, 1) at 0.25, x = (3, 5), u scale 2. The declared fold: both folded weights 0.075, codes
   // (127, 127) at 0.075/127, its own accumulator 1016, y = 1016 * 0.075/127 = 0.6 -> 1.
-  Convention c = UnitRelu();
-  Pattern p = parse_pattern_name("fc+fc", "t");
-  p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
-  p.stages[0].fc_outputs = 1;
-  c.intermediate.q.scale = 2.0f;
-  ConvCase fc1;
-  fc1.input_channels(2).output_channels(2).input_quant(QuantParams{QuantType{ScalarType::int8}, 1.0f, 0})
-      .weight_scales({0.3f, 0.3f}).weights({1, 0, 0, 1}).bias({0, 0});
+  FcChain chain(0.3f);
+  const Convention& c = chain.c;
+  Pattern& p = chain.p;
+  const ConvCase& fc1 = chain.fc1;
   const std::vector<StageOperands> fc2{StageOperands{{}, {0.25f}, {1, 1}, {0}}};
   p.stages[0].fc_reference = FcReference::declared_fold;
   const GraphReference fold(p, c, nullptr, 1.0);
