@@ -23,7 +23,14 @@ std::string_view to_string(RequantVariant v) {
 
 std::string_view to_string(IntermediateKind k) { return k == IntermediateKind::f32 ? "f32" : "quantized"; }
 
-std::string_view to_string(PostOpArithmetic a) { return a == PostOpArithmetic::binary32 ? "binary32" : "exact"; }
+std::string_view to_string(PostOpArithmetic a) {
+  switch (a) {
+    case PostOpArithmetic::exact: return "exact";
+    case PostOpArithmetic::binary32: return "binary32";
+    case PostOpArithmetic::binary32_libm: return "binary32_libm";
+  }
+  return "?";
+}
 
 std::string_view to_string(ZeroPointOrder o) {
   return o == ZeroPointOrder::after_rounding ? "after_rounding" : "before_rounding";
@@ -77,6 +84,13 @@ void validate(const Convention& c) {
       (c.output.rounding != RoundingMode::half_to_even || c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
     throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even (got " +
                      std::string(to_string(c.output.rounding)) + " with the zero point " +
+                     std::string(to_string(c.output.zero_point_order)) + ")");
+  }
+  if (c.post_ops == PostOpArithmetic::binary32_libm &&
+      (c.output.rounding != RoundingMode::half_to_even || c.output.zero_point_order != ZeroPointOrder::after_rounding ||
+       c.intermediate.kind != IntermediateKind::quantized)) {
+    throw InputError("post_ops: a binary32_libm table reads intermediate codes, rounds half to even and adds the zero "
+                     "point after rounding (got " + std::string(to_string(c.output.rounding)) + " with the zero point " +
                      std::string(to_string(c.output.zero_point_order)) + ")");
   }
   if (c.float_conv.enabled) {
