@@ -80,10 +80,12 @@ Pattern XnnpackPattern(const std::string& name, ActivationKind kind, const Conve
 
 // The cases of one activation and pattern: per operator type, the fused graph under its declared convention and
 // across to TFLite's, and the unfused graph.
-// `selected` (--fused named an XNNPACK path): an activation XNNPACK has no operator for keeps one int8 case, which
-// says why it cannot run.
+// `full` (--fused named an XNNPACK path): every type the operators take; an activation XNNPACK has no operator for
+// keeps one int8 case, which says why it cannot run. Otherwise (the default suite, sized for CI: its reports' limits)
+// the type `type` where the operators take it, and no unfused case for a table activation, whose unfused graph is the
+// fused one's operators (no producer fuses a table).
 std::vector<CaseSpec> Comparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind,
-                                  bool selected) {
+                                  bool full, ScalarType type_of_default = ScalarType::int8) {
   struct Comparison3 {
     std::string_view path;
     Comparison comparison;
@@ -95,13 +97,15 @@ std::vector<CaseSpec> Comparisons(const SuiteOptions& options, const std::string
   std::vector<CaseSpec> specs;
   std::vector<QuantType> types = OperatorTypes(kind);
   if (pattern == "conv2d+act+avgpool") std::erase(types, QuantType{ScalarType::int8, false});  // qu8 only
-  if (types.empty() && selected) types.push_back(QuantType{ScalarType::int8, false});
+  if (types.empty() && full) types.push_back(QuantType{ScalarType::int8, false});
+  if (!full && types.size() > 1) std::erase_if(types, [&](const QuantType& t) { return t.scalar != type_of_default; });
   for (const QuantType& type : types) {
     Convention c = SuiteConvention(options, kind, type, kGraphDefaults);
     if (!options.output) c.output.q = OperatorOutput(kind, c.intermediate.q);
     validate(c);
     for (const Comparison3& k : comparisons) {
       if (options.backend == kUnfused && k.path != kUnfused) continue;
+      if (!full && k.path == kUnfused && IsTableActivation(kind)) continue;
       CaseSpec spec;
       spec.mix = options.mix;
       spec.source = SampleSource::conv;
@@ -157,7 +161,10 @@ class Xnnpack final : public Backend {
   std::vector<CaseSpec> ActivationSuiteCases(const SuiteOptions& options, ActivationKind kind,
                                              bool selected) const override {
     if (options.float_conv || options.boundary_float) return {};
-    return Comparisons(options, "conv2d+act", kind, selected);
+    // The default suite alternates the types: int8 for relu, sigmoid (elu: int8 only), uint8 for relu6, tanh
+    // (leaky_relu: uint8 only).
+    const bool s8 = kind == ActivationKind::relu || kind == ActivationKind::sigmoid;
+    return Comparisons(options, "conv2d+act", kind, selected, s8 ? ScalarType::int8 : ScalarType::uint8);
   }
   // The default suite: per pattern one clamp and one table activation; under --fused xnnpack --pattern P, every one.
   std::vector<CaseSpec> PatternSuiteCases(const SuiteOptions& options, const std::optional<std::string>& only,
@@ -165,19 +172,23 @@ class Xnnpack final : public Backend {
     struct Share {
       const char* pattern;
       ActivationKind clamp, table;
+      ScalarType clamp_type, table_type;
     };
-    const Share shares[] = {{"fc+act", ActivationKind::relu6, ActivationKind::sigmoid},
-                            {"conv2d+add+act", ActivationKind::relu, ActivationKind::sigmoid},
-                            {"conv2d+act+maxpool", ActivationKind::relu6, ActivationKind::tanh},
-                            {"conv2d+act+avgpool", ActivationKind::relu, ActivationKind::sigmoid}};
+    const ScalarType s8 = ScalarType::int8, u8 = ScalarType::uint8;
+    const Share shares[] = {{"fc+act", ActivationKind::relu6, ActivationKind::sigmoid, s8, u8},
+                            {"conv2d+add+act", ActivationKind::relu, ActivationKind::sigmoid, u8, s8},
+                            {"conv2d+act+maxpool", ActivationKind::relu6, ActivationKind::tanh, s8, u8},
+                            {"conv2d+act+avgpool", ActivationKind::relu, ActivationKind::sigmoid, u8, u8}};
     std::vector<CaseSpec> cases;
     for (const Share& share : shares) {
       if (only && *only != share.pattern) continue;
       for (ActivationKind kind : kAllActivations) {
         if (options.activation && *options.activation != kind) continue;
         if (!(selected && only) && kind != share.clamp && kind != share.table) continue;
-        for (CaseSpec& spec : Comparisons(options, share.pattern, kind, selected && only))
+        const ScalarType type = kind == share.clamp ? share.clamp_type : share.table_type;
+        for (CaseSpec& spec : Comparisons(options, share.pattern, kind, selected && only, type)) {
           cases.push_back(std::move(spec));
+        }
       }
     }
     return cases;
