@@ -38,12 +38,12 @@ KnownDefect Entry(std::string rule, std::string model) {
 }
 
 TEST(KnownDefects, GlobMatchesStarsAndLiterals) {
-  EXPECT_TRUE(glob_match("conv: jit_kernel:avx512_core_vnni*", "conv: jit_kernel:avx512_core_vnni"));
-  EXPECT_TRUE(glob_match("conv: jit_kernel:avx512_core_vnni*",
-                         "conv: jit_kernel:avx512_core_vnni; dequantize: jit:uni"));
-  EXPECT_FALSE(glob_match("conv: jit_kernel:avx512_core_vnni*", "conv: jit_kernel:avx512_core"));
-  EXPECT_FALSE(glob_match("conv: jit_kernel:avx512_core", "conv: jit_kernel:avx512_core_vnni"));
-  EXPECT_TRUE(glob_match("*deconv*", "conv: jit_kernel:avx2"));
+  EXPECT_TRUE(glob_match("conv: jit_deconvolution:avx512_core_vnni*", "conv: jit_deconvolution:avx512_core_vnni"));
+  EXPECT_TRUE(glob_match("conv: jit_deconvolution:avx512_core_vnni*",
+                         "conv: jit_deconvolution:avx512_core_vnni; dequantize: jit:uni"));
+  EXPECT_FALSE(glob_match("conv: jit_deconvolution:avx512_core_vnni*", "conv: jit_deconvolution:avx512_core"));
+  EXPECT_FALSE(glob_match("conv: jit_deconvolution:avx512_core", "conv: jit_deconvolution:avx512_core_vnni"));
+  EXPECT_TRUE(glob_match("*deconv*", "conv: jit_deconvolution:avx2"));
   EXPECT_TRUE(glob_match("a*b*c", "aXbYbc"));
   EXPECT_FALSE(glob_match("a*b*c", "aXbYb"));
   EXPECT_TRUE(glob_match("*", ""));
