@@ -69,95 +69,161 @@ struct ProducerCall {
   const ProducerOutput* out;
 };
 
-// One operator with per-tensor weight scale sw over output channels [k0, k0 + count), writing every K-th code from
-// output code k0 (`per_channel_scales`: the qc8 convolution, every channel at once).
-bool RunOne(const ProducerCall& c, size_t k0, size_t count, std::span<const float> per_channel_scales, const Code8& x,
-            Code8& y, std::string* why) {
+// One producer operator's arguments: output channels [k0, k0 + count) of the draw, weight scale sw (channel k0's),
+// writing every K-th code from output code k0. Each value also in the operator type's own C type.
+struct OperatorArgs {
+  const ProducerCall* call;
+  size_t count, C, K, batch;
+  std::vector<uint8_t> kernel;  // the operator's weight codes
+  const int32_t* bias;
+  float sw;
+  int8_t zx8, zo8, lo8, hi8;
+  uint8_t zxu, zou, lou, hiu;
+  const int8_t* ks;
+  const int8_t* xs;
+  const uint8_t* xu;
+  int8_t* ys;
+  uint8_t* yu;
+};
+
+OperatorArgs MakeArgs(const ProducerCall& c, size_t k0, size_t count, const Code8& x, Code8& y) {
   const ConvCase& v = *c.conv;
-  const size_t taps = static_cast<size_t>(v.kernel_height()) * v.kernel_width() * v.input_channels();
-  const std::vector<uint8_t> kernel =
-      KernelBytes(std::span<const int8_t>(v.weights()).subspan(k0 * taps, count * taps), c.is_signed);
-  const int32_t* bias = v.bias().data() + k0;
-  const size_t C = static_cast<size_t>(v.input_channels()), K = static_cast<size_t>(v.output_channels());
-  const float sw = v.weight_scales()[k0];
   const ProducerOutput& o = *c.out;
-  const auto zx8 = static_cast<int8_t>(c.zx);
-  const auto zo8 = static_cast<int8_t>(o.q.zero_point);
-  const auto lo8 = static_cast<int8_t>(o.lo), hi8 = static_cast<int8_t>(o.hi);
-  const auto zxu = static_cast<uint8_t>(c.zx), zou = static_cast<uint8_t>(o.q.zero_point);
-  const auto lou = static_cast<uint8_t>(o.lo), hiu = static_cast<uint8_t>(o.hi);
-  const auto* ks = reinterpret_cast<const int8_t*>(kernel.data());
-  const auto* xs = reinterpret_cast<const int8_t*>(x.bytes.data());
-  auto* ys = reinterpret_cast<int8_t*>(y.bytes.data() + k0);
-  uint8_t* yu = y.bytes.data() + k0;
-  const size_t batch = static_cast<size_t>(v.batch());
+  const size_t taps = static_cast<size_t>(v.kernel_height()) * v.kernel_width() * v.input_channels();
+  OperatorArgs a{&c,
+                 count,
+                 static_cast<size_t>(v.input_channels()),
+                 static_cast<size_t>(v.output_channels()),
+                 static_cast<size_t>(v.batch()),
+                 KernelBytes(std::span<const int8_t>(v.weights()).subspan(k0 * taps, count * taps), c.is_signed),
+                 v.bias().data() + k0,
+                 v.weight_scales()[k0],
+                 static_cast<int8_t>(c.zx),
+                 static_cast<int8_t>(o.q.zero_point),
+                 static_cast<int8_t>(o.lo),
+                 static_cast<int8_t>(o.hi),
+                 static_cast<uint8_t>(c.zx),
+                 static_cast<uint8_t>(o.q.zero_point),
+                 static_cast<uint8_t>(o.lo),
+                 static_cast<uint8_t>(o.hi),
+                 nullptr,
+                 reinterpret_cast<const int8_t*>(x.bytes.data()),
+                 x.bytes.data(),
+                 reinterpret_cast<int8_t*>(y.bytes.data() + k0),
+                 y.bytes.data() + k0};
+  a.ks = reinterpret_cast<const int8_t*>(a.kernel.data());
+  return a;
+}
+
+// acc[n, k] = bias[k] + sum_c (x[n, c] - zx) w[k, c]: kernel [K][C], one row per image (a 1x1 image).
+bool RunFullyConnected(const OperatorArgs& a, std::string* why) {
+  const ProducerCall& c = *a.call;
+  const float so = c.out->q.scale;
+  const size_t rows = a.batch * static_cast<size_t>(c.conv->input_height()) * c.conv->input_width();
   OperatorGuard g;
-  if (c.fc) {
-    // acc[n, k] = bias[k] + sum_c (x[n, c] - zx) w[k, c]: kernel [K][C], batch N (a 1x1 image).
-    const size_t rows = batch * static_cast<size_t>(v.input_height()) * v.input_width();
-    if (c.is_signed) {
-      return Check(xnn_create_fully_connected_nc_qs8(C, count, C, K, zx8, c.sx, sw, ks, bias, zo8, o.q.scale, lo8, hi8,
-                                                     0, &g.op),
-                   "create fully_connected_nc_qs8", why) &&
-             Check(xnn_setup_fully_connected_nc_qs8(g.op, rows, xs, ys, nullptr), "setup fully_connected_nc_qs8",
-                   why) &&
-             Check(xnn_run_operator(g.op, nullptr), "run fully_connected_nc_qs8", why);
-    }
-    return Check(xnn_create_fully_connected_nc_qu8(C, count, C, K, zxu, c.sx, 128, sw, kernel.data(), bias, zou,
-                                                   o.q.scale, lou, hiu, 0, &g.op),
-                 "create fully_connected_nc_qu8", why) &&
-           Check(xnn_setup_fully_connected_nc_qu8(g.op, rows, x.bytes.data(), yu, nullptr),
-                 "setup fully_connected_nc_qu8", why) &&
-           Check(xnn_run_operator(g.op, nullptr), "run fully_connected_nc_qu8", why);
-  }
-  const uint32_t pt = static_cast<uint32_t>(v.padding_top()), pr = static_cast<uint32_t>(v.padding_right());
-  const uint32_t pb = static_cast<uint32_t>(v.padding_bottom()), pl = static_cast<uint32_t>(v.padding_left());
-  const uint32_t kh = static_cast<uint32_t>(v.kernel_height()), kw = static_cast<uint32_t>(v.kernel_width());
-  const uint32_t sh = static_cast<uint32_t>(v.stride_height()), sv = static_cast<uint32_t>(v.stride_width());
-  const uint32_t dh = static_cast<uint32_t>(v.dilation_height()), dw = static_cast<uint32_t>(v.dilation_width());
-  const size_t H = static_cast<size_t>(v.input_height()), W = static_cast<size_t>(v.input_width());
-  if (v.op() == ConvOp::conv_transpose2d) {
-    const uint32_t ah = static_cast<uint32_t>(v.output_padding_height());
-    const uint32_t aw = static_cast<uint32_t>(v.output_padding_width());
-    if (c.is_signed) {
-      return Check(xnn_create_deconvolution2d_nhwc_qs8(pt, pr, pb, pl, kh, kw, sh, sv, dh, dw, 1, C, count, C, K, zx8,
-                                                       c.sx, sw, ks, bias, zo8, o.q.scale, lo8, hi8, 0, &g.op),
-                   "create deconvolution2d_nhwc_qs8", why) &&
-             Check(xnn_setup_deconvolution2d_nhwc_qs8(g.op, batch, H, W, ah, aw, xs, ys, nullptr),
-                   "setup deconvolution2d_nhwc_qs8", why) &&
-             Check(xnn_run_operator(g.op, nullptr), "run deconvolution2d_nhwc_qs8", why);
-    }
-    return Check(
-               xnn_create_deconvolution2d_nhwc_qu8(pt, pr, pb, pl, kh, kw, sh, sv, dh, dw, 1, C, count, C, K, zxu, c.sx,
-                                                   128, sw, kernel.data(), bias, zou, o.q.scale, lou, hiu, 0, &g.op),
-               "create deconvolution2d_nhwc_qu8", why) &&
-           Check(xnn_setup_deconvolution2d_nhwc_qu8(g.op, batch, H, W, ah, aw, x.bytes.data(), yu, nullptr),
-                 "setup deconvolution2d_nhwc_qu8", why) &&
-           Check(xnn_run_operator(g.op, nullptr), "run deconvolution2d_nhwc_qu8", why);
-  }
-  if (!per_channel_scales.empty()) {
-    return Check(xnn_create_convolution2d_nhwc_qc8(pt, pr, pb, pl, kh, kw, sh, sv, dh, dw, 1, C, count, C, K, zx8, c.sx,
-                                                   per_channel_scales.data(), ks, bias, zo8, o.q.scale, lo8, hi8, 0,
-                                                   &g.op),
-                 "create convolution2d_nhwc_qc8", why) &&
-           Check(xnn_setup_convolution2d_nhwc_qc8(g.op, batch, H, W, xs, ys, nullptr), "setup convolution2d_nhwc_qc8",
+  if (c.is_signed) {
+    return Check(xnn_create_fully_connected_nc_qs8(a.C, a.count, a.C, a.K, a.zx8, c.sx, a.sw, a.ks, a.bias, a.zo8, so,
+                                                   a.lo8, a.hi8, 0, &g.op),
+                 "create fully_connected_nc_qs8", why) &&
+           Check(xnn_setup_fully_connected_nc_qs8(g.op, rows, a.xs, a.ys, nullptr), "setup fully_connected_nc_qs8",
                  why) &&
+           Check(xnn_run_operator(g.op, nullptr), "run fully_connected_nc_qs8", why);
+  }
+  return Check(xnn_create_fully_connected_nc_qu8(a.C, a.count, a.C, a.K, a.zxu, c.sx, 128, a.sw, a.kernel.data(),
+                                                 a.bias, a.zou, so, a.lou, a.hiu, 0, &g.op),
+               "create fully_connected_nc_qu8", why) &&
+         Check(xnn_setup_fully_connected_nc_qu8(g.op, rows, a.xu, a.yu, nullptr), "setup fully_connected_nc_qu8",
+               why) &&
+         Check(xnn_run_operator(g.op, nullptr), "run fully_connected_nc_qu8", why);
+}
+
+// The convolution's geometry as XNNPACK takes it (padding top, right, bottom, left).
+struct Geometry {
+  uint32_t pt, pr, pb, pl, kh, kw, sh, sw, dh, dw;
+  size_t H, W;
+};
+Geometry GeometryOf(const ConvCase& v) {
+  const auto u = [](int32_t value) { return static_cast<uint32_t>(value); };
+  return Geometry{u(v.padding_top()),
+                  u(v.padding_right()),
+                  u(v.padding_bottom()),
+                  u(v.padding_left()),
+                  u(v.kernel_height()),
+                  u(v.kernel_width()),
+                  u(v.stride_height()),
+                  u(v.stride_width()),
+                  u(v.dilation_height()),
+                  u(v.dilation_width()),
+                  static_cast<size_t>(v.input_height()),
+                  static_cast<size_t>(v.input_width())};
+}
+
+// The transposed convolution; the output padding is XNNPACK's adjustment (checked below the stride by the caller).
+bool RunDeconvolution(const OperatorArgs& a, std::string* why) {
+  const ProducerCall& c = *a.call;
+  const Geometry e = GeometryOf(*c.conv);
+  const float so = c.out->q.scale;
+  const auto ah = static_cast<uint32_t>(c.conv->output_padding_height());
+  const auto aw = static_cast<uint32_t>(c.conv->output_padding_width());
+  OperatorGuard g;
+  if (c.is_signed) {
+    return Check(xnn_create_deconvolution2d_nhwc_qs8(e.pt, e.pr, e.pb, e.pl, e.kh, e.kw, e.sh, e.sw, e.dh, e.dw, 1, a.C,
+                                                     a.count, a.C, a.K, a.zx8, c.sx, a.sw, a.ks, a.bias, a.zo8, so,
+                                                     a.lo8, a.hi8, 0, &g.op),
+                 "create deconvolution2d_nhwc_qs8", why) &&
+           Check(xnn_setup_deconvolution2d_nhwc_qs8(g.op, a.batch, e.H, e.W, ah, aw, a.xs, a.ys, nullptr),
+                 "setup deconvolution2d_nhwc_qs8", why) &&
+           Check(xnn_run_operator(g.op, nullptr), "run deconvolution2d_nhwc_qs8", why);
+  }
+  return Check(xnn_create_deconvolution2d_nhwc_qu8(e.pt, e.pr, e.pb, e.pl, e.kh, e.kw, e.sh, e.sw, e.dh, e.dw, 1, a.C,
+                                                   a.count, a.C, a.K, a.zxu, c.sx, 128, a.sw, a.kernel.data(), a.bias,
+                                                   a.zou, so, a.lou, a.hiu, 0, &g.op),
+               "create deconvolution2d_nhwc_qu8", why) &&
+         Check(xnn_setup_deconvolution2d_nhwc_qu8(g.op, a.batch, e.H, e.W, ah, aw, a.xu, a.yu, nullptr),
+               "setup deconvolution2d_nhwc_qu8", why) &&
+         Check(xnn_run_operator(g.op, nullptr), "run deconvolution2d_nhwc_qu8", why);
+}
+
+// The convolution: qc8 with `per_channel_scales` (every channel at once), else qs8 / qu8 with one scale.
+bool RunConvolution(const OperatorArgs& a, std::span<const float> per_channel_scales, std::string* why) {
+  const ProducerCall& c = *a.call;
+  const Geometry e = GeometryOf(*c.conv);
+  const float so = c.out->q.scale;
+  OperatorGuard g;
+  if (!per_channel_scales.empty()) {
+    return Check(xnn_create_convolution2d_nhwc_qc8(e.pt, e.pr, e.pb, e.pl, e.kh, e.kw, e.sh, e.sw, e.dh, e.dw, 1, a.C,
+                                                   a.count, a.C, a.K, a.zx8, c.sx, per_channel_scales.data(), a.ks,
+                                                   a.bias, a.zo8, so, a.lo8, a.hi8, 0, &g.op),
+                 "create convolution2d_nhwc_qc8", why) &&
+           Check(xnn_setup_convolution2d_nhwc_qc8(g.op, a.batch, e.H, e.W, a.xs, a.ys, nullptr),
+                 "setup convolution2d_nhwc_qc8", why) &&
            Check(xnn_run_operator(g.op, nullptr), "run convolution2d_nhwc_qc8", why);
   }
   if (c.is_signed) {
-    return Check(xnn_create_convolution2d_nhwc_qs8(pt, pr, pb, pl, kh, kw, sh, sv, dh, dw, 1, C, count, C, K, zx8, c.sx,
-                                                   sw, ks, bias, zo8, o.q.scale, lo8, hi8, 0, &g.op),
+    return Check(xnn_create_convolution2d_nhwc_qs8(e.pt, e.pr, e.pb, e.pl, e.kh, e.kw, e.sh, e.sw, e.dh, e.dw, 1, a.C,
+                                                   a.count, a.C, a.K, a.zx8, c.sx, a.sw, a.ks, a.bias, a.zo8, so, a.lo8,
+                                                   a.hi8, 0, &g.op),
                  "create convolution2d_nhwc_qs8", why) &&
-           Check(xnn_setup_convolution2d_nhwc_qs8(g.op, batch, H, W, xs, ys, nullptr), "setup convolution2d_nhwc_qs8",
-                 why) &&
+           Check(xnn_setup_convolution2d_nhwc_qs8(g.op, a.batch, e.H, e.W, a.xs, a.ys, nullptr),
+                 "setup convolution2d_nhwc_qs8", why) &&
            Check(xnn_run_operator(g.op, nullptr), "run convolution2d_nhwc_qs8", why);
   }
-  return Check(xnn_create_convolution2d_nhwc_qu8(pt, pr, pb, pl, kh, kw, sh, sv, dh, dw, 1, C, count, C, K, zxu, c.sx,
-                                                 128, sw, kernel.data(), bias, zou, o.q.scale, lou, hiu, 0, &g.op),
+  return Check(xnn_create_convolution2d_nhwc_qu8(e.pt, e.pr, e.pb, e.pl, e.kh, e.kw, e.sh, e.sw, e.dh, e.dw, 1, a.C,
+                                                 a.count, a.C, a.K, a.zxu, c.sx, 128, a.sw, a.kernel.data(), a.bias,
+                                                 a.zou, so, a.lou, a.hiu, 0, &g.op),
                "create convolution2d_nhwc_qu8", why) &&
-         Check(xnn_setup_convolution2d_nhwc_qu8(g.op, batch, H, W, x.bytes.data(), yu, nullptr),
+         Check(xnn_setup_convolution2d_nhwc_qu8(g.op, a.batch, e.H, e.W, a.xu, a.yu, nullptr),
                "setup convolution2d_nhwc_qu8", why) &&
          Check(xnn_run_operator(g.op, nullptr), "run convolution2d_nhwc_qu8", why);
+}
+
+// One producer operator over output channels [k0, k0 + count) (`per_channel_scales`: the qc8 convolution).
+bool RunOne(const ProducerCall& c, size_t k0, size_t count, std::span<const float> per_channel_scales, const Code8& x,
+            Code8& y, std::string* why) {
+  const OperatorArgs a = MakeArgs(c, k0, count, x, y);
+  if (c.fc) return RunFullyConnected(a, why);
+  if (c.conv->op() == ConvOp::conv_transpose2d) return RunDeconvolution(a, why);
+  return RunConvolution(a, per_channel_scales, why);
 }
 }  // namespace
 
@@ -204,6 +270,7 @@ bool RunProducer(const ConvCase& conv, bool fc, std::span<const int32_t> input, 
   }
   if (transposed &&
       (conv.output_padding_height() >= conv.stride_height() || conv.output_padding_width() >= conv.stride_width())) {
+    // deconvolution-nhwc.c:967-979: "adjustment must be smaller than stride" (invalid parameter at setup).
     if (rejected) *rejected = "XNNPACK's deconvolution takes an output adjustment below the stride only";
     return false;
   }
