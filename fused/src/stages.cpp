@@ -131,17 +131,17 @@ QuantizedAddKernel::QuantizedAddKernel(AddRule rule, const QuantParams& qa, cons
       raw_max_ = static_cast<float>(full_max_ - qo.zero_point);
       break;
     }
-    case AddRule::onednn_unfused:
+    case AddRule::binary32_unfused:
       for (const QuantParams* q : {&qa, &qb, &qo}) {
-        CheckF32Scale("add onednn_unfused", q->scale);
-        if (q->type.bits() != 8) throw InputError("add onednn_unfused: oneDNN's int8 reorders take 8-bit codes");
+        CheckF32Scale("add binary32_unfused", q->scale);
+        if (q->type.bits() != 8) throw InputError("add binary32_unfused: the rule takes 8-bit codes (a library's int8 reorders)");
       }
       inverse_output_scale_ = 1.0f / qo.scale;  // the quantizing reorder's scale, fl32(1/so)
       break;
-    case AddRule::onednn_sum:
-    case AddRule::onednn_binary:
+    case AddRule::f32_one_rounding:
+    case AddRule::f32_two_roundings:
       throw InputError("add " + std::string(to_string(rule)) +
-                       ": a rule for an f32 intermediate (a oneDNN post-op), not for two codes");
+                       ": a rule for an f32 intermediate (a library's post-op), not for two codes");
   }
 }
 
@@ -154,9 +154,9 @@ int32_t QuantizedAddKernel::operator()(int32_t a, int32_t b) const {
     case AddRule::ort_mlas: return raw_ ? MlasRaw(a, b) : MlasSse2(a, b);
     case AddRule::ort_mlas_fma: return raw_ ? MlasRaw(a, b) : MlasAvx2Fma(a, b);
     case AddRule::ort_raw: return MlasRaw(a, b);
-    case AddRule::onednn_unfused: return OneDnnUnfused(a, b);
-    case AddRule::onednn_sum:
-    case AddRule::onednn_binary: break;  // refused by the constructor
+    case AddRule::binary32_unfused: return Binary32Unfused(a, b);
+    case AddRule::f32_one_rounding:
+    case AddRule::f32_two_roundings: break;  // refused by the constructor
   }
   return 0;
 }
@@ -207,9 +207,9 @@ int32_t QuantizedAddKernel::MlasRaw(int32_t a, int32_t b) const {
   return Clamp(code, qo_.type.qmin(), qo_.type.qmax());
 }
 
-// oneDNN's dequantizing reorders, binary add and quantizing reorder, each one binary32 operation; the reorder
-// saturates in float before cvtps2dq (the bounds are integers: the same as clamping the rounded code).
-int32_t QuantizedAddKernel::OneDnnUnfused(int32_t a, int32_t b) const {
+// The dequantizing steps, the add and the quantizing step, each one binary32 operation (oneDNN's reorders and binary
+// add); the quantizing reorder saturates in float before cvtps2dq (integer bounds: the same as clamping the code).
+int32_t QuantizedAddKernel::Binary32Unfused(int32_t a, int32_t b) const {
   const float value_a = qa_.scale * static_cast<float>(a - qa_.zero_point);
   const float value_b = qb_.scale * static_cast<float>(b - qb_.zero_point);
   const float sum = value_a + value_b;

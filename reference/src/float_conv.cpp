@@ -17,7 +17,7 @@ namespace fusediff::reference {
 namespace {
 
 FloatBoundary OperandRules(FloatFormat operands) {
-  return operands == FloatFormat::f32 ? FloatBoundary{} : onednn_float_boundary(operands);
+  return operands == FloatFormat::f32 ? FloatBoundary{} : flush_subnormals_float_boundary(operands);
 }
 
 // Values m * 2^exponent with signed integer m, at one exponent (the smallest of the non-zero values'): each

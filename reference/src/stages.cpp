@@ -247,11 +247,11 @@ StageRounding add_ort_mlas(bool fma, int32_t a, const QuantParams& qa, int32_t b
   return mlas_packed(y, output_range(qo));
 }
 
-StageRounding add_onednn_unfused(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
-                                 const QuantParams& qo) {
-  check_f32_scale_range("add onednn_unfused", {&qa, &qb, &qo});
+StageRounding add_binary32_unfused(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
+                                   const QuantParams& qo) {
+  check_f32_scale_range("add binary32_unfused", {&qa, &qb, &qo});
   for (const QuantParams* q : {&qa, &qb, &qo}) {
-    if (q->type.bits() != 8) throw InputError("add onednn_unfused: oneDNN's int8 reorders take 8-bit codes, not " + to_string(q->type));
+    if (q->type.bits() != 8) throw InputError("add binary32_unfused: the rule takes 8-bit codes (a library's int8 reorders), not " + to_string(q->type));
   }
   const float value_a = Fl32Multiply(qa.scale, exact_float(int64_t{a} - qa.zero_point));
   const float value_b = Fl32Multiply(qb.scale, exact_float(int64_t{b} - qb.zero_point));
@@ -345,9 +345,9 @@ StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32
     case AddRule::ort_mlas: return add_ort(rule, "add ort_mlas", a, qa, b, qb, qo);
     case AddRule::ort_mlas_fma: return add_ort(rule, "add ort_mlas_fma", a, qa, b, qb, qo);
     case AddRule::ort_raw: return add_ort(rule, "add ort_raw", a, qa, b, qb, qo);
-    case AddRule::onednn_unfused: return add_onednn_unfused(a, qa, b, qb, qo);
-    case AddRule::onednn_sum:
-    case AddRule::onednn_binary:
+    case AddRule::binary32_unfused: return add_binary32_unfused(a, qa, b, qb, qo);
+    case AddRule::f32_one_rounding:
+    case AddRule::f32_two_roundings:
       throw InputError("add " + std::string(to_string(rule)) + ": adds to an f32 intermediate (F32PostOpAdd), not to a code");
   }
   throw InputError("add: unknown rule");
@@ -359,11 +359,11 @@ float F32PostOpAdd(AddRule rule, float v, int32_t r, const QuantParams& qr) {
   check_f32_scale_range("add (f32 post-op)", {&qr});
   const float centred = exact_float(int64_t{r} - qr.zero_point);  // |r - zr| < 2^17: exact
   switch (rule) {
-    case AddRule::onednn_sum: return Fl32FusedMultiplyAdd(centred, qr.scale, v);
-    case AddRule::onednn_binary: return add_f32(v, Fl32Multiply(qr.scale, centred));
+    case AddRule::f32_one_rounding: return Fl32FusedMultiplyAdd(centred, qr.scale, v);
+    case AddRule::f32_two_roundings: return add_f32(v, Fl32Multiply(qr.scale, centred));
     default: break;
   }
-  throw InputError("add " + std::string(to_string(rule)) + ": not an f32 post-op rule (onednn_sum, onednn_binary)");
+  throw InputError("add " + std::string(to_string(rule)) + ": not an f32 post-op rule (f32_one_rounding, f32_two_roundings)");
 }
 
 StageRounding AveragePool(AvgPoolRule rule, std::span<const int32_t> taps, const QuantParams& qi,

@@ -19,7 +19,7 @@ std::string Cell(const CaseResult& c) {
 }
 }  // namespace
 
-std::string RenderIsaMatrix(const std::vector<IsaRun>& runs) {
+std::string RenderIsaMatrix(const std::vector<IsaRun>& runs, std::string_view backend, std::string_view cap_variable) {
   std::vector<const IsaRun*> shown;
   for (const IsaRun& r : runs) {
     if (r.available) shown.push_back(&r);
@@ -45,7 +45,8 @@ std::string RenderIsaMatrix(const std::vector<IsaRun>& runs) {
     for (const CaseResult& c : r->run.cases) w = std::max(w, Cell(c).size());
     widths.push_back(w);
   }
-  std::string out = "exact % / max |e| / verdict per oneDNN ISA cap (ONEDNN_MAX_CPU_ISA; '-': cross-convention, no verdict)\n";
+  std::string out = fmt::format("exact % / max |e| / verdict per {} ISA cap ({}; '-': cross-convention, no verdict)\n",
+                                backend, cap_variable);
   std::string header = fmt::format("{:<{}}", "case", name_width), dispatch = fmt::format("{:<{}}", "dispatched to", name_width);
   for (size_t i = 0; i < shown.size(); ++i) {
     header += fmt::format("  {:<{}}", shown[i]->cap, widths[i]);
@@ -90,7 +91,7 @@ std::string RenderIsaMatrix(const std::vector<IsaRun>& runs) {
   }
   for (const IsaRun& r : runs) {
     if (!r.available) {
-      out += fmt::format("\n{}: not available on this CPU (oneDNN dispatches to {} under it)\n", r.cap,
+      out += fmt::format("\n{}: not available on this CPU ({} dispatches to {} under it)\n", r.cap, backend,
                          r.effective_isa.empty() ? std::string("nothing") : r.effective_isa);
     }
   }

@@ -601,13 +601,17 @@ CanonicalComparison ReadCanonical(const Field& f) {
   return k;
 }
 
-// platform.backends (/7): each backend's provenance pairs in order; /6 and earlier: platform.onednn {version, isa},
-// the one backend with provenance then, in /7's shape.
+// platform.backends (/7): each backend's provenance pairs in order. /6 and earlier kept the one backend that had
+// provenance as an object member of platform named after it, {key: string value}: read into /7's shape (its pairs in
+// key order, the order those files kept).
 std::vector<BackendProvenance> ReadBackendProvenance(const Field& platform) {
   std::vector<BackendProvenance> backends;
-  if (platform.has("onednn")) {
-    const Field onednn = platform["onednn"];
-    backends.push_back({"onednn", {{"library", "oneDNN"}, {"version", onednn["version"].str()}, {"isa", onednn["isa"].str()}}});
+  for (const auto& [name, value] : platform.raw().items()) {
+    if (name == "backends" || !value.is_object()) continue;
+    const Field fields = platform.child(value, name);
+    BackendProvenance provenance{name, {}};
+    for (const auto& [key, text] : value.items()) provenance.fields.emplace_back(key, fields[key.c_str()].str());
+    backends.push_back(std::move(provenance));
   }
   if (!platform.has("backends")) return backends;
   const Field list = platform["backends"];

@@ -15,7 +15,7 @@ TEST(Sharding, MergedShardsEqualTheUnshardedRun) {
   suite.samples = 3000;
   suite.mutant = Mutant::use_output_scale;  // non-empty worst lists, so their merge is checked too
   for (const CaseSpec& spec : driver::BuildSuite(suite)) {
-    if (spec.backend != kBuiltInPath) continue;  // mutants do not apply to a library; its sharding: tests/onednn
+    if (spec.backend != kBuiltInPath) continue;  // mutants do not apply to a library, tested with its backend
     driver::ReferenceCache cache;
     driver::RunOptions whole_options;
     const CaseResult whole = driver::RunCase(spec, whole_options, cache);

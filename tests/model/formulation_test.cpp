@@ -71,8 +71,8 @@ TEST(Formulation, ReplayStringsCarryTheFormulationAndRepetitions) {
   ReplayKey key;
   key.seed = 1;
   key.sample = 7;
-  key.spec.name = "relu.int8.onednn.conv";
-  key.spec.backend = "onednn";
+  key.spec.name = "relu.int8.lut.conv";
+  key.spec.backend = "builtin";
   key.spec.convention.activation = make_activation(ActivationKind::relu);
   const std::string old = format_replay(key);
   EXPECT_EQ(old.find("form="), std::string::npos);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fusediff/fused/onednn_defects.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/known_defects.h"
@@ -21,6 +22,8 @@
 
 namespace fusediff {
 namespace {
+
+using namespace fused::onednn;  // its ledger rules and the bytes its paths place (onednn_defects.h)
 
 using dnnl::memory;
 using Tag = memory::format_tag;

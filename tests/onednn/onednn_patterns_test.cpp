@@ -53,8 +53,8 @@ Both RunBoth(const CaseSpec& spec, const PatternDraw& draw) {
 // to 2.5 + 2^-22: 3. relu, sy = 1, zy = 0.
 TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
   const QuantParams residual{kInt8, 10785357 * 0x1p-24f, 0};
-  EXPECT_EQ(reference::F32PostOpAdd(AddRule::onednn_binary, -(2.0f + 3 * 0x1p-21f), 7, residual), 2.5f);
-  EXPECT_EQ(reference::F32PostOpAdd(AddRule::onednn_sum, -(2.0f + 3 * 0x1p-21f), 7, residual), 2.5f + 0x1p-22f);
+  EXPECT_EQ(reference::F32PostOpAdd(AddRule::f32_two_roundings, -(2.0f + 3 * 0x1p-21f), 7, residual), 2.5f);
+  EXPECT_EQ(reference::F32PostOpAdd(AddRule::f32_one_rounding, -(2.0f + 3 * 0x1p-21f), 7, residual), 2.5f + 0x1p-22f);
   FUSEDIFF_REQUIRE_ISA(dnnl::cpu_isa::avx512_core_vnni, "AVX512_CORE_VNNI");
 
   PatternDraw draw;
@@ -66,12 +66,12 @@ TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
   spec.convention = OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {kUint8, 1.0f, 0});
   spec.pattern = parse_pattern_name("conv2d+add+act", "test");
   Stage& add = spec.pattern.stages[0];
-  add.add_rule = AddRule::onednn_unfused;
+  add.add_rule = AddRule::binary32_unfused;
   add.residual = residual;
   add.out = QuantParams{kInt8, 0.05f, 0};
   spec.backend = "onednn";
-  for (const auto& [rule, expected] : std::vector<std::pair<AddRule, int32_t>>{{AddRule::onednn_sum, 3},
-                                                                               {AddRule::onednn_binary, 2}}) {
+  for (const auto& [rule, expected] : std::vector<std::pair<AddRule, int32_t>>{{AddRule::f32_one_rounding, 3},
+                                                                               {AddRule::f32_two_roundings, 2}}) {
     add.f32_add_rule = rule;
     const Both both = RunBoth(spec, draw);
     EXPECT_EQ(both.reference, std::vector<int32_t>{expected}) << to_string(rule);
@@ -95,11 +95,11 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
   spec.convention = OneDnnGraph(ActivationKind::relu, {kInt8, 0.5f, 0}, {kUint8, 0.125f, 5});
   spec.pattern = parse_pattern_name("conv2d+add+act", "test");
   Stage& add = spec.pattern.stages[0];
-  add.add_rule = AddRule::onednn_unfused;
+  add.add_rule = AddRule::binary32_unfused;
   add.residual = QuantParams{kInt8, 0.5f, -1};
   add.out = QuantParams{kInt8, 0.25f, 0};
   spec.backend = "onednn";
-  for (AddRule rule : {AddRule::onednn_sum, AddRule::onednn_binary}) {
+  for (AddRule rule : {AddRule::f32_one_rounding, AddRule::f32_two_roundings}) {
     add.f32_add_rule = rule;
     const Both both = RunBoth(spec, draw);
     EXPECT_EQ(both.fused, std::vector<int32_t>{7}) << to_string(rule);

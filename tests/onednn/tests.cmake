@@ -3,8 +3,8 @@
 if(NOT FUSEDIFF_WITH_ONEDNN)
   return()
 endif()
-fusediff_add_test_suite(onednn_tests onednn fusediff::fused_onednn fusediff::driver fusediff::reference fusediff::tables
-                        fusediff::generators DNNL::dnnl)
+fusediff_add_test_suite(onednn_tests onednn fusediff::fused_onednn fusediff::cli fusediff::driver fusediff::reports
+                        fusediff::reference fusediff::tables fusediff::generators DNNL::dnnl)
 # No test assumes the host's ISA: one that needs a oneDNN kernel caps oneDNN to its ISA (DNNL_MAX_CPU_ISA) and is
 # skipped, by the line naming the ISA oneDNN dispatched to, where this CPU cannot reach it.
 set(fusediff_dispatch_below_vnni "oneDNN [^\n]* dispatched to (sse41|avx|avx2|avx2_vnni|avx512_core) \\(")
@@ -100,7 +100,7 @@ set_tests_properties(cli.onednn_brgconv_crash_is_a_known_defect cli.onednn_brgco
                      SKIP_REGULAR_EXPRESSION "${fusediff_dispatch_below_vnni}")
 fusediff_add_cli_test(bad_ledger_exits_2 2 "bad_known_defects.json: defects.0..draw.registers: expected an integer"
                       run --fused onednn --activation relu --samples 100
-                      --known-defects ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_known_defects.json)
+                      --known-defects ${CMAKE_CURRENT_SOURCE_DIR}/onednn/data/bad_known_defects.json)
 # The binary32 post-op rule bit for bit under every ISA cap (docs/onednn.md, "Exact binary32 post-ops"): the
 # probes' accumulators are exact on pre-VNNI kernels too. A cap above the CPU's ISA leaves the dispatch as it is.
 foreach(isa AVX512_CORE_VNNI AVX512_CORE AVX2 SSE41)

@@ -19,7 +19,7 @@ namespace fusediff {
 namespace {
 
 constexpr AddRule kAddRules[] = {AddRule::tflite,  AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma,
-                                 AddRule::ort_raw, AddRule::onednn_unfused};
+                                 AddRule::ort_raw, AddRule::binary32_unfused};
 
 rc::Gen<QuantType> AnyType(bool with_int16) {
   std::vector<QuantType> types{{ScalarType::int8, false}, {ScalarType::uint8, false}, {ScalarType::int8, true}};

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/onednn_defects.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/fused/onednn_suite.h"
 #include "fusediff/model/backend.h"
@@ -71,6 +72,15 @@ class OneDnn final : public Backend {
 
   std::string_view KnownDefectsJson() const override { return detail::EmbeddedLedger(); }
   std::string_view KnownDefectsName() const override { return "fused/onednn/known_defects.json (embedded)"; }
+  // Its conventions, by the names its cases and results have always had (model/pattern.h, model/batchnorm.h).
+  ConventionNames convention_names() const override {
+    return {{{"onednn_unfused", AddRule::binary32_unfused},
+             {"onednn_sum", AddRule::f32_one_rounding},
+             {"onednn_binary", AddRule::f32_two_roundings}},
+            {{"onednn", flush_subnormals_float_boundary}}};
+  }
+  std::vector<DefectRuleKind> DefectRules() const override { return onednn::DefectRules(); }
+  std::vector<DefectModelKind> DefectModels() const override { return onednn::DefectModels(); }
   // oneDNN reads its cap once, at its first dispatch: each cap needs its own process.
   DispatchControl dispatch() const override {
     return {"ONEDNN_MAX_CPU_ISA",

@@ -225,8 +225,8 @@ std::unique_ptr<FusedPath> CreateFloatConvPath(const CaseSpec& spec, std::string
   if (!graph.output.float_value) {
     return unsupported("oneDNN's float convolution paths write a float destination (output.float_value bf16 or f32)");
   }
-  const FloatBoundary onednn_out = onednn_float_boundary(graph.output.float_value->format);
-  const FloatBoundary onednn_u = onednn_float_boundary(graph.intermediate.stored.format);
+  const FloatBoundary onednn_out = flush_subnormals_float_boundary(graph.output.float_value->format);
+  const FloatBoundary onednn_u = flush_subnormals_float_boundary(graph.intermediate.stored.format);
   if (graph.output.float_value->format == FloatFormat::bf16 && !(*graph.output.float_value == onednn_out)) {
     return unsupported("oneDNN stores bf16 by its own rules (" + format_float_boundary(onednn_out) + "), not " +
                        format_float_boundary(*graph.output.float_value));

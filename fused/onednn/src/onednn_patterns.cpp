@@ -428,7 +428,7 @@ std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* 
   if (spec.mutant != Mutant::none) return Unsupported(why, "mutants are injected into the built-in fused paths only");
   Chain chain;
   if (name == "conv2d+add+act") {
-    chain = find_stage(spec.pattern, StageKind::add)->f32_add_rule == AddRule::onednn_binary ? Chain::binary : Chain::sum;
+    chain = find_stage(spec.pattern, StageKind::add)->f32_add_rule == AddRule::f32_two_roundings ? Chain::binary : Chain::sum;
   } else if (name == "fc+act") {
     chain = Chain::inner_product;
   } else if (name == "conv2d+act+maxpool" || name == "conv2d+act+avgpool") {
@@ -478,7 +478,7 @@ std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* 
     if (unfused) {
       const std::optional<DataType> s = EightBitDataType(add->out.type);
       if (!s) return Unsupported(why, "oneDNN's unfused add writes s as s8 or u8 (full range), not " + to_string(add->out.type));
-      if (add->add_rule != AddRule::onednn_unfused) {
+      if (add->add_rule != AddRule::binary32_unfused) {
         return Unsupported(why, "oneDNN's unfused add (dequantizing reorders, binary add, quantizing reorder, in "
                                 "binary32) computes the add rule onednn_unfused, not " + std::string(to_string(add->add_rule)));
       }

@@ -47,7 +47,7 @@ ConvPrimitive CreateConvPrimitive(const ConvCase& conv, std::pair<int32_t, int32
 
 // The source buffer a primitive reads (onednn_weights.cpp), as bytes (two's complement for s8): the draw's codes
 // moved by `shift` into the type passed, the output-padding extension's rows/columns holding `zero_point`, then
-// kSourceTailBytes of source_tail_code (model/known_defects.h): oneDNN 2.6's jit_uni_deconv reads past the input on
+// kSourceTailBytes of source_tail_code (fused/onednn_defects.h): oneDNN 2.6's jit_uni_deconv reads past the input on
 // some rows (docs/onednn.md), and a known tail makes that read a function of the draw.
 std::vector<uint8_t> SourceBytes(const ConvCase& conv, std::span<const int32_t> input,
                                  std::pair<int32_t, int32_t> extension, bool u8, int32_t shift, int32_t zero_point);

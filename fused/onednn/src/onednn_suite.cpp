@@ -99,8 +99,8 @@ std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, Ac
     // activation, y stored as the destination. The fused kernel keeps u in binary32 (declared_convention).
     CaseSpec spec = F32IntermediateCase(options, c);
     spec.convention.float_conv = float_conv;
-    spec.convention.intermediate.stored = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
-    spec.convention.output.float_value = dst == FloatFormat::bf16 ? onednn_float_boundary(dst) : FloatBoundary{};
+    spec.convention.intermediate.stored = dst == FloatFormat::bf16 ? flush_subnormals_float_boundary(dst) : FloatBoundary{};
+    spec.convention.output.float_value = dst == FloatFormat::bf16 ? flush_subnormals_float_boundary(dst) : FloatBoundary{};
     validate(spec.convention);
     spec.mutant = options.mutant;
     spec.samples = options.samples;
@@ -148,7 +148,7 @@ std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, cons
     const ActivationDomain d = default_domain(kind);
     const double half = 0.5 * (d.input_hi - d.input_lo);
     Stage& add = base.stages[0];
-    add.add_rule = AddRule::onednn_unfused;
+    add.add_rule = AddRule::binary32_unfused;
     add.residual = Int8Range(-0.5 * half, 0.5 * half);
     add.out = c.intermediate.q;
   } else if (pattern == "fc+act") {
@@ -167,19 +167,19 @@ std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, cons
   };
   std::vector<ChainComparison> comparisons;
   if (pattern == "conv2d+add+act") {
-    comparisons = {{kFused, Comparison::same_convention, AddRule::onednn_sum, "sum.int8.onednn"},
-                   {kFused, Comparison::cross_convention, AddRule::onednn_sum, "sum.int8.onednn.cross"},
-                   {kFused, Comparison::same_convention, AddRule::onednn_binary, "binary.int8.onednn"},
-                   {kFused, Comparison::cross_convention, AddRule::onednn_binary, "binary.int8.onednn.cross"},
-                   {kUnfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+    comparisons = {{kFused, Comparison::same_convention, AddRule::f32_one_rounding, "sum.int8.onednn"},
+                   {kFused, Comparison::cross_convention, AddRule::f32_one_rounding, "sum.int8.onednn.cross"},
+                   {kFused, Comparison::same_convention, AddRule::f32_two_roundings, "binary.int8.onednn"},
+                   {kFused, Comparison::cross_convention, AddRule::f32_two_roundings, "binary.int8.onednn.cross"},
+                   {kUnfused, Comparison::same_convention, AddRule::f32_one_rounding, "int8.onednn_unfused"}};
   } else if (pattern == "fc+act") {
-    comparisons = {{kFused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
-                   {kFused, Comparison::cross_convention, AddRule::onednn_sum, "int8.onednn.cross"},
-                   {kUnfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+    comparisons = {{kFused, Comparison::same_convention, AddRule::f32_one_rounding, "int8.onednn"},
+                   {kFused, Comparison::cross_convention, AddRule::f32_one_rounding, "int8.onednn.cross"},
+                   {kUnfused, Comparison::same_convention, AddRule::f32_one_rounding, "int8.onednn_unfused"}};
   } else {
     // The fused case stays in the suite to say why it cannot run (2.6 has no conv+pool fusion).
-    comparisons = {{kFused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn"},
-                   {kUnfused, Comparison::same_convention, AddRule::onednn_sum, "int8.onednn_unfused"}};
+    comparisons = {{kFused, Comparison::same_convention, AddRule::f32_one_rounding, "int8.onednn"},
+                   {kUnfused, Comparison::same_convention, AddRule::f32_one_rounding, "int8.onednn_unfused"}};
   }
   std::vector<CaseSpec> specs;
   for (const ChainComparison& k : comparisons) {

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "fusediff/model/known_defects.h"
+#include "fusediff/fused/onednn_defects.h"
 #include "onednn_patterns.h"
 
 namespace fusediff::fused::onednn::detail {

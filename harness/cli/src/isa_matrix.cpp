@@ -203,7 +203,7 @@ int RunIsaMatrix(const Backend& backend, const std::string& word, const std::vec
     }
     runs.push_back(std::move(run));
   }
-  out << reports::RenderIsaMatrix(runs);
+  out << reports::RenderIsaMatrix(runs, backend.name(), control.env_var);
   if (!json.empty()) {
     const Provenance provenance = driver::CurrentProvenance(JoinCommandLine(args));
     reports::WriteFileAtomically(json, reports::DumpJson(reports::IsaMatrixToJson(runs, provenance)));

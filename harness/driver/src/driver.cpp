@@ -310,7 +310,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       const DefectCallAttributes call = call_attributes(draw.formulation, draw.conv);
       for (size_t e = 0; ledger && e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
-        if (d.model != DefectModel::not_executed ||
+        if (!not_executed(d) ||
             !defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
                             info.implementation) ||
             !draw_meets_rule(d, draw.conv, call)) {
@@ -363,7 +363,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       const DefectCallAttributes call = call_attributes(used_formulation, draw.conv);
       for (size_t e = 0; e < ledger->entries.size(); ++e) {
         const KnownDefect& d = ledger->entries[e];
-        if (d.model == DefectModel::not_executed ||  // withheld draws only (above)
+        if (not_executed(d) ||  // withheld draws only (above)
             !defect_applies(d, comparison->library(), comparison->library_version(), comparison->library_isa(),
                             info.implementation) ||
             !draw_meets_rule(d, draw.conv, call)) {

@@ -53,6 +53,11 @@ void RegisterBackend(const Backend& backend) {
       }
     }
   }
+  ConventionNames names = backend.convention_names();
+  for (auto& [name, rule] : names.add_rules) RegisterAddRuleName(std::move(name), rule);
+  for (auto& [name, preset] : names.float_boundary_presets) RegisterFloatBoundaryPreset(std::move(name), preset);
+  for (DefectRuleKind& rule : backend.DefectRules()) RegisterDefectRule(std::move(rule));
+  for (DefectModelKind& model : backend.DefectModels()) RegisterDefectModel(std::move(model));
   registry.push_back(&backend);
 }
 

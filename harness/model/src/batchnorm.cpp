@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 #include "fusediff/model/errors.h"
@@ -55,7 +56,7 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 }
 }  // namespace
 
-FloatBoundary onednn_float_boundary(FloatFormat format) {
+FloatBoundary flush_subnormals_float_boundary(FloatFormat format) {
   return FloatBoundary{format, FloatRounding::nearest_even, FloatOverflow::infinity, SubnormalInputs::flush_inputs,
                        NanRule::quiet_payload};
 }
@@ -99,6 +100,25 @@ BnReference parse_bn_reference(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "BatchNorm reference", kReferences);
 }
 
+namespace {
+// Function-local: a backend may register from a static initializer.
+std::vector<std::pair<std::string, FloatBoundaryPreset>>& Presets() {
+  static std::vector<std::pair<std::string, FloatBoundaryPreset>> presets{{"pytorch", pytorch_float_boundary}};
+  return presets;
+}
+FloatBoundaryPreset FindPreset(std::string_view name) {
+  for (const auto& [n, preset] : Presets()) {
+    if (n == name) return preset;
+  }
+  return nullptr;
+}
+}  // namespace
+
+void RegisterFloatBoundaryPreset(std::string name, FloatBoundaryPreset preset) {
+  if (FindPreset(name)) throw std::logic_error("float boundary preset '" + name + "' is registered twice");
+  Presets().emplace_back(std::move(name), preset);
+}
+
 FloatBoundary parse_float_boundary(std::string_view text, std::string_view field) {
   const std::vector<std::string_view> parts = Split(text, ':');
   FloatBoundary b;
@@ -106,16 +126,16 @@ FloatBoundary parse_float_boundary(std::string_view text, std::string_view field
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string_view p = parts[i];
     const std::string part_field = std::string(field) + "[" + std::to_string(i) + "]";
-    if (p == "onednn") b = onednn_float_boundary(b.format);
-    else if (p == "pytorch") b = pytorch_float_boundary(b.format);
+    if (const FloatBoundaryPreset preset = FindPreset(p)) b = preset(b.format);
     else if (p == "rne" || p == "rtz") b.rounding = ParseNamed(p, part_field, "float rounding", kRoundings);
     else if (p == "inf" || p == "saturate") b.overflow = ParseNamed(p, part_field, "float overflow", kOverflows);
     else if (p.ends_with("_subnormals")) b.subnormals = ParseNamed(p, part_field, "subnormal rule", kSubnormals);
     else if (p.starts_with("nan_")) b.nan = ParseNamed(p, part_field, "NaN rule", kNans);
     else {
-      throw InputError(part_field + ": unknown float boundary rule '" + std::string(p) +
-                       "' (expected rne, rtz, inf, saturate, keep_subnormals, flush_subnormals, nan_payload, "
-                       "nan_canonical, nan_canonical_positive, onednn or pytorch)");
+      std::string expected = "rne, rtz, inf, saturate, keep_subnormals, flush_subnormals, nan_payload, nan_canonical, "
+                             "nan_canonical_positive";
+      for (const auto& [name, preset] : Presets()) expected += ", " + name;
+      throw InputError(part_field + ": unknown float boundary rule '" + std::string(p) + "' (expected " + expected + ")");
     }
   }
   return b;

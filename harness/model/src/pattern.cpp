@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "fusediff/model/errors.h"
 #include "fusediff/model/stage_module.h"
@@ -19,9 +22,14 @@ constexpr std::array<std::pair<std::string_view, AddRule>, 8> kAddRules{{{"tflit
                                                                           {"ort_mlas", AddRule::ort_mlas},
                                                                           {"ort_mlas_fma", AddRule::ort_mlas_fma},
                                                                           {"ort_raw", AddRule::ort_raw},
-                                                                          {"onednn_unfused", AddRule::onednn_unfused},
-                                                                          {"onednn_sum", AddRule::onednn_sum},
-                                                                          {"onednn_binary", AddRule::onednn_binary}}};
+                                                                          {"binary32_unfused", AddRule::binary32_unfused},
+                                                                          {"f32_one_rounding", AddRule::f32_one_rounding},
+                                                                          {"f32_two_roundings", AddRule::f32_two_roundings}}};
+// Backends' names for rules (RegisterAddRuleName). Function-local: a backend may register from a static initializer.
+std::vector<std::pair<std::string, AddRule>>& DeclaredAddRuleNames() {
+  static std::vector<std::pair<std::string, AddRule>> names;
+  return names;
+}
 constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 3> kPoolRules{
     {{"tflite", AvgPoolRule::tflite}, {"ort_qlinear", AvgPoolRule::ort_qlinear}, {"ort_global", AvgPoolRule::ort_global}}};
 constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplierRules{
@@ -62,8 +70,22 @@ std::string_view to_string(Producer p) { return p == Producer::conv2d ? "conv2d"
 
 std::string_view to_string(StageKind k) { return k.token(); }
 
-std::string_view to_string(AddRule r) { return NameOf(r, kAddRules); }
-bool is_f32_add_rule(AddRule r) { return r == AddRule::onednn_sum || r == AddRule::onednn_binary; }
+std::string_view to_string(AddRule r) {
+  for (const auto& [name, rule] : DeclaredAddRuleNames()) {
+    if (rule == r) return name;
+  }
+  return NameOf(r, kAddRules);
+}
+bool is_f32_add_rule(AddRule r) { return r == AddRule::f32_one_rounding || r == AddRule::f32_two_roundings; }
+void RegisterAddRuleName(std::string name, AddRule rule) {
+  for (const auto& [n, r] : DeclaredAddRuleNames()) {
+    if (n == name || r == rule) throw std::logic_error("add rule name '" + name + "': the name or its rule is taken");
+  }
+  for (const auto& [n, r] : kAddRules) {
+    if (n == name) throw std::logic_error("add rule name '" + name + "' is the model's own");
+  }
+  DeclaredAddRuleNames().emplace_back(std::move(name), rule);
+}
 std::string_view to_string(AvgPoolRule r) { return NameOf(r, kPoolRules); }
 std::string_view to_string(MultiplierRule r) { return NameOf(r, kMultiplierRules); }
 std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
@@ -72,7 +94,16 @@ FcReference parse_fc_reference(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "FC fold reference", kFcReferences);
 }
 AddRule parse_add_rule(std::string_view text, std::string_view field) {
-  return ParseNamed(text, field, "add rule", kAddRules);
+  std::string expected;
+  for (const auto& [name, rule] : DeclaredAddRuleNames()) {
+    if (text == name) return rule;
+    expected += name + ", ";
+  }
+  for (const auto& [name, rule] : kAddRules) {
+    if (text == name) return rule;
+  }
+  for (const auto& [name, rule] : kAddRules) expected += std::string(name) + (name == kAddRules.back().first ? "" : ", ");
+  throw InputError(std::string(field) + ": unknown add rule '" + std::string(text) + "' (expected " + expected + ")");
 }
 AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "average-pool rule", kPoolRules);

@@ -64,48 +64,29 @@ int32_t Block(const Fields& draw, const json& rule) {
   return static_cast<int32_t>(value);
 }
 
-// The draw predicate: a rule and exactly its parameters (registers; block; both; source, op and weights_vector, each
-// optional).
+// The draw predicate: a registered rule and exactly its parameters (model/known_defects.h DefectRuleKind: the
+// numeric ones required, source, op and weights_vector each optional).
 void ReadDraw(const Fields& f, const json& item, KnownDefect& d) {
   const Fields draw = f.Child("draw");
   const json& rule = f.Required(item, "draw");
   draw.CheckObject(rule, "a draw predicate", {"rule", "registers", "block", "source", "op", "weights_vector"});
-  d.rule = parse_defect_rule(draw.String(rule, "rule"), draw.Where("rule"));
-  const std::string rule_name(to_string(d.rule));
-  const auto only = [&](std::initializer_list<std::string_view> allowed) {
-    for (std::string_view p : {"registers", "block", "source", "op", "weights_vector"}) {
-      if (rule.contains(p) && std::find(allowed.begin(), allowed.end(), p) == allowed.end()) {
-        draw.Fail(p, "unknown field for rule " + rule_name);
-      }
-    }
+  d.rule = draw.String(rule, "rule");
+  const std::vector<std::string>& parameters = defect_rule(d.rule, draw.Where("rule")).parameters;
+  const auto takes = [&](std::string_view p) {
+    return std::find(parameters.begin(), parameters.end(), p) != parameters.end();
   };
-  switch (d.rule) {
-    case DefectRule::jit_deconv_single_block_output_padding:
-      only({"registers"});
-      d.registers = Registers(draw, rule);
-      break;
-    case DefectRule::jit_deconv_stride_hole:
-      only({"block"});
-      d.block = Block(draw, rule);
-      break;
-    case DefectRule::jit_uni_deconv_columns:
-      only({"registers", "block"});
-      d.registers = Registers(draw, rule);
-      d.block = Block(draw, rule);
-      break;
-    case DefectRule::source_as_passed: {
-      only({"source", "op", "weights_vector"});
-      if (rule.contains("source")) {
-        const std::string source = draw.String(rule, "source");
-        if (source != "u8" && source != "s8") draw.Fail("source", "'" + source + "' (expected u8 or s8)");
-        d.source = source == "u8" ? ScalarType::uint8 : ScalarType::int8;
-      }
-      if (rule.contains("op")) d.op = parse_conv_op(draw.String(rule, "op"), draw.Where("op"));
-      if (rule.contains("weights_vector")) d.weights_vector = draw.Bool(rule["weights_vector"], "weights_vector");
-      break;
-    }
-    case DefectRule::brgconv_empty_kernel_range: only({}); break;
+  for (std::string_view p : {"registers", "block", "source", "op", "weights_vector"}) {
+    if (rule.contains(p) && !takes(p)) draw.Fail(p, "unknown field for rule " + d.rule);
   }
+  if (takes("registers")) d.registers = Registers(draw, rule);
+  if (takes("block")) d.block = Block(draw, rule);
+  if (rule.contains("source")) {
+    const std::string source = draw.String(rule, "source");
+    if (source != "u8" && source != "s8") draw.Fail("source", "'" + source + "' (expected u8 or s8)");
+    d.source = source == "u8" ? ScalarType::uint8 : ScalarType::int8;
+  }
+  if (rule.contains("op")) d.op = parse_conv_op(draw.String(rule, "op"), draw.Where("op"));
+  if (rule.contains("weights_vector")) d.weights_vector = draw.Bool(rule["weights_vector"], "weights_vector");
 }
 
 // One entry. A format-1 file has no kind (every entry a known defect) and no ISA condition.
@@ -125,9 +106,11 @@ KnownDefect ReadEntry(const Fields& f, const json& item, bool v1) {
   if (item.contains("isas")) d.isas = Globs(f, item, "isas", "ISA");
   d.implementations = Globs(f, item, "implementations", "implementation");
   ReadDraw(f, item, d);
-  d.model = parse_defect_model(f.String(item, "model"), f.Where("model"));
-  if ((d.model == DefectModel::not_executed) != (d.rule == DefectRule::brgconv_empty_kernel_range)) {
-    f.Fail("model", "not_executed goes with the draw rule brgconv_empty_kernel_range, and that rule only with it");
+  d.model = f.String(item, "model");
+  (void)defect_model(d.model, f.Where("model"));
+  if (not_executed(d) != defect_rule(d.rule, "rule").withheld) {
+    f.Fail("model", "not_executed goes with a draw rule whose draws the path withholds (" + d.rule +
+                        (not_executed(d) ? " is not one)" : " is one)"));
   }
   d.explanation = NonEmpty(f, item, "explanation");
   d.replay = NonEmpty(f, item, "replay");

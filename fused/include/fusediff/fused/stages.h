@@ -28,7 +28,7 @@ class QuantizedAddKernel {
   int32_t MlasSse2(int32_t a, int32_t b) const;
   int32_t MlasAvx2Fma(int32_t a, int32_t b) const;
   int32_t MlasRaw(int32_t a, int32_t b) const;
-  int32_t OneDnnUnfused(int32_t a, int32_t b) const;
+  int32_t Binary32Unfused(int32_t a, int32_t b) const;
 
   AddRule rule_;
   bool raw_ = false;                   // ORT rules on int16: MlasQLinearAdd<int16_t> runs the raw helper
@@ -44,7 +44,7 @@ class QuantizedAddKernel {
   float ratio_a_ = 0, ratio_b_ = 0, fixed_part_ = 0;
   // ort_raw
   float raw_min_ = 0, raw_max_ = 0;
-  float inverse_output_scale_ = 0;     // onednn_unfused: fl32(1 / so)
+  float inverse_output_scale_ = 0;     // binary32_unfused: fl32(1 / so)
 };
 
 // One window's average; `taps` are its in-bounds codes in row-major window order (n = taps.size() >= 1).

@@ -18,13 +18,19 @@ class AddStage final : public StageKindModule {
     fusediff::validate(s.residual, field + ".residual");
     fusediff::validate(s.out, field + ".out");
     if (is_f32_add_rule(s.add_rule)) {
-      throw InputError(field + ".rule: " + std::string(to_string(s.add_rule)) +
-                       " adds to an f32 intermediate; the graph's add reads the code u (expected tflite, onnx_spec, "
-                       "ort_mlas, ort_mlas_fma, ort_raw or onednn_unfused)");
+      std::string message = field + ".rule: " + std::string(to_string(s.add_rule)) +
+                            " adds to an f32 intermediate; the graph's add reads the code u (expected tflite, "
+                            "onnx_spec, ort_mlas, ort_mlas_fma, ort_raw or ";
+      message += to_string(AddRule::binary32_unfused);
+      throw InputError(message + ")");
     }
     if (!is_f32_add_rule(s.f32_add_rule)) {
-      throw InputError(field + ".f32_rule: " + std::string(to_string(s.f32_add_rule)) +
-                       " reads codes; an f32 intermediate is added to by onednn_sum or onednn_binary");
+      std::string message = field + ".f32_rule: " + std::string(to_string(s.f32_add_rule)) +
+                            " reads codes; an f32 intermediate is added to by ";
+      message += to_string(AddRule::f32_one_rounding);
+      message += " or ";
+      message += to_string(AddRule::f32_two_roundings);
+      throw InputError(message);
     }
   }
 
@@ -39,7 +45,7 @@ class AddStage final : public StageKindModule {
     std::vector<std::pair<std::string, std::string>> f{{"add", std::string(to_string(s.add_rule))},
                                                        {"r", format_quant_params(s.residual)},
                                                        {"s", format_quant_params(s.out)}};
-    // Not part of the sample key (both oneDNN chains of one graph see its draws); absent at its default.
+    // Not part of the sample key (a library's fused and unfused chains of one graph see its draws); absent at its default.
     if (!for_samples && s.f32_add_rule != Stage{}.f32_add_rule) f.emplace_back("f32_add", to_string(s.f32_add_rule));
     return f;
   }
@@ -52,7 +58,7 @@ class AddStage final : public StageKindModule {
 
   std::vector<StageField> results_fields(const Stage& s) const override {
     std::vector<StageField> f{{"rule", std::string(to_string(s.add_rule))}, {"residual", s.residual}, {"out", s.out}};
-    // How a oneDNN chain adds an f32 intermediate (absent at its default, as in the replay string).
+    // How a library's post-op chain adds an f32 intermediate (absent at its default, as in the replay string).
     if (s.f32_add_rule != Stage{}.f32_add_rule) f.push_back({"f32_rule", std::string(to_string(s.f32_add_rule))});
     return f;
   }

@@ -19,7 +19,7 @@ struct FloatConvElement {
 };
 
 // One element per conv output (NHWK order). `operands` overrides float_conv.operands (the fpmath measurement
-// evaluates both); f32 operands keep subnormals, bf16 ones follow oneDNN's rules (onednn_float_boundary).
+// evaluates both); f32 operands keep subnormals, bf16 ones follow oneDNN's rules (flush_subnormals_float_boundary).
 std::vector<FloatConvElement> FloatConvValues(const ConvCase& conv, std::span<const int32_t> input,
                                               const FloatConv& float_conv, FloatFormat operands);
 

@@ -36,7 +36,7 @@
 //                instantiation always runs): v = fl32(fl32(fl32(sa (a - za)) + fl32(sb (b - zb))) / so),
 //                clamped to [float(lo - zo), float(hi - zo)] (lo, hi the full type's range),
 //                code = nearbyint(fl32(v + zo)) (half to even).
-//   onednn_unfused oneDNN 2.6's unfused add: src/cpu/x64/jit_uni_reorder.cpp (the dequantizing and quantizing
+//   binary32_unfused oneDNN 2.6's unfused add: src/cpu/x64/jit_uni_reorder.cpp (the dequantizing and quantizing
 //                reorders: cvtdq2ps, vsubps src zero point, vmulps scale, vaddps dst zero point, saturate,
 //                cvtps2dq), injectors/jit_uni_binary_injector.cpp (binary_add: vaddps):
 //                va = fl32(sa fl32(a - za)), vb = fl32(sb fl32(b - zb)) (the differences exact), c = fl32(va + vb),
@@ -99,11 +99,11 @@ StageRounding AveragePool(AvgPoolRule rule, std::span<const int32_t> taps, const
 
 // An add into an f32 intermediate (model/pattern.h, oneDNN 2.6's post-ops): v the binary32 value so far, r the
 // residual code with quantization qr; returns d, binary32:
-//   onednn_sum     d = fl32(v + sr (r - zr)): the exact value, one rounding (src/cpu/x64/
+//   f32_one_rounding  d = fl32(v + sr (r - zr)): the exact value, one rounding (src/cpu/x64/
 //                  jit_avx512_core_x8s8s32x_conv_kernel.cpp apply_sum, likewise the 1x1, brgemm and jit_uni int8
 //                  kernels: cvt2ps(prev), vsubps(zr) (exact: |r - zr| < 2^17), vfmadd231ps with sr, or vaddps when
 //                  sr = 1, which is the same rounding).
-//   onednn_binary  src1 = fl32(sr (r - zr)) (the caller's dequantized residual), d = fl32(v + src1)
+//   f32_two_roundings src1 = fl32(sr (r - zr)) (the caller's dequantized residual), d = fl32(v + src1)
 //                  (injectors/jit_uni_binary_injector.cpp: uni_vaddps). Two roundings.
 // Both need sr in [2^-40, 2^40] (InputError) and r inside qr's type.
 float F32PostOpAdd(AddRule rule, float v, int32_t r, const QuantParams& qr);

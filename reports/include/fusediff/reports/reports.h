@@ -14,8 +14,8 @@
 namespace fusediff::reports {
 
 // /7 writes the platform's backend provenance generically: platform.backends, one {"name", "provenance": [[key,
-// value], ...]} per registered backend that has any (model/backend.h), where /6 and earlier had platform.onednn
-// {version, isa} (read as backend "onednn" with keys library, version and isa).
+// value], ...]} per registered backend that has any (model/backend.h), where /6 and earlier had one object member
+// of platform named after the backend, {key: value} (read as that backend with those pairs, in key order).
 // /6 writes each case's per_code texts packed (covered_bitmap and error_ranges: zlib-compressed base64 of the /5
 // bitmap's hex digits and of "gap,length,min,max;" runs), adds a conv case's draws (its judged samples per draw,
 // packed: model/draw_tallies.h) and an external table's fingerprint, file and SHA-256, and the gate's worse rows.
@@ -181,12 +181,12 @@ std::string RenderGate(const RunResult& run, size_t listed_codes = 32);
 
 namespace fusediff::reports {
 
-// `fusediff run --isa`: the same oneDNN cases, one process per ISA cap (oneDNN reads ONEDNN_MAX_CPU_ISA once per
-// process). One entry per cap that was asked for.
+// `fusediff run --isa`: the same cases of a backend whose dispatch can be capped, one process per cap (a library
+// reads its cap once per process: model/backend.h DispatchControl). One entry per cap that was asked for.
 struct IsaRun {
-  std::string cap;            // the value of ONEDNN_MAX_CPU_ISA, e.g. "AVX2"
-  std::string effective_isa;  // what oneDNN dispatched to under it ("avx2"); empty when the process gave no results
-  bool available = false;     // the CPU runs this cap: oneDNN dispatched to it, not to a lower one
+  std::string cap;            // the value of the backend's cap variable, e.g. "AVX2"
+  std::string effective_isa;  // what the library dispatched to under it ("avx2"); empty when the process gave no results
+  bool available = false;     // the CPU runs this cap: the library dispatched to it, not to a lower one
   int exit_code = 0;          // the child run's exit code (0 pass, 1 fail, 2 bad input)
   RunResult run;              // its results (empty when unavailable)
 };
@@ -195,7 +195,8 @@ inline constexpr const char* kIsaMatrixFormat = "fusediff-isa-matrix/1";
 
 // Side by side: per case, exact % / max |e| / verdict under each available cap; then each cap's implementations
 // and the caps this CPU cannot run.
-std::string RenderIsaMatrix(const std::vector<IsaRun>& runs);
+// `backend` names the backend and `cap_variable` the environment variable its caps set.
+std::string RenderIsaMatrix(const std::vector<IsaRun>& runs, std::string_view backend, std::string_view cap_variable);
 // {"format": kIsaMatrixFormat, "isas": [{"cap", "effective_isa", "available", "exit_code", "results"}]}, each
 // "results" the cap's whole results JSON (ToJson).
 nlohmann::ordered_json IsaMatrixToJson(const std::vector<IsaRun>& runs, const Provenance& provenance);

@@ -10,8 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "fusediff/model/batchnorm.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/fused_path.h"
+#include "fusediff/model/known_defects.h"
+#include "fusediff/model/pattern.h"
 #include "fusediff/model/results.h"
 #include "fusediff/model/suite_options.h"
 #include "fusediff/model/tolerance.h"
@@ -26,6 +29,13 @@ struct DispatchControl {
   std::vector<std::string> aliases;  // other variables with the same effect, removed from the child's environment
   std::vector<std::string> caps;     // the values it takes, lowest first
   std::string provenance_key;        // the provenance key that says where it dispatched ("isa")
+};
+
+// The names a backend gives to conventions the model defines by their arithmetic, as its cases, replay lines and
+// results spell them (model/pattern.h RegisterAddRuleName, model/batchnorm.h RegisterFloatBoundaryPreset).
+struct ConventionNames {
+  std::vector<std::pair<std::string, AddRule>> add_rules;
+  std::vector<std::pair<std::string, FloatBoundaryPreset>> float_boundary_presets;
 };
 
 class Backend;
@@ -57,6 +67,8 @@ class Backend {
   // The stage kinds (to_string(StageKind)) and patterns (pattern_name) its paths implement.
   virtual std::vector<std::string> stage_kinds() const = 0;
   virtual std::vector<std::string> patterns() const = 0;
+  // Its names for the conventions it declares, registered with the backend.
+  virtual ConventionNames convention_names() const { return {}; }
   // The convention spec's path declares it implements (the graph's own unless the backend says otherwise).
   virtual Convention DeclaredConvention(const CaseSpec& spec) const { return spec.convention; }
   // Its default tolerance for a case (tolerance.h; the measurements in docs/tolerances.md).
@@ -65,6 +77,10 @@ class Backend {
   // and where the text comes from; empty: none.
   virtual std::string_view KnownDefectsJson() const { return {}; }
   virtual std::string_view KnownDefectsName() const { return {}; }
+  // The draw rules and models its ledger's entries name beyond the model's generic ones (model/known_defects.h),
+  // registered with the backend.
+  virtual std::vector<DefectRuleKind> DefectRules() const { return {}; }
+  virtual std::vector<DefectModelKind> DefectModels() const { return {}; }
   virtual DispatchControl dispatch() const { return {}; }
   // Its share of the suite (`run`), for a backend with a suite of its own (has_own_suite), asked where the built-in
   // suite would have it: ActivationSuiteCases after the built-in conv2d+act cases of each activation,
@@ -89,7 +105,8 @@ class Backend {
 };
 
 // The registry. A backend lives as long as the process (a function-local static of its module); registering the
-// same object again does nothing, a second object claiming a registered path or word throws std::logic_error.
+// same object again does nothing, a second object claiming a registered path, word, convention name, draw rule or
+// model throws std::logic_error.
 void RegisterBackend(const Backend& backend);
 // Every registered backend, in registration order.
 std::vector<const Backend*> RegisteredBackends();

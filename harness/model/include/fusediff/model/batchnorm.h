@@ -37,9 +37,9 @@ struct FloatBoundary {
   friend bool operator==(const FloatBoundary&, const FloatBoundary&) = default;
 };
 
-// oneDNN 2.x's declared conversions: round to nearest even, overflow to infinity, binary32 subnormal inputs
-// flushed to +-0, NaN quiet with its payload (bf16: high half | 0x0040).
-FloatBoundary onednn_float_boundary(FloatFormat format);
+// Round to nearest even, overflow to infinity, binary32 subnormal inputs flushed to +-0, NaN quiet with its payload
+// (bf16: high half | 0x0040): oneDNN 2.x's declared conversions (src/common/bfloat16.cpp, float16.hpp).
+FloatBoundary flush_subnormals_float_boundary(FloatFormat format);
 // PyTorch's c10 conversions: nearest even, infinity, subnormals kept, NaN canonical (c10::Half keeps the sign,
 // c10::BFloat16 drops it: 0x7FC0).
 FloatBoundary pytorch_float_boundary(FloatFormat format);
@@ -51,8 +51,13 @@ std::string_view to_string(SubnormalInputs s);   // "keep_subnormals", "flush_su
 std::string_view to_string(NanRule n);           // "nan_payload", "nan_canonical", "nan_canonical_positive"
 FloatFormat parse_float_format(std::string_view text, std::string_view field);
 // "FORMAT[:rne|rtz][:inf|saturate][:keep_subnormals|flush_subnormals][:nan_payload|nan_canonical|
-// nan_canonical_positive]" in any order after the format; "onednn" / "pytorch" after it select those conventions.
+// nan_canonical_positive]" in any order after the format; a preset's name after it ("pytorch", or one a backend
+// registers) selects that convention.
 FloatBoundary parse_float_boundary(std::string_view text, std::string_view field);
+// A named convention for every format (parse_float_boundary); a name already taken is a programming error
+// (std::logic_error).
+using FloatBoundaryPreset = FloatBoundary (*)(FloatFormat);
+void RegisterFloatBoundaryPreset(std::string name, FloatBoundaryPreset preset);
 std::string format_float_boundary(const FloatBoundary& b);  // every field: "f16:rne:inf:keep_subnormals:nan_payload"
 
 // ---- BatchNorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output channel, and how it is folded.

@@ -41,18 +41,33 @@ enum class Producer { conv2d, fully_connected };
 //   ort_mlas_fma: the same with AVX2's fused multiply-adds: y = fma(a, ra, fma(b, rb, k)) (b's term innermost).
 //   ort_raw:      MLAS's portable fallback: v = (sa(a - za) + sb(b - zb)) / so in binary32, clamped to
 //                 [qmin - zo, qmax - zo], then nearbyint(v + zo).
-//   onednn_unfused: oneDNN 2.6's unfused graph of the add, all binary32: dequantizing reorders
-//                 va = fl32(sa (a - za)), vb = fl32(sb (b - zb)) (vsubps, vmulps), a binary add c = fl32(va + vb),
-//                 a quantizing reorder t = fl32(fl32(c fl32(1/so)) + zo) (vmulps, vaddps), saturate, round half
-//                 to even (src/cpu/x64/jit_uni_reorder.cpp, injectors/jit_uni_binary_injector.cpp). Any 8-bit types.
-// Two more add a residual code r to an f32 intermediate v (a kernel that never rounds u: oneDNN's post-ops,
-// docs/onednn.md); their result d is binary32, no code, and the activation reads it (Stage::f32_add_rule):
-//   onednn_sum:    oneDNN 2.6's `sum` post-op with scale sr and zero point zr as its jit int8 kernels compute it:
-//                  d = fl32(v + sr (r - zr)), one rounding (r - zr exact in binary32, then vfmadd231ps).
-//   onednn_binary: oneDNN 2.6's `binary_add` post-op on an f32 src1 holding the residual's real value:
-//                  src1 = fl32(sr (r - zr)) (formed by the caller), d = fl32(v + src1) (vaddps).
-enum class AddRule { tflite, onnx_spec, ort_mlas, ort_mlas_fma, ort_raw, onednn_unfused, onednn_sum, onednn_binary };
-bool is_f32_add_rule(AddRule r);  // onednn_sum, onednn_binary: they read an f32 intermediate, not a code
+//   binary32_unfused: an unfused graph of the add, every step one binary32 rounding to nearest even: dequantizing
+//                 va = fl32(sa (a - za)), vb = fl32(sb (b - zb)), c = fl32(va + vb), then quantizing
+//                 t = fl32(fl32(c fl32(1/so)) + zo), saturate, round half to even. Any 8-bit types. oneDNN 2.6's
+//                 reorders and binary add (src/cpu/x64/jit_uni_reorder.cpp, injectors/jit_uni_binary_injector.cpp:
+//                 vsubps, vmulps, vaddps), which its backend names after itself (Backend::convention_names).
+// Two more add a residual code r to an f32 intermediate v (a kernel that never rounds u: a library's post-ops); their
+// result d is binary32, no code, and the activation reads it (Stage::f32_add_rule):
+//   f32_one_rounding:  d = fl32(v + sr (r - zr)), one rounding (r - zr exact in binary32, then one fused
+//                      multiply-add): oneDNN 2.6's `sum` post-op in its jit int8 kernels (vfmadd231ps);
+//   f32_two_roundings: src1 = fl32(sr (r - zr)) (formed by the caller), d = fl32(v + src1): oneDNN 2.6's
+//                      `binary_add` post-op on an f32 src1 holding the residual's real value (vaddps).
+// A backend may give a rule the name its conventions are known by (Backend::convention_names): that name is then the
+// one printed (cases, replay lines, results), and both are read.
+enum class AddRule {
+  tflite,
+  onnx_spec,
+  ort_mlas,
+  ort_mlas_fma,
+  ort_raw,
+  binary32_unfused,
+  f32_one_rounding,
+  f32_two_roundings
+};
+bool is_f32_add_rule(AddRule r);  // f32_one_rounding, f32_two_roundings: they read an f32 intermediate, not a code
+// Registers a backend's name for a rule; a name already taken, or a second name for one rule, is a programming error
+// (std::logic_error).
+void RegisterAddRuleName(std::string name, AddRule rule);
 
 // How an average pool rounds (../shared/conventions.md §2, §4).
 //   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
@@ -84,8 +99,9 @@ struct Stage {
   StageKind kind = StageKind::activation;
   AddRule add_rule = AddRule::tflite;            // add: the graph's rule, on the codes u and r
   // add, where the convention's intermediate is f32 (a fused kernel that never rounds u): the rule that adds r to
-  // the f32 value v (onednn_sum or onednn_binary). The graph keeps add_rule; the fused path declares this one.
-  AddRule f32_add_rule = AddRule::onednn_sum;
+  // the f32 value v (f32_one_rounding or f32_two_roundings). The graph keeps add_rule; the fused path declares this
+  // one.
+  AddRule f32_add_rule = AddRule::f32_one_rounding;
   QuantParams residual;                          // add: the residual r's quantization (r has the sum's shape)
   PoolWindow window;                             // max_pool, avg_pool
   AvgPoolRule pool_rule = AvgPoolRule::tflite;   // avg_pool

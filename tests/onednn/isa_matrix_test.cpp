@@ -56,7 +56,7 @@ TEST(IsaMatrix, ShowsEachCapSideBySideAndTheUnavailableOnes) {
   vnni.run.cases.push_back(Case("relu.int8.onednn.conv", 4, 0, 0, Verdict::pass));
   vnni.run.cases.push_back(Case("relu.int8.onednn.cross.conv", 2, 2, 1, Verdict::cross_convention));
   const reports::IsaRun amx{"AVX512_CORE_AMX", "avx512_core_bf16", false, 0, {}};
-  const std::string table = reports::RenderIsaMatrix({avx2, vnni, amx});
+  const std::string table = reports::RenderIsaMatrix({avx2, vnni, amx}, "onednn", "ONEDNN_MAX_CPU_ISA");
   EXPECT_NE(table.find("case                         AVX2               AVX512_CORE_VNNI"), std::string::npos) << table;
   EXPECT_NE(table.find("75.000 / 7 / fail  100.000 / 0 / pass"), std::string::npos) << table;
   EXPECT_NE(table.find("relu.int8.onednn.cross.conv  (absent)           50.000 / 1 / -"), std::string::npos) << table;
@@ -66,7 +66,7 @@ TEST(IsaMatrix, ShowsEachCapSideBySideAndTheUnavailableOnes) {
   EXPECT_NE(table.find("AVX512_CORE_VNNI (avx512_core_vnni): 1 pass, 0 documented_behaviour, 0 known_defect, 0 fail (0 "
                        "unsupported, 1 without a verdict)"),
             std::string::npos) << table;
-  EXPECT_NE(table.find("AVX512_CORE_AMX: not available on this CPU (oneDNN dispatches to avx512_core_bf16 under it)"),
+  EXPECT_NE(table.find("AVX512_CORE_AMX: not available on this CPU (onednn dispatches to avx512_core_bf16 under it)"),
             std::string::npos) << table;
 
   const nlohmann::ordered_json j = reports::IsaMatrixToJson({avx2, amx}, Provenance{});
