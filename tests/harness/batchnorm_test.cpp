@@ -54,7 +54,7 @@ TEST(BatchNormFold, FusedFoldEqualsReferenceEmulation) {
             fold.overflow = variant == 1 ? FloatOverflow::infinity : FloatOverflow::saturate;
             const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold);
             std::string why;
-            const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+            const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(Mutant::none), &why);
             ASSERT_EQ(ref.refused.empty(), why.empty()) << ref.refused << " | " << why;
             if (!why.empty()) {
               ++refused;
@@ -84,7 +84,7 @@ TEST(BatchNormFold, ExtendedPrecisionFoldEqualsExactFold) {
         fold.weight_quant = quant;
         const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold);
         std::string why;
-        const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+        const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(Mutant::none), &why);
         ASSERT_TRUE(ref.refused.empty() && why.empty());
         ASSERT_EQ(ref.conv.weight_scales(), fused.weight_scales());
         ASSERT_EQ(ref.conv.bias(), fused.bias());
@@ -95,14 +95,14 @@ TEST(BatchNormFold, ExtendedPrecisionFoldEqualsExactFold) {
 }
 
 // Every mutant of the fold changes the folded conv somewhere in its space.
-TEST(BatchNormFold, FoldBugsChangeTheFold) {
+TEST(BatchNormFold, FoldMutantsChangeTheFold) {
   const PatternDraw d = generators::GeneratePatternDraw(1, 2, 0, BatchNormPattern(BnRegime::tiny_variance), GeluConvention(), RegionMix{});
   BatchNormFold fold;
   fold.precision = FoldPrecision::f32;
   std::string why;
-  const ConvCase good = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+  const ConvCase good = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(Mutant::none), &why);
   for (Mutant m : {Mutant::bn_drop_eps, Mutant::bn_f16_for_f32, Mutant::bn_per_tensor_for_per_channel}) {
-    const ConvCase bad = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugsOf(m), &why);
+    const ConvCase bad = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(m), &why);
     EXPECT_TRUE(bad.weights() != good.weights() || bad.bias() != good.bias() || bad.weight_scales() != good.weight_scales())
         << to_string(m);
   }
