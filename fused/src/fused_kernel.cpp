@@ -54,6 +54,7 @@ struct Tables {
 };
 
 struct Kernel;
+using Lookup = int32_t (*)(const Tables& t, int32_t u);
 
 // The steps of the kernel, chosen once at construction (SelectSteps): the declared ones, or one mutant's variant
 // of one of them. The kernel's arithmetic calls only these; none of it tests a mutant.
@@ -61,7 +62,7 @@ struct Steps {
   TableRecipe (*recipe)(const Convention& c);                                        // what the table is built from
   std::vector<int32_t> (*populate_lut)(const TableRecipe& r, const Convention& c);   // the lut kind's table
   int32_t (*index)(int32_t u, const QuantType& u_type);                              // the table entry read for u
-  int32_t (*lookup)(const Tables& t, int32_t u);                                     // that entry, by the table kind
+  Lookup lookup;                                                                     // that entry, by the table kind
   Requantizer requantize;                                                            // acc -> u (requant.h)
   int32_t (*activate)(const Kernel& k, int32_t acc, int32_t u, float sx, float sw);  // acc and u -> y
 };
@@ -176,7 +177,7 @@ int32_t ActivateUnrounded(const Kernel& k, int32_t acc, int32_t, float sx, float
   return ActivateUnquantized(acc, sx, sw, k.convention);
 }
 
-int32_t (*DeclaredLookup(TableKind kind))(const Tables&, int32_t) {
+Lookup DeclaredLookup(TableKind kind) {
   switch (kind) {
     case TableKind::lut: return LookupLut;
     case TableKind::pwl: return LookupPwl;
