@@ -143,6 +143,26 @@ TEST(BatchNormFold, KernelConversionsEqualReference) {
   }
 }
 
+// The mutant bn-f16-overflow-wraps's conversion is the checked one wherever binary16 does not overflow (every rule),
+// and wraps where it does: 2^16 reads back as 1.0 instead of infinity or 65504.
+TEST(BatchNormFold, WrappingF16ConversionDiffersOnlyPastTheOverflowEdge) {
+  std::mt19937 rng(11);
+  for (FloatRounding r : {FloatRounding::nearest_even, FloatRounding::toward_zero}) {
+    for (FloatOverflow o : {FloatOverflow::infinity, FloatOverflow::saturate}) {
+      const FloatBoundary f16{FloatFormat::f16, r, o, SubnormalInputs::keep, NanRule::quiet_payload};
+      for (int i = 0; i < 1 << 18; ++i) {
+        const uint32_t b = rng();
+        const uint32_t u = b & 0x7FFFFFFFu;
+        if (u >= 0x477FE000u && u <= 0x7F800000u) continue;  // at or past 65504 (finite or infinite): may overflow
+        const float x = std::bit_cast<float>(b);
+        ASSERT_EQ(fused::ToF16BitsWrappingOverflow(x, f16), fused::ToF16Bits(x, f16)) << std::hex << b;
+      }
+      EXPECT_EQ(fused::ToF16BitsWrappingOverflow(65536.0f, f16), 0x3C00u);
+      EXPECT_NE(fused::ToF16Bits(65536.0f, f16), 0x3C00u);
+    }
+  }
+}
+
 // The graph's BatchNorm at an exact tie: var + eps = 1/4 exactly, so t = (c - mean) / (1/2) + beta is rational.
 TEST(BatchNormGraph, ExactTieAndIrrationalNeighbour) {
   IntermediateSpec u;
