@@ -344,7 +344,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       return 0;
     }
     const RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
-    // The formulation the library ran (a path may answer with another than the drawn one: OneDnnPath's extended
+    // The formulation the library ran (a path may answer with another than the drawn one: a library path's extended
     // input where the negative padding is refused).
     const Formulation used_formulation = info.formulation.empty() ? draw.formulation
                                                                   : parse_formulation(info.formulation, "formulation");
