@@ -1,5 +1,5 @@
-#include "fusediff/model/mutants.h"
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/mutants.h"
 
 #include <cctype>
 #include <map>
@@ -102,8 +102,10 @@ void validate(const CaseSpec& spec) {
   }
   if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
       spec.fusion == Fusion::keep_all) {
-    throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
-                     "graph's; " + std::string(fused_path_name(spec)) + " declares the graph's own");
+    throw InputError(
+        "comparison: cross_convention needs a fused path that declares another convention than the "
+        "graph's; " +
+        std::string(fused_path_name(spec)) + " declares the graph's own");
   }
 }
 
@@ -130,8 +132,9 @@ std::vector<int64_t> split_integers(const std::string& text, const std::string& 
   size_t begin = 0;
   for (;;) {
     const size_t colon = text.find(':', begin);
-    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                               field + "[" + std::to_string(values.size()) + "]"));
+    values.push_back(
+        parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                  field + "[" + std::to_string(values.size()) + "]"));
     if (colon == std::string::npos) break;
     begin = colon + 1;
   }
@@ -198,7 +201,8 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
   size_t begin = 0;
   for (;;) {
     const size_t end = text.find_first_of(",/", begin);
-    const std::string_view item = text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
+    const std::string_view item =
+        text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
     const size_t eq = item.find_first_of("=:");
     if (eq == std::string_view::npos) {
       throw InputError(std::string(field) + ": '" + std::string(item) + "' (expected REGION=WEIGHT, e.g. knee=1)");
@@ -207,12 +211,17 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
     const std::string item_field = std::string(field) + "." + std::string(name);
     const float weight = parse_float32(item.substr(eq + 1), item_field);
     if (weight < 0) throw InputError(item_field + ": weight must be >= 0");
-    if (name == "knee") mix.knee = weight;
-    else if (name == "saturation") mix.saturation = weight;
-    else if (name == "quant_boundary") mix.quant_boundary = weight;
-    else if (name == "bulk") mix.bulk = weight;
-    else throw InputError(std::string(field) + ": unknown region '" + std::string(name) +
-                          "' (expected knee, saturation, quant_boundary or bulk)");
+    if (name == "knee")
+      mix.knee = weight;
+    else if (name == "saturation")
+      mix.saturation = weight;
+    else if (name == "quant_boundary")
+      mix.quant_boundary = weight;
+    else if (name == "bulk")
+      mix.bulk = weight;
+    else
+      throw InputError(std::string(field) + ": unknown region '" + std::string(name) +
+                       "' (expected knee, saturation, quant_boundary or bulk)");
     any = any || weight > 0;
     if (end == std::string_view::npos) break;
     begin = end + 1;
@@ -276,7 +285,6 @@ std::string canonical_key(const CaseSpec& spec) {
   return CanonicalFields(spec) + ";table=" + fingerprint;
 }
 
-
 std::string activation_table_key(const Convention& c) {
   CaseSpec keyed;
   keyed.convention = c;
@@ -289,8 +297,7 @@ uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
   uint64_t hash = 0xcbf29ce484222325ull;
   const std::string key =
-      !ExternalTableFingerprint(spec).empty() ? canonical_key(spec)
-                                              : CanonicalFields(spec, /*for_samples=*/true);
+      !ExternalTableFingerprint(spec).empty() ? canonical_key(spec) : CanonicalFields(spec, /*for_samples=*/true);
   for (unsigned char ch : key) {
     hash ^= ch;
     hash *= 0x100000001b3ull;
@@ -307,11 +314,10 @@ template <typename T>
 std::string JoinCodes(const std::vector<T>& values) {
   std::string out;
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
-  for (const T& v : values) out += (out.empty() ? "" : ":") + std::to_string(v);
+      for (const T& v : values) out += (out.empty() ? "" : ":") + std::to_string(v);
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   return out;
 }
-
 
 // One stage's tensors: res= (an elementwise operand), fws=, fw=, fb= (a layer), bng=, bnb=, bnm=, bnv= (BatchNorm);
 // each key suffixed as stage_field_suffix says.
@@ -322,7 +328,8 @@ std::string EncodeOperands(const StageOperands& o, const std::string& suffix) {
     std::string fc_scales;
     for (float s : o.weight_scales) fc_scales.append(fc_scales.empty() ? "" : ":").append(format_float32(s));
     out.append(";fws").append(suffix).append("=").append(fc_scales);
-    out.append(";fw").append(suffix).append("=").append(JoinCodes(std::vector<int32_t>(o.weights.begin(), o.weights.end())));
+    out.append(";fw").append(suffix).append("=").append(
+        JoinCodes(std::vector<int32_t>(o.weights.begin(), o.weights.end())));
     out.append(";fb").append(suffix).append("=").append(JoinCodes(o.bias));
   }
   if (!o.bn.gamma.empty()) {
@@ -339,14 +346,15 @@ std::string EncodeOperands(const StageOperands& o, const std::string& suffix) {
 
 std::string EncodeExplicit(const ExplicitConv& e, const Pattern& p) {
   const ConvCase& c = e.conv;
-  std::string out = ";shape=" + JoinCodes(std::vector<int32_t>{
-      c.batch(), c.input_height(), c.input_width(), c.input_channels(), c.output_channels(), c.kernel_height(),
-      c.kernel_width(), c.stride_height(), c.stride_width(), c.dilation_height(), c.dilation_width(), c.padding_top(),
-      c.padding_left(), c.padding_bottom(), c.padding_right()});
+  std::string out =
+      ";shape=" + JoinCodes(std::vector<int32_t>{
+                      c.batch(), c.input_height(), c.input_width(), c.input_channels(), c.output_channels(),
+                      c.kernel_height(), c.kernel_width(), c.stride_height(), c.stride_width(), c.dilation_height(),
+                      c.dilation_width(), c.padding_top(), c.padding_left(), c.padding_bottom(), c.padding_right()});
   out += ";xq=" + format_quant_params(c.input_quant());
   std::string scales;
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
-  for (float s : c.weight_scales()) scales += (scales.empty() ? "" : ":") + format_float32(s);
+      for (float s : c.weight_scales()) scales += (scales.empty() ? "" : ":") + format_float32(s);
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   out += ";ws=" + scales;
   out += ";w=" + JoinCodes(std::vector<int32_t>(c.weights().begin(), c.weights().end()));
@@ -370,11 +378,12 @@ std::string format_replay(const ReplayKey& key) {
   const std::string repeat = key.repeat > 0 ? ";repeat=" + std::to_string(key.repeat) : std::string();
   if (key.explicit_conv) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) + repeat;
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) +
+           repeat;
   }
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
-                     ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
-                     std::string(to_string(key.spec.mutant));
+                     ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
+                     ";mutant=" + std::string(to_string(key.spec.mutant));
   // The table itself cannot travel in a replay string: its fingerprint, file and digest name it.
   if (const std::string fingerprint = ExternalTableFingerprint(key.spec); !fingerprint.empty()) {
     text += ";table=" + fingerprint;
@@ -390,7 +399,8 @@ namespace {
 template <typename Take, typename Has>
 void ParsePatternFields(CaseSpec& s, Take& take, Has& has) {
   s.pattern = parse_pattern_name(take("pattern"), "replay.pattern");
-  if (s.pattern.producer == Producer::fully_connected) s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
+  if (s.pattern.producer == Producer::fully_connected)
+    s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
   // The replay string's fields as a stage module reads them.
   class Fields final : public ReplayFieldSource {
    public:
@@ -413,8 +423,9 @@ std::vector<float> SplitFloats(const std::string& text, const std::string& field
   std::vector<float> values;
   for (size_t begin = 0; begin <= text.size();) {
     const size_t colon = text.find(':', begin);
-    values.push_back(parse_float32(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                                   field + "[" + std::to_string(values.size()) + "]"));
+    values.push_back(parse_float32(
+        std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+        field + "[" + std::to_string(values.size()) + "]"));
     if (colon == std::string::npos) break;
     begin = colon + 1;
   }
@@ -433,23 +444,27 @@ void DecodeOperands(const Pattern& p, const Fields& fields, Take& take, Explicit
     StageOperands o;
     if (st.kind == StageKind::add) {
       if (fields.count(key("res"))) {
-        for (int64_t r : split_integers(take(key("res").c_str()), "replay." + key("res"))) o.codes.push_back(static_cast<int32_t>(r));
+        for (int64_t r : split_integers(take(key("res").c_str()), "replay." + key("res")))
+          o.codes.push_back(static_cast<int32_t>(r));
       }
       if (o.codes.size() != g.elements()) {
         throw InputError("replay." + key("res") + ": " + std::to_string(o.codes.size()) + " codes, the pattern needs " +
                          std::to_string(g.elements()));
       }
       for (int32_t r : o.codes) {
-        if (!st.residual.type.contains(r)) throw InputError("replay." + key("res") + ": " + std::to_string(r) + " is outside the residual type");
+        if (!st.residual.type.contains(r))
+          throw InputError("replay." + key("res") + ": " + std::to_string(r) + " is outside the residual type");
       }
     } else if (st.kind == StageKind::fully_connected) {
       if (fields.count(key("fw"))) {
         o.weight_scales = SplitFloats(take(key("fws").c_str()), "replay." + key("fws"));
         for (int64_t w : split_integers(take(key("fw").c_str()), "replay." + key("fw"))) {
-          if (w < -127 || w > 127) throw InputError("replay." + key("fw") + ": " + std::to_string(w) + " is outside [-127, 127]");
+          if (w < -127 || w > 127)
+            throw InputError("replay." + key("fw") + ": " + std::to_string(w) + " is outside [-127, 127]");
           o.weights.push_back(static_cast<int8_t>(w));
         }
-        for (int64_t b : split_integers(take(key("fb").c_str()), "replay." + key("fb"))) o.bias.push_back(static_cast<int32_t>(b));
+        for (int64_t b : split_integers(take(key("fb").c_str()), "replay." + key("fb")))
+          o.bias.push_back(static_cast<int32_t>(b));
       }
       const size_t outputs = static_cast<size_t>(st.fc_outputs);
       if (g.height != 1 || g.width != 1 || o.weight_scales.size() != outputs || o.bias.size() != outputs ||
@@ -545,25 +560,33 @@ ReplayKey parse_replay(std::string_view text) {
   if (v2) {
     ExplicitConv e;
     const std::vector<int64_t> shape = split_integers(take("shape"), "replay.shape");
-    if (shape.size() != 15) throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
+    if (shape.size() != 15)
+      throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
     auto dim = [&shape](size_t i) { return static_cast<int32_t>(shape[i]); };
-    e.conv.batch(dim(0)).input_size(dim(1), dim(2)).input_channels(dim(3)).output_channels(dim(4))
-        .kernel_size(dim(5), dim(6)).stride(dim(7), dim(8)).dilation(dim(9), dim(10))
+    e.conv.batch(dim(0))
+        .input_size(dim(1), dim(2))
+        .input_channels(dim(3))
+        .output_channels(dim(4))
+        .kernel_size(dim(5), dim(6))
+        .stride(dim(7), dim(8))
+        .dilation(dim(9), dim(10))
         .padding(dim(11), dim(12), dim(13), dim(14));
     e.conv.input_quant(parse_quant_params(take("xq"), "replay.xq", QuantParams{}));
     std::vector<float> scales;
     const std::string ws = take("ws");
     for (size_t begin = 0; begin <= ws.size();) {
       const size_t colon = ws.find(':', begin);
-      scales.push_back(parse_float32(std::string_view(ws).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                                     "replay.ws[" + std::to_string(scales.size()) + "]"));
+      scales.push_back(parse_float32(
+          std::string_view(ws).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+          "replay.ws[" + std::to_string(scales.size()) + "]"));
       if (colon == std::string::npos) break;
       begin = colon + 1;
     }
     e.conv.weight_scales(scales);
     if (fields.count("wrange")) {
       const std::string range = take("wrange");
-      if (range != "full") throw InputError("replay.wrange: '" + range + "' (expected full, or no field for symmetric)");
+      if (range != "full")
+        throw InputError("replay.wrange: '" + range + "' (expected full, or no field for symmetric)");
       e.conv.weight_range(WeightRange::full);
     }
     std::vector<int8_t> weights;
@@ -589,7 +612,8 @@ ReplayKey parse_replay(std::string_view text) {
                        std::to_string(e.conv.input_elements()));
     }
     for (int32_t x : e.input) {
-      if (!e.conv.input_quant().type.contains(x)) throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
+      if (!e.conv.input_quant().type.contains(x))
+        throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
     }
     DecodeOperands(s.pattern, fields, take, e);
     if (e.element >= pattern_output_geometry(s.pattern, e.conv).elements()) {
