@@ -4,10 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "fusediff/fused/fused_kernel.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
-#include "fusediff/fused/fused_kernel.h"
 #include "fusediff/reference/reference.h"
 
 namespace fusediff::driver {
@@ -97,11 +97,13 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
       return suite;
     }
     if (options.table_kind && *options.table_kind != TableKind::lut) {
-      throw InputError("--pattern " + *options.pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
+      throw InputError("--pattern " + *options.pattern +
+                       ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
     }
     suite = PatternCases(options, options.pattern);
     for (const Backend* backend : others) {
-      for (CaseSpec& spec : backend->PatternSuiteCases(options, options.pattern, false)) suite.push_back(std::move(spec));
+      for (CaseSpec& spec : backend->PatternSuiteCases(options, options.pattern, false))
+        suite.push_back(std::move(spec));
     }
     return suite;
   }
@@ -203,15 +205,18 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
                                                  ? ReferenceTableValues(activation_convention(spec.pattern, c))
                                                  : std::vector<int32_t>{};
           const bool legal = fusion_illegality(spec.pattern, fusion, c, table).empty();
-          const bool same_meaning = legal && fusion == Fusion::pool_first && has_stage(spec.pattern, StageKind::max_pool);
+          const bool same_meaning =
+              legal && fusion == Fusion::pool_first && has_stage(spec.pattern, StageKind::max_pool);
           spec.comparison = same_meaning ? Comparison::same_convention : Comparison::cross_convention;
         }
-        spec.name = v.pattern + "." + act + (variant.empty() ? "" : "." + variant) + "." + std::string(to_string(fusion));
+        spec.name =
+            v.pattern + "." + act + (variant.empty() ? "" : "." + variant) + "." + std::string(to_string(fusion));
         cases.push_back(std::move(spec));
       };
       const ActivationDomain d = default_domain(kind);
       if (v.pattern == "conv2d+add+act") {
-        for (AddRule rule : {AddRule::tflite, AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma, AddRule::ort_raw}) {
+        for (AddRule rule :
+             {AddRule::tflite, AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma, AddRule::ort_raw}) {
           Pattern p = base;
           Stage& add = p.stages[0];
           add.add_rule = rule;
@@ -268,20 +273,23 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
 std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_suite) {
   using K = ActivationKind;
   std::vector<CaseSpec> cases;
-  const std::vector<K> activations = default_suite ? std::vector<K>{K::gelu_erf} : std::vector<K>{K::relu, K::gelu_erf, K::sigmoid};
+  const std::vector<K> activations =
+      default_suite ? std::vector<K>{K::gelu_erf} : std::vector<K>{K::relu, K::gelu_erf, K::sigmoid};
   const auto axis = [](auto given, auto all) {
     using T = typename decltype(all)::value_type;
     return given ? std::vector<T>{*given} : all;
   };
   const std::vector<FoldPrecision> precisions = axis(
-      options.fold_precision, std::vector<FoldPrecision>{FoldPrecision::exact, FoldPrecision::f32, FoldPrecision::f16, FoldPrecision::bf16});
-  const std::vector<WeightQuant> quants = axis(
-      options.weight_quant, default_suite ? std::vector<WeightQuant>{WeightQuant::per_channel}
-                                          : std::vector<WeightQuant>{WeightQuant::per_tensor, WeightQuant::per_channel});
-  const std::vector<BnRegime> regimes = axis(
-      options.bn_regime, default_suite ? std::vector<BnRegime>{BnRegime::tiny_variance}
-                                       : std::vector<BnRegime>{BnRegime::benign, BnRegime::tiny_variance,
-                                                               BnRegime::large_gamma, BnRegime::large_mean});
+      options.fold_precision,
+      std::vector<FoldPrecision>{FoldPrecision::exact, FoldPrecision::f32, FoldPrecision::f16, FoldPrecision::bf16});
+  const std::vector<WeightQuant> quants =
+      axis(options.weight_quant, default_suite
+                                     ? std::vector<WeightQuant>{WeightQuant::per_channel}
+                                     : std::vector<WeightQuant>{WeightQuant::per_tensor, WeightQuant::per_channel});
+  const std::vector<BnRegime> regimes =
+      axis(options.bn_regime, default_suite ? std::vector<BnRegime>{BnRegime::tiny_variance}
+                                            : std::vector<BnRegime>{BnRegime::benign, BnRegime::tiny_variance,
+                                                                    BnRegime::large_gamma, BnRegime::large_mean});
   const std::vector<BnReference> references =
       default_suite ? std::vector<BnReference>{BnReference::declared_fold}
                     : std::vector<BnReference>{BnReference::declared_fold, BnReference::exact_fold, BnReference::graph};
@@ -309,10 +317,12 @@ std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_s
             spec.table_kind = TableKind::lut;
             spec.mutant = options.mutant;
             spec.samples = options.samples;
-            spec.comparison = reference == BnReference::declared_fold ? Comparison::same_convention : Comparison::cross_convention;
-            spec.name = "conv2d+batchnorm+act." + std::string(to_string(kind)) + "." + std::string(to_string(precision)) +
-                        "." + std::string(to_string(bn.bn_fold.formula)) + "." + std::string(to_string(quant)) + "." +
-                        std::string(to_string(regime)) + "." + std::string(to_string(reference)) + ".fold";
+            spec.comparison =
+                reference == BnReference::declared_fold ? Comparison::same_convention : Comparison::cross_convention;
+            spec.name = "conv2d+batchnorm+act." + std::string(to_string(kind)) + "." +
+                        std::string(to_string(precision)) + "." + std::string(to_string(bn.bn_fold.formula)) + "." +
+                        std::string(to_string(quant)) + "." + std::string(to_string(regime)) + "." +
+                        std::string(to_string(reference)) + ".fold";
             cases.push_back(std::move(spec));
           }
         }
