@@ -684,6 +684,85 @@ ReplayTrace TraceF32Intermediate(ReplayTrace trace, const CaseSpec& spec, const 
   return trace;
 }
 
+// The conventions a replay shows: the reference's, and the fused path's where it declares its own, fuses otherwise
+// or is a library's black box (with the implementations it ran).
+void DescribeReplayConventions(ReplayTrace& trace, const CaseSpec& spec, detail::DrawComparison& comparison,
+                               const Convention& reference_conv) {
+  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));
+  const Backend& backend = comparison.backend();
+  const Convention declared = declared_convention(spec);
+  if (backend.black_box() || !(declared == spec.convention) || spec.fusion != Fusion::keep_all) {
+    trace.fused_convention = describe(declared) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared));
+  }
+  if (backend.black_box()) {
+    trace.black_box = true;
+    trace.implementation =
+        join_implementations(comparison.path().implementations()) + " (" + backend.LibraryDescription() + ")";
+  }
+}
+
+// The replayed element compared once (every repetition the string or the path asks for): its sample, with the
+// repetitions and the draw's formulation and implementation in the trace.
+detail::ComparedSample CompareReplayedElement(const ReplayKey& key, detail::DrawComparison& comparison,
+                                              const PatternDraw& draw, uint64_t element, ReplayTrace& trace) {
+  std::vector<detail::ComparedSample> samples;
+  std::string rejected;
+  const uint32_t repeat = comparison.repetitions(key.repeat > 0 ? std::optional<uint32_t>(key.repeat) : std::nullopt);
+  if (!comparison.Compare(draw, samples, &rejected, repeat)) {
+    throw InputError("replay: the path refused the draw: " + rejected);
+  }
+  trace.repeat = repeat;
+  if (comparison.path().draws_formulations()) {
+    trace.formulation = format_formulation(draw.formulation);
+    trace.implementation_of_draw = comparison.path().last_run().implementation;
+  }
+  if (element >= samples.size()) {
+    throw InputError("replay.element: past the draw's " + std::to_string(samples.size()) + " outputs");
+  }
+  trace.y_repetitions = samples[element].repetitions;
+  return samples[element];
+}
+
+// A quantized intermediate: the requantization's exact value and u, an add stage's sum, the path's own
+// accumulator and code where it exposes them, and the activation at the keyed code.
+ReplayTrace TraceQuantizedIntermediate(ReplayTrace trace, const CaseSpec& spec, const PatternDraw& draw,
+                                       uint64_t element, const ConvCase::OutputCoord& coord,
+                                       const detail::ComparedSample& sample, const Convention& reference_conv,
+                                       const FusedPath& path) {
+  const auto [sx, sw] = reference::MultiplierOperands(spec.pattern.multiplier, draw.conv.input_quant().scale,
+                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
+  const reference::RequantTrace requant =
+      reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
+  trace.requant_exact = requant.exact_value;
+  trace.u = requant.u;
+  if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
+    const int32_t r = draw.operands(spec.pattern, StageKind::add).codes[element];
+    trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" +
+                                   format_quant_params(reference_conv.intermediate.q) +
+                                   "), residual r = " + std::to_string(r) + " (" + format_quant_params(add->residual) +
+                                   ") -> s = " + std::to_string(sample.code) + " (" + format_quant_params(add->out) +
+                                   ", add " + std::string(to_string(add->add_rule)) + ")");
+  }
+  if (const CodeSteps* steps = path.code_steps()) {
+    // The path's own accumulator and code, side by side with the reference's.
+    std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
+    steps->Trace(draw.conv, draw.input, y, acc, u);
+    trace.acc_fused = acc[element];
+    trace.u_fused = u[element];
+  } else {
+    trace.black_box = true;
+  }
+  if (has_stage(spec.pattern, StageKind::activation)) {
+    const Convention act = activation_convention(spec.pattern, reference_conv);
+    const reference::ActivationTable table(act);
+    const reference::ActivationPoint& point = table.at(sample.code);
+    trace.v = point.v;
+    trace.t = point.t;
+    trace.f_exact = reference::ExactActivationDecimal(act, sample.code, 30);
+  }
+  return trace;
+}
+
 // Replay of a conv-source sample (a generated draw, or an explicit one from a v2 string): the one comparison for
 // the values, then the producer's stages for display where the element is one of the producer's outputs.
 ReplayTrace ReplayDraw(const ReplayKey& key) {
@@ -697,77 +776,24 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   trace.key = key;
   uint64_t element = 0;
   const PatternDraw draw = ReplayedDraw(key, *comparison, trace, &element);
-  std::vector<detail::ComparedSample> samples;
-  std::string rejected;
-  const uint32_t repeat = comparison->repetitions(key.repeat > 0 ? std::optional<uint32_t>(key.repeat) : std::nullopt);
-  if (!comparison->Compare(draw, samples, &rejected, repeat))
-    throw InputError("replay: the path refused the draw: " + rejected);
-  trace.repeat = repeat;
-  if (comparison->path().draws_formulations()) {
-    trace.formulation = format_formulation(draw.formulation);
-    trace.implementation_of_draw = comparison->path().last_run().implementation;
-  }
-  if (element >= samples.size())
-    throw InputError("replay.element: past the draw's " + std::to_string(samples.size()) + " outputs");
-  const detail::ComparedSample& sample = samples[element];
-  trace.y_repetitions = sample.repetitions;
-
+  const detail::ComparedSample sample = CompareReplayedElement(key, *comparison, draw, element, trace);
   const Convention reference_conv = reference_convention(spec);
-  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));
-  const Backend& backend = comparison->backend();
-  if (backend.black_box() || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
-    trace.fused_convention = describe(declared_convention(spec)) +
-                             describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
-  }
-  if (backend.black_box()) {
-    trace.black_box = true;
-    trace.implementation =
-        join_implementations(comparison->path().implementations()) + " (" + backend.LibraryDescription() + ")";
-  }
+  DescribeReplayConventions(trace, spec, *comparison, reference_conv);
   trace.y_reference = sample.y_ref;
   trace.y_fused = sample.y_fused;
   trace.error = sample.error();
   trace.regions = sample.regions;
   trace.u = sample.code;
 
-  if (!pattern_is_elementwise(spec.pattern))
+  if (!pattern_is_elementwise(spec.pattern)) {
     return TraceFinalTensorElement(std::move(trace), spec, draw, element, sample, reference_conv);
+  }
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
-  const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
     return TraceF32Intermediate(std::move(trace), spec, draw, element, coord, sample, reference_conv);
   }
-  const auto [sx, sw] = reference::MultiplierOperands(spec.pattern.multiplier, draw.conv.input_quant().scale,
-                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
-  const reference::RequantTrace requant =
-      reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
-  trace.requant_exact = requant.exact_value;
-  trace.u = requant.u;
-  const Stage* add = find_stage(spec.pattern, StageKind::add);
-  if (add) {
-    trace.pattern_stages.push_back(
-        "u = " + std::to_string(requant.u) + " (" + format_quant_params(reference_conv.intermediate.q) +
-        "), residual r = " + std::to_string(draw.operands(spec.pattern, StageKind::add).codes[element]) + " (" +
-        format_quant_params(add->residual) + ") -> s = " + std::to_string(sample.code) + " (" +
-        format_quant_params(add->out) + ", add " + std::string(to_string(add->add_rule)) + ")");
-  }
-  if (const CodeSteps* steps = comparison->path().code_steps()) {
-    // The path's own accumulator and code, side by side with the reference's.
-    std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
-    steps->Trace(draw.conv, draw.input, y, acc, u);
-    trace.acc_fused = acc[element];
-    trace.u_fused = u[element];
-  } else {
-    trace.black_box = true;
-  }
-  if (has_stage(spec.pattern, StageKind::activation)) {
-    const reference::ActivationTable table(act);
-    const reference::ActivationPoint& point = table.at(sample.code);
-    trace.v = point.v;
-    trace.t = point.t;
-    trace.f_exact = reference::ExactActivationDecimal(act, sample.code, 30);
-  }
-  return trace;
+  return TraceQuantizedIntermediate(std::move(trace), spec, draw, element, coord, sample, reference_conv,
+                                    comparison->path());
 }
 
 }  // namespace
