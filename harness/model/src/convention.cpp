@@ -73,14 +73,15 @@ void validate(const Convention& c) {
                      " contradicts requant " + std::string(to_string(c.requant)) + ", which rounds " +
                      std::string(to_string(*fixed)));
   }
-  if (c.post_ops == PostOpArithmetic::binary32 &&
-      (c.output.rounding != RoundingMode::half_to_even || c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
+  if (c.post_ops == PostOpArithmetic::binary32 && (c.output.rounding != RoundingMode::half_to_even ||
+                                                   c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
     throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even (got " +
                      std::string(to_string(c.output.rounding)) + " with the zero point " +
                      std::string(to_string(c.output.zero_point_order)) + ")");
   }
   if (c.float_conv.enabled) {
-    if (c.intermediate.kind != IntermediateKind::f32) throw InputError("float_conv: a float convolution has an f32 intermediate");
+    if (c.intermediate.kind != IntermediateKind::f32)
+      throw InputError("float_conv: a float convolution has an f32 intermediate");
     if (c.float_conv.operands == FloatFormat::f16) throw InputError("float_conv.operands: f32 or bf16, not f16");
     if (c.float_conv.fpmath_bf16 && c.float_conv.operands != FloatFormat::f32) {
       throw InputError("float_conv: fpmath_bf16 applies to f32 operands");
@@ -130,10 +131,10 @@ QuantParams parse_quant_params(std::string_view text, std::string_view field, co
 QuantParams parse_full_quant_params(std::string_view text, std::string_view field) {
   const size_t colons = static_cast<size_t>(std::count(text.begin(), text.end(), ':'));
   if (colons != 2) {
-    throw InputError(std::string(field) + ": '" + std::string(text) + "' " +
-                     (colons == 0 ? "names the type only: the scale and zero point are missing"
-                                  : "is not TYPE:SCALE:ZERO_POINT") +
-                     " (expected TYPE:SCALE:ZERO_POINT, e.g. int16:0.000244140625:0; they are written into the file)");
+    throw InputError(
+        std::string(field) + ": '" + std::string(text) + "' " +
+        (colons == 0 ? "names the type only: the scale and zero point are missing" : "is not TYPE:SCALE:ZERO_POINT") +
+        " (expected TYPE:SCALE:ZERO_POINT, e.g. int16:0.000244140625:0; they are written into the file)");
   }
   return parse_quant_params(text, field, QuantParams{});
 }
@@ -149,8 +150,7 @@ std::string describe(const Convention& c) {
                                                       : "f32 stored as " + format_float_boundary(c.intermediate.stored))
           : format_quant_params(c.intermediate.q);
   std::string s = std::string(to_string(c.requant)) + " u=" + u + " " +
-                  std::string(to_string(c.intermediate.rounding)) + " -> " +
-                  std::string(to_string(c.activation.kind));
+                  std::string(to_string(c.intermediate.rounding)) + " -> " + std::string(to_string(c.activation.kind));
   if (takes_alpha(c.activation.kind)) s += "(alpha=" + format_float32(c.activation.alpha) + ")";
   s += " -> y=" + format_quant_params(c.output.q) + " " + std::string(to_string(c.output.rounding)) + " zp " +
        std::string(to_string(c.output.zero_point_order));
@@ -176,7 +176,8 @@ int32_t float_order_code(uint32_t bits, FloatFormat format) {
 }
 
 float f32_from_order_code(int32_t code, FloatFormat format) {
-  const uint32_t magnitude = code < 0 ? static_cast<uint32_t>(-static_cast<int64_t>(code)) : static_cast<uint32_t>(code);
+  const uint32_t magnitude =
+      code < 0 ? static_cast<uint32_t>(-static_cast<int64_t>(code)) : static_cast<uint32_t>(code);
   uint32_t bits = format == FloatFormat::f32 ? magnitude : magnitude << 16;
   if (code < 0) bits |= 0x80000000u;
   float out;
@@ -200,10 +201,15 @@ FloatConv parse_float_conv(std::string_view text, std::string_view field) {
   while (colon != std::string_view::npos) {
     const size_t begin = colon + 1;
     colon = text.find(':', begin);
-    const std::string_view part = text.substr(begin, colon == std::string_view::npos ? std::string_view::npos : colon - begin);
-    if (part == "pow2") f.pow2_scales = true;
-    else if (part == "fpmath_bf16") f.fpmath_bf16 = true;
-    else throw InputError(std::string(field) + ": unknown float conv option '" + std::string(part) + "' (expected pow2 or fpmath_bf16)");
+    const std::string_view part =
+        text.substr(begin, colon == std::string_view::npos ? std::string_view::npos : colon - begin);
+    if (part == "pow2")
+      f.pow2_scales = true;
+    else if (part == "fpmath_bf16")
+      f.fpmath_bf16 = true;
+    else
+      throw InputError(std::string(field) + ": unknown float conv option '" + std::string(part) +
+                       "' (expected pow2 or fpmath_bf16)");
   }
   if (f.operands == FloatFormat::f16) throw InputError(std::string(field) + ": operands f32 or bf16, not f16");
   return f;

@@ -57,13 +57,18 @@ Formulation parse_formulation(std::string_view text, std::string_view field) {
       if (value != "common" && value != "per_channel") throw bad(item, "scales:common or scales:per_channel");
       f.common_scales = value == "common";
     } else if (dim == "opad") {
-      if (value != "extended_input" && value != "negative_pad") throw bad(item, "opad:extended_input or opad:negative_pad");
+      if (value != "extended_input" && value != "negative_pad")
+        throw bad(item, "opad:extended_input or opad:negative_pad");
       f.extended_input = value == "extended_input";
     } else if (dim == "src") {
-      if (value == "drawn") f.source = Formulation::Source::drawn;
-      else if (value == "u8") f.source = Formulation::Source::u8;
-      else if (value == "s8") f.source = Formulation::Source::s8;
-      else throw bad(item, "src:drawn, src:u8 or src:s8");
+      if (value == "drawn")
+        f.source = Formulation::Source::drawn;
+      else if (value == "u8")
+        f.source = Formulation::Source::u8;
+      else if (value == "s8")
+        f.source = Formulation::Source::s8;
+      else
+        throw bad(item, "src:drawn, src:u8 or src:s8");
     } else if (dim == "wei") {
       if (value != "7bit" && value != "full") throw bad(item, "wei:7bit or wei:full");
       f.seven_bit_weights = value == "7bit";
@@ -105,7 +110,8 @@ void extend_for_output_padding(ConvCase* conv, std::vector<int32_t>* input, std:
       for (int32_t y = 0; y < h; ++y)
         for (int32_t x = 0; x < w; ++x)
           for (int32_t ch = 0; ch < c; ++ch) {
-            extended[((static_cast<size_t>(n) * (h + eh) + y) * (w + ew) + x) * c + ch] = (*input)[conv->input_index(n, y, x, ch)];
+            extended[((static_cast<size_t>(n) * (h + eh) + y) * (w + ew) + x) * c + ch] =
+                (*input)[conv->input_index(n, y, x, ch)];
           }
     *input = std::move(extended);
   }
