@@ -7,6 +7,7 @@
 
 #include "fusediff/model/backend.h"
 #include "fusediff/model/diagnostics.h"
+#include "fusediff/model/error_stats.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/stage_module.h"
 #include "fusediff/model/table.h"
@@ -17,6 +18,10 @@ namespace fusediff {
 namespace {
 constexpr detail::Names<TableKind, 3> kTableKinds{
     {{"lut", TableKind::lut}, {"lut_interp", TableKind::lut_interp}, {"pwl", TableKind::pwl}}};
+constexpr detail::Names<Comparison, 2> kComparisons{
+    {{"same_convention", Comparison::same_convention}, {"cross_convention", Comparison::cross_convention}}};
+constexpr detail::Names<SampleSource, 3> kSampleSources{
+    {{"conv", SampleSource::conv}, {"sweep", SampleSource::sweep}, {"thresholds", SampleSource::thresholds}}};
 }  // namespace
 
 std::string_view to_string(TableKind k) { return detail::NameOf(k, kTableKinds); }
@@ -63,15 +68,10 @@ bool uses_table(const CaseSpec& spec, TableKind kind) {
   return spec.backend == kBuiltInPath && spec.table_kind == kind;
 }
 
-std::string_view to_string(Comparison c) {
-  return c == Comparison::cross_convention ? "cross_convention" : "same_convention";
-}
+std::string_view to_string(Comparison c) { return detail::NameOf(c, kComparisons); }
 
 Comparison parse_comparison(std::string_view text, std::string_view field) {
-  if (text == "same_convention") return Comparison::same_convention;
-  if (text == "cross_convention") return Comparison::cross_convention;
-  throw InputError(std::string(field) + ": unknown comparison '" + std::string(text) +
-                   "' (expected same_convention or cross_convention)");
+  return detail::ParseNamed(text, field, "comparison", kComparisons);
 }
 
 Convention declared_convention(const CaseSpec& spec) {
@@ -109,21 +109,10 @@ void validate(const CaseSpec& spec) {
   }
 }
 
-std::string_view to_string(SampleSource s) {
-  switch (s) {
-    case SampleSource::conv: return "conv";
-    case SampleSource::sweep: return "sweep";
-    case SampleSource::thresholds: return "thresholds";
-  }
-  return "?";
-}
+std::string_view to_string(SampleSource s) { return detail::NameOf(s, kSampleSources); }
 
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {
-  if (text == "conv") return SampleSource::conv;
-  if (text == "sweep") return SampleSource::sweep;
-  if (text == "thresholds") return SampleSource::thresholds;
-  throw InputError(std::string(field) + ": unknown sample source '" + std::string(text) +
-                   "' (expected conv, sweep or thresholds)");
+  return detail::ParseNamed(text, field, "sample source", kSampleSources);
 }
 
 std::vector<int64_t> split_integers(const std::string& text, const std::string& field) {
@@ -211,17 +200,12 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
     const std::string item_field = std::string(field) + "." + std::string(name);
     const float weight = parse_float32(item.substr(eq + 1), item_field);
     if (weight < 0) throw InputError(item_field + ": weight must be >= 0");
-    if (name == "knee")
-      mix.knee = weight;
-    else if (name == "saturation")
-      mix.saturation = weight;
-    else if (name == "quant_boundary")
-      mix.quant_boundary = weight;
-    else if (name == "bulk")
-      mix.bulk = weight;
-    else
-      throw InputError(std::string(field) + ": unknown region '" + std::string(name) +
-                       "' (expected knee, saturation, quant_boundary or bulk)");
+    switch (parse_region(name, field)) {
+      case Region::knee: mix.knee = weight; break;
+      case Region::saturation: mix.saturation = weight; break;
+      case Region::quant_boundary: mix.quant_boundary = weight; break;
+      case Region::bulk: mix.bulk = weight; break;
+    }
     any = any || weight > 0;
     if (end == std::string_view::npos) break;
     begin = end + 1;

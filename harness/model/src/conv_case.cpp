@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
@@ -35,24 +36,23 @@ void RequireRange(int64_t value, int64_t lo, int64_t hi, const char* field) {
 }
 }  // namespace
 
-std::string_view to_string(Accumulation a) {
-  switch (a) {
-    case Accumulation::exact: return "exact";
-    case Accumulation::halved_weights: return "halved_weights";
-    case Accumulation::int16_pairs_per_tap: return "int16_pairs_per_tap";
-    case Accumulation::int16_pairs_flattened: return "int16_pairs_flattened";
-    case Accumulation::int16_pairs_shifted_weights: return "int16_pairs_shifted_weights";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<Accumulation, 5> kAccumulations{
+    {{"exact", Accumulation::exact},
+     {"halved_weights", Accumulation::halved_weights},
+     {"int16_pairs_per_tap", Accumulation::int16_pairs_per_tap},
+     {"int16_pairs_flattened", Accumulation::int16_pairs_flattened},
+     {"int16_pairs_shifted_weights", Accumulation::int16_pairs_shifted_weights}}};
+constexpr detail::Names<ConvOp, 2> kConvOps{
+    {{"conv2d", ConvOp::conv2d}, {"conv_transpose2d", ConvOp::conv_transpose2d}}};
+}  // namespace
 
-std::string_view to_string(ConvOp op) { return op == ConvOp::conv2d ? "conv2d" : "conv_transpose2d"; }
+std::string_view to_string(Accumulation a) { return detail::NameOf(a, kAccumulations); }
+
+std::string_view to_string(ConvOp op) { return detail::NameOf(op, kConvOps); }
 
 ConvOp parse_conv_op(std::string_view text, std::string_view field) {
-  if (text == "conv2d") return ConvOp::conv2d;
-  if (text == "conv_transpose2d") return ConvOp::conv_transpose2d;
-  throw InputError(std::string(field) + ": unknown op '" + std::string(text) +
-                   "' (expected conv2d or conv_transpose2d)");
+  return detail::ParseNamed(text, field, "op", kConvOps);
 }
 
 int32_t ConvCase::output_height() const {

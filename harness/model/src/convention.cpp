@@ -7,43 +7,42 @@
 #include <vector>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(RequantVariant v) {
-  switch (v) {
-    case RequantVariant::exact: return "exact";
-    case RequantVariant::double_rounding: return "double_rounding";
-    case RequantVariant::single_rounding: return "single_rounding";
-    case RequantVariant::f32_half_even: return "f32_half_even";
-    case RequantVariant::f32_zero_point_first: return "f32_zero_point_first";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<RequantVariant, 5> kRequantVariants{
+    {{"exact", RequantVariant::exact},
+     {"double_rounding", RequantVariant::double_rounding},
+     {"single_rounding", RequantVariant::single_rounding},
+     {"f32_half_even", RequantVariant::f32_half_even},
+     {"f32_zero_point_first", RequantVariant::f32_zero_point_first}}};
+constexpr detail::Names<IntermediateKind, 2> kIntermediateKinds{
+    {{"quantized", IntermediateKind::quantized}, {"f32", IntermediateKind::f32}}};
+constexpr detail::Names<PostOpArithmetic, 2> kPostOps{
+    {{"exact", PostOpArithmetic::exact}, {"binary32", PostOpArithmetic::binary32}}};
+// The short forms are accepted too; each value prints as its first, full name.
+constexpr detail::Names<ZeroPointOrder, 4> kZeroPointOrders{{{"after_rounding", ZeroPointOrder::after_rounding},
+                                                             {"before_rounding", ZeroPointOrder::before_rounding},
+                                                             {"after", ZeroPointOrder::after_rounding},
+                                                             {"before", ZeroPointOrder::before_rounding}}};
+}  // namespace
 
-std::string_view to_string(IntermediateKind k) { return k == IntermediateKind::f32 ? "f32" : "quantized"; }
+std::string_view to_string(RequantVariant v) { return detail::NameOf(v, kRequantVariants); }
 
-std::string_view to_string(PostOpArithmetic a) { return a == PostOpArithmetic::binary32 ? "binary32" : "exact"; }
+std::string_view to_string(IntermediateKind k) { return detail::NameOf(k, kIntermediateKinds); }
 
-std::string_view to_string(ZeroPointOrder o) {
-  return o == ZeroPointOrder::after_rounding ? "after_rounding" : "before_rounding";
-}
+std::string_view to_string(PostOpArithmetic a) { return detail::NameOf(a, kPostOps); }
+
+std::string_view to_string(ZeroPointOrder o) { return detail::NameOf(o, kZeroPointOrders); }
 
 RequantVariant parse_requant_variant(std::string_view text, std::string_view field) {
-  if (text == "exact") return RequantVariant::exact;
-  if (text == "double_rounding") return RequantVariant::double_rounding;
-  if (text == "single_rounding") return RequantVariant::single_rounding;
-  if (text == "f32_half_even") return RequantVariant::f32_half_even;
-  if (text == "f32_zero_point_first") return RequantVariant::f32_zero_point_first;
-  throw InputError(std::string(field) + ": unknown requant variant '" + std::string(text) +
-                   "' (expected exact, double_rounding, single_rounding, f32_half_even or f32_zero_point_first)");
+  return detail::ParseNamed(text, field, "requant variant", kRequantVariants);
 }
 
 ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view field) {
-  if (text == "after_rounding" || text == "after") return ZeroPointOrder::after_rounding;
-  if (text == "before_rounding" || text == "before") return ZeroPointOrder::before_rounding;
-  throw InputError(std::string(field) + ": unknown zero-point order '" + std::string(text) +
-                   "' (expected after_rounding or before_rounding)");
+  return detail::ParseNamed(text, field, "zero-point order", kZeroPointOrders);
 }
 
 std::optional<RoundingMode> fixed_rounding(RequantVariant v) {

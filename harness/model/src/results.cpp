@@ -3,21 +3,21 @@
 #include <algorithm>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(Verdict v) {
-  switch (v) {
-    case Verdict::pass: return "pass";
-    case Verdict::fail: return "fail";
-    case Verdict::unsupported: return "unsupported";
-    case Verdict::cross_convention: return "cross_convention";
-    case Verdict::known_defect: return "known_defect";
-    case Verdict::nondeterministic: return "nondeterministic";
-    case Verdict::documented_behaviour: return "documented_behaviour";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<Verdict, 7> kVerdicts{{{"pass", Verdict::pass},
+                                               {"fail", Verdict::fail},
+                                               {"unsupported", Verdict::unsupported},
+                                               {"cross_convention", Verdict::cross_convention},
+                                               {"known_defect", Verdict::known_defect},
+                                               {"nondeterministic", Verdict::nondeterministic},
+                                               {"documented_behaviour", Verdict::documented_behaviour}}};
+}  // namespace
+
+std::string_view to_string(Verdict v) { return detail::NameOf(v, kVerdicts); }
 
 bool RunResult::any_failure() const {
   if (gate && !gate->illegal_fusion.empty()) return true;
