@@ -12,18 +12,45 @@
 
 namespace fusediff::fused {
 
-FoldBugs FoldBugsOf(Mutant m) {
-  FoldBugs b;
-  b.drop_eps = m == Mutant::bn_drop_eps;
-  b.f16_for_f32 = m == Mutant::bn_f16_for_f32;
-  b.per_tensor = m == Mutant::bn_per_tensor_for_per_channel;
-  b.bf16_truncate = m == Mutant::bn_bf16_truncate;
-  b.f16_overflow_wraps = m == Mutant::bn_f16_overflow_wraps;
-  return b;
-}
-
 namespace {
 using u128 = unsigned __int128;
+
+// ---- The fold's steps: the declared ones, and each fold mutant's variant beside the step it breaks.
+
+BatchNormFold FoldAsDeclared(const BatchNormFold& declared) { return declared; }
+
+// Mutant bn-f16-for-f32: breaks the declared precision; every step in binary16 where binary32 is declared.
+BatchNormFold FoldInF16ForF32(const BatchNormFold& declared) {
+  BatchNormFold fold = declared;
+  if (fold.precision == FoldPrecision::f32) fold.precision = FoldPrecision::f16;
+  return fold;
+}
+
+// Mutant bn-bf16-truncate: breaks the declared rounding of each step; truncated where nearest even is declared.
+BatchNormFold FoldTruncating(const BatchNormFold& declared) {
+  BatchNormFold fold = declared;
+  fold.rounding = FloatRounding::toward_zero;
+  return fold;
+}
+
+// Mutant bn-per-tensor-for-per-channel: breaks the declared weight quantization; one weight scale for the tensor.
+BatchNormFold FoldPerTensor(const BatchNormFold& declared) {
+  BatchNormFold fold = declared;
+  fold.weight_quant = WeightQuant::per_tensor;
+  return fold;
+}
+
+long double RadicandExtended(long double var, long double eps) { return var + eps; }
+float Radicand(float var, float eps, const FloatBoundary& rules, float (*store)(float, const FloatBoundary&)) {
+  return store(var + eps, rules);
+}
+
+// Mutant bn-drop-eps: breaks BatchNorm's definition; sqrt(var) instead of sqrt(var + eps).
+long double RadicandExtendedWithoutEps(long double var, long double) { return var; }
+float RadicandWithoutEps(float var, float, const FloatBoundary&, float (*)(float, const FloatBoundary&)) { return var; }
+
+// The store step is StoreAs (float16.h); mutant bn-f16-overflow-wraps: breaks binary16's overflow rule with
+// StoreAsWrappingF16Overflow beside it (the conversion without its overflow check: the exponent wraps).
 
 // x = (-1)^neg * m * 2^e exactly (finite x).
 struct Parts {
@@ -56,7 +83,8 @@ int64_t RoundQuotient(float a, float b1, float b2, RoundingMode mode) {
   const u128 twice = rem * 2;
   const bool above = twice > den, tie = twice == den;
   // On a tie: away from zero and to-even act on the magnitude; half_up moves toward +infinity.
-  if (above) ++magnitude;
+  if (above)
+    ++magnitude;
   else if (tie) {
     switch (mode) {
       case RoundingMode::half_away_from_zero: ++magnitude; break;
@@ -89,7 +117,8 @@ int8_t Code(int64_t v) { return static_cast<int8_t>(std::clamp<int64_t>(v, -127,
 int32_t Bias(int64_t v, BiasOverflow rule, int32_t k, std::string& refused) {
   if (v >= INT32_MIN && v <= INT32_MAX) return static_cast<int32_t>(v);
   if (rule == BiasOverflow::reject) {
-    if (refused.empty()) refused = "folded bias of channel " + std::to_string(k) + " is outside int32 (declared: reject)";
+    if (refused.empty())
+      refused = "folded bias of channel " + std::to_string(k) + " is outside int32 (declared: reject)";
     return 0;
   }
   return v > 0 ? INT32_MAX : INT32_MIN;
@@ -121,7 +150,7 @@ ConvCase Finish(const ConvCase& conv, std::vector<int8_t> codes, std::vector<flo
 }
 
 ConvCase FoldExtended(const ConvCase& conv, const BatchNormParams& bn, float eps, const BatchNormFold& fold,
-                      const FoldBugs& bugs, std::string& refused) {
+                      const FoldSteps& steps, std::string& refused) {
   using ld = long double;
   const int32_t channels = conv.output_channels();
   const size_t per_channel = conv.weight_elements() / static_cast<size_t>(channels);
@@ -129,7 +158,7 @@ ConvCase FoldExtended(const ConvCase& conv, const BatchNormParams& bn, float eps
   std::vector<ld> folded(conv.weight_elements()), bias(channels), wmax(channels, 0);
   for (int32_t k = 0; k < channels; ++k) {
     const ld sw = conv.weight_scales()[k];
-    const ld d = bugs.drop_eps ? ld(bn.var[k]) : ld(bn.var[k]) + ld(eps);
+    const ld d = steps.radicand_extended(ld(bn.var[k]), ld(eps));
     const ld kk = ld(bn.gamma[k]) / std::sqrt(d);
     for (size_t i = 0; i < per_channel; ++i) {
       const size_t at = k * per_channel + i;
@@ -143,7 +172,7 @@ ConvCase FoldExtended(const ConvCase& conv, const BatchNormParams& bn, float eps
   std::vector<int8_t> codes(conv.weight_elements());
   std::vector<int32_t> int_bias(channels);
   for (int32_t k = 0; k < channels; ++k) {
-    const ld m = (fold.weight_quant == WeightQuant::per_tensor || bugs.per_tensor) ? top : wmax[k];
+    const ld m = fold.weight_quant == WeightQuant::per_tensor ? top : wmax[k];
     scales[k] = m == 0 ? 1.0f : static_cast<float>(m / 127);
     for (size_t i = 0; i < per_channel; ++i) {
       const size_t at = k * per_channel + i;
@@ -153,79 +182,114 @@ ConvCase FoldExtended(const ConvCase& conv, const BatchNormParams& bn, float eps
   }
   return Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow, refused);
 }
-}  // namespace
 
-ConvCase FoldConvBatchNorm(const ConvCase& conv, const BatchNormParams& bn, float eps, const BatchNormFold& declared,
-                           const FoldBugs& bugs, std::string* refused_out) {
-  std::string refused;
-  BatchNormFold fold = declared;
-  if (bugs.f16_for_f32 && fold.precision == FoldPrecision::f32) fold.precision = FoldPrecision::f16;
-  if (bugs.bf16_truncate) fold.rounding = FloatRounding::toward_zero;
-  ConvCase out;
-  if (fold.precision == FoldPrecision::exact) {
-    out = FoldExtended(conv, bn, eps, fold, bugs, refused);
-  } else {
-    const FloatBoundary rules = fold_step_boundary(fold);
-    const bool wrap = bugs.f16_overflow_wraps;
-    // Each step: a binary32 operation, then stored in the fold precision.
-    const auto P = [&](float v) { return StoreAs(v, rules, wrap); };
-    const int32_t channels = conv.output_channels();
-    const size_t per_channel = conv.weight_elements() / static_cast<size_t>(channels);
-    std::vector<float> folded(conv.weight_elements()), bias(channels);
-    const float sx = conv.input_quant().scale;
-    for (int32_t k = 0; k < channels && refused.empty(); ++k) {
-      const float sw = conv.weight_scales()[k];
-      const float gamma = P(bn.gamma[k]), beta = P(bn.beta[k]), mean = P(bn.mean[k]), var = P(bn.var[k]), e = P(eps);
-      // The conv's dequantized bias as a float kernel forms it: fl32(b_int) * fl32(sx sw).
-      const float b = P(static_cast<float>(conv.bias()[k]) * (sx * sw));
-      const float root = P(std::sqrt(bugs.drop_eps ? var : P(var + e)));
-      float scale = 0;
-      switch (fold.formula) {
-        case FoldFormula::pytorch: {
-          const float r = P(1.0f / root);
-          scale = P(gamma * r);
-          bias[k] = P(P(P(P(b - mean) * r) * gamma) + beta);
-          break;
-        }
-        case FoldFormula::ort:
-          scale = P(gamma / root);
-          bias[k] = P(P(P(b - mean) * scale) + beta);
-          break;
-        case FoldFormula::tflite: {
-          const float r = P(1.0f / root);
-          scale = P(gamma * r);
-          bias[k] = P(P(b * scale) + P(beta - P(mean * scale)));
-          break;
-        }
+// The real folded weights and biases, every step a binary32 operation stored in the fold precision; `refused`
+// is set at the first channel that overflows.
+struct FloatFold {
+  std::vector<float> weights, bias;
+};
+
+FloatFold FoldFloatReals(const ConvCase& conv, const BatchNormParams& bn, float eps, const BatchNormFold& fold,
+                         const FoldSteps& steps, std::string& refused) {
+  const FloatBoundary rules = fold_step_boundary(fold);
+  // Each step: a binary32 operation, then stored in the fold precision.
+  const auto P = [&](float v) { return steps.store(v, rules); };
+  const int32_t channels = conv.output_channels();
+  const size_t per_channel = conv.weight_elements() / static_cast<size_t>(channels);
+  FloatFold f{std::vector<float>(conv.weight_elements()), std::vector<float>(channels)};
+  std::vector<float>&folded = f.weights, &bias = f.bias;
+  const float sx = conv.input_quant().scale;
+  for (int32_t k = 0; k < channels && refused.empty(); ++k) {
+    const float sw = conv.weight_scales()[k];
+    const float gamma = P(bn.gamma[k]), beta = P(bn.beta[k]), mean = P(bn.mean[k]), var = P(bn.var[k]), e = P(eps);
+    // The conv's dequantized bias as a float kernel forms it: fl32(b_int) * fl32(sx sw).
+    const float b = P(static_cast<float>(conv.bias()[k]) * (sx * sw));
+    const float root = P(std::sqrt(steps.radicand(var, e, rules, steps.store)));
+    float scale = 0;
+    switch (fold.formula) {
+      case FoldFormula::pytorch: {
+        const float r = P(1.0f / root);
+        scale = P(gamma * r);
+        bias[k] = P(P(P(P(b - mean) * r) * gamma) + beta);
+        break;
       }
+      case FoldFormula::ort:
+        scale = P(gamma / root);
+        bias[k] = P(P(P(b - mean) * scale) + beta);
+        break;
+      case FoldFormula::tflite: {
+        const float r = P(1.0f / root);
+        scale = P(gamma * r);
+        bias[k] = P(P(b * scale) + P(beta - P(mean * scale)));
+        break;
+      }
+    }
+    for (size_t i = 0; i < per_channel; ++i) {
+      const size_t at = k * per_channel + i;
+      folded[at] = P(P(static_cast<float>(conv.weights()[at]) * sw) * scale);
+      if (!std::isfinite(folded[at])) refused = "the fold overflowed at channel " + std::to_string(k);
+    }
+    if (!std::isfinite(bias[k]) || !std::isfinite(scale))
+      refused = "the fold overflowed at channel " + std::to_string(k);
+  }
+  return f;
+}
+
+// The float fold: the real folded values, then weight codes and bias rounded from exact integer quotients.
+ConvCase FoldFloat(const ConvCase& conv, const BatchNormParams& bn, float eps, const BatchNormFold& fold,
+                   const FoldSteps& steps, std::string& refused) {
+  const FloatFold reals = FoldFloatReals(conv, bn, eps, fold, steps, refused);
+  const int32_t channels = conv.output_channels();
+  const size_t per_channel = conv.weight_elements() / static_cast<size_t>(channels);
+  const float sx = conv.input_quant().scale;
+  std::vector<float> scales(channels, 1.0f);
+  std::vector<int8_t> codes(conv.weight_elements());
+  std::vector<int32_t> int_bias(channels);
+  if (refused.empty()) {
+    std::vector<float> wmax(channels, 0.0f);
+    for (int32_t k = 0; k < channels; ++k) {
+      for (size_t i = 0; i < per_channel; ++i)
+        wmax[k] = std::max(wmax[k], std::fabs(reals.weights[k * per_channel + i]));
+    }
+    const float top = *std::max_element(wmax.begin(), wmax.end());
+    for (int32_t k = 0; k < channels; ++k) {
+      const float m = fold.weight_quant == WeightQuant::per_tensor ? top : wmax[k];
+      scales[k] = m == 0.0f ? 1.0f : m / 127.0f;
       for (size_t i = 0; i < per_channel; ++i) {
         const size_t at = k * per_channel + i;
-        folded[at] = P(P(static_cast<float>(conv.weights()[at]) * sw) * scale);
-        if (!std::isfinite(folded[at])) refused = "the fold overflowed at channel " + std::to_string(k);
+        codes[at] = Code(RoundQuotient(reals.weights[at], scales[k], 1.0f, fold.weight_rounding));
       }
-      if (!std::isfinite(bias[k]) || !std::isfinite(scale)) refused = "the fold overflowed at channel " + std::to_string(k);
+      int_bias[k] =
+          Bias(RoundQuotient(reals.bias[k], sx, scales[k], fold.weight_rounding), fold.bias_overflow, k, refused);
     }
-    std::vector<float> scales(channels, 1.0f);
-    std::vector<int8_t> codes(conv.weight_elements());
-    std::vector<int32_t> int_bias(channels);
-    if (refused.empty()) {
-      std::vector<float> wmax(channels, 0.0f);
-      for (int32_t k = 0; k < channels; ++k) {
-        for (size_t i = 0; i < per_channel; ++i) wmax[k] = std::max(wmax[k], std::fabs(folded[k * per_channel + i]));
-      }
-      const float top = *std::max_element(wmax.begin(), wmax.end());
-      for (int32_t k = 0; k < channels; ++k) {
-        const float m = (fold.weight_quant == WeightQuant::per_tensor || bugs.per_tensor) ? top : wmax[k];
-        scales[k] = m == 0.0f ? 1.0f : m / 127.0f;
-        for (size_t i = 0; i < per_channel; ++i) {
-          const size_t at = k * per_channel + i;
-          codes[at] = Code(RoundQuotient(folded[at], scales[k], 1.0f, fold.weight_rounding));
-        }
-        int_bias[k] = Bias(RoundQuotient(bias[k], sx, scales[k], fold.weight_rounding), fold.bias_overflow, k, refused);
-      }
-    }
-    out = Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow, refused);
   }
+  return Finish(conv, std::move(codes), std::move(scales), std::move(int_bias), fold.bias_overflow, refused);
+}
+}  // namespace
+
+// The one place a fold mutant is chosen: the declared steps, with at most one replaced by the mutant's variant.
+FoldSteps FoldStepsOf(Mutant m) {
+  FoldSteps s{FoldAsDeclared, RadicandExtended, Radicand, StoreAs};
+  switch (m) {
+    case Mutant::bn_f16_for_f32: s.as_run = FoldInF16ForF32; break;
+    case Mutant::bn_bf16_truncate: s.as_run = FoldTruncating; break;
+    case Mutant::bn_per_tensor_for_per_channel: s.as_run = FoldPerTensor; break;
+    case Mutant::bn_drop_eps:
+      s.radicand_extended = RadicandExtendedWithoutEps;
+      s.radicand = RadicandWithoutEps;
+      break;
+    case Mutant::bn_f16_overflow_wraps: s.store = StoreAsWrappingF16Overflow; break;
+    default: break;
+  }
+  return s;
+}
+
+ConvCase FoldConvBatchNorm(const ConvCase& conv, const BatchNormParams& bn, float eps, const BatchNormFold& declared,
+                           const FoldSteps& steps, std::string* refused_out) {
+  std::string refused;
+  const BatchNormFold fold = steps.as_run(declared);
+  ConvCase out = fold.precision == FoldPrecision::exact ? FoldExtended(conv, bn, eps, fold, steps, refused)
+                                                        : FoldFloat(conv, bn, eps, fold, steps, refused);
   if (refused_out) *refused_out = refused;
   return out;
 }

@@ -1,6 +1,7 @@
 #include "fusediff/fused/float16.h"
 
 #include <bit>
+#include <optional>
 
 namespace fusediff::fused {
 
@@ -15,21 +16,19 @@ uint16_t F16Nan(uint32_t sign, uint32_t magnitude, NanRule rule) {
 }
 }  // namespace
 
-uint16_t ToF16Bits(float x, const FloatBoundary& rules, bool wrap_overflow) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint32_t sign = (bits >> 16) & 0x8000u;
-  const uint32_t u = bits & 0x7FFFFFFFu;
-  const bool nearest = rules.rounding == FloatRounding::nearest_even;
+namespace {
+
+// NaN, infinity and flushed subnormal inputs: their binary16 encoding, or nothing for a finite value to convert.
+std::optional<uint16_t> F16Special(uint32_t sign, uint32_t u, const FloatBoundary& rules) {
   if (u > 0x7F800000u) return F16Nan(sign, u, rules.nan);
   if (u == 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u);
   if (u < 0x00800000u && rules.subnormals == SubnormalInputs::flush_inputs) return static_cast<uint16_t>(sign);
-  // 65520 (0x477FF000) is the midpoint between 65504 and 2^16: nearest even rounds it and above to infinity;
-  // toward zero keeps everything below 2^16 (0x47800000) at 65504 and beyond as well.
-  if (!wrap_overflow && u >= (nearest ? 0x477FF000u : 0x47800000u)) {
-    const bool saturate = rules.overflow == FloatOverflow::saturate || !nearest;
-    return static_cast<uint16_t>(sign | (saturate ? 0x7BFFu : 0x7C00u));
-  }
-  if (!wrap_overflow && !nearest && u >= 0x477FE000u) return static_cast<uint16_t>(sign | 0x7BFFu);
+  return std::nullopt;
+}
+
+// A finite magnitude u (binary32 bits) rounded into binary16 bits, without an overflow check: beyond 65504 the
+// rebiased exponent wraps within its mask.
+uint16_t F16Rounded(uint32_t sign, uint32_t u, bool nearest) {
   if (u < 0x38800000u) {  // below 2^-14: a binary16 subnormal (quantum 2^-24) or zero
     if (u <= 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25: rounds to 0 (2^-25 is a tie to even 0)
     const uint32_t e = u >> 23;
@@ -45,9 +44,36 @@ uint16_t ToF16Bits(float x, const FloatBoundary& rules, bool wrap_overflow) {
   const uint32_t rem = u & 0x1FFFu;
   if (nearest && (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))) ++h;
   h &= 0x7FFFu;
-  // Unchecked, a wrapped exponent of all ones would read as inf/NaN; the bug's value wraps past it instead.
-  if (wrap_overflow && (h & 0x7C00u) == 0x7C00u) h &= ~0x4000u;
   return static_cast<uint16_t>(sign | h);
+}
+
+}  // namespace
+
+uint16_t ToF16Bits(float x, const FloatBoundary& rules) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const uint32_t u = bits & 0x7FFFFFFFu;
+  const bool nearest = rules.rounding == FloatRounding::nearest_even;
+  if (const std::optional<uint16_t> special = F16Special(sign, u, rules)) return *special;
+  // 65520 (0x477FF000) is the midpoint between 65504 and 2^16: nearest even rounds it and above to infinity;
+  // toward zero keeps everything below 2^16 (0x47800000) at 65504 and beyond as well.
+  if (u >= (nearest ? 0x477FF000u : 0x47800000u)) {
+    const bool saturate = rules.overflow == FloatOverflow::saturate || !nearest;
+    return static_cast<uint16_t>(sign | (saturate ? 0x7BFFu : 0x7C00u));
+  }
+  if (!nearest && u >= 0x477FE000u) return static_cast<uint16_t>(sign | 0x7BFFu);
+  return F16Rounded(sign, u, nearest);
+}
+
+uint16_t ToF16BitsWrappingOverflow(float x, const FloatBoundary& rules) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const uint32_t u = bits & 0x7FFFFFFFu;
+  if (const std::optional<uint16_t> special = F16Special(sign, u, rules)) return *special;
+  uint16_t h = F16Rounded(sign, u, rules.rounding == FloatRounding::nearest_even);
+  // Unchecked, a wrapped exponent of all ones would read as inf/NaN; the bug's value wraps past it instead.
+  if ((h & 0x7C00u) == 0x7C00u) h = static_cast<uint16_t>(h & ~0x4000u);
+  return h;
 }
 
 uint16_t ToBf16Bits(float x, const FloatBoundary& rules) {
@@ -66,7 +92,8 @@ uint16_t ToBf16Bits(float x, const FloatBoundary& rules) {
   if (rules.rounding == FloatRounding::toward_zero) return static_cast<uint16_t>(bits >> 16);
   bits += 0x7FFFu + ((bits >> 16) & 1u);  // round half to even into the upper half; may carry into infinity
   uint16_t h = static_cast<uint16_t>(bits >> 16);
-  if ((h & 0x7FFFu) == 0x7F80u && rules.overflow == FloatOverflow::saturate) h = static_cast<uint16_t>((h & 0x8000u) | 0x7F7Fu);
+  if ((h & 0x7FFFu) == 0x7F80u && rules.overflow == FloatOverflow::saturate)
+    h = static_cast<uint16_t>((h & 0x8000u) | 0x7F7Fu);
   return h;
 }
 
@@ -85,7 +112,7 @@ float FromF16Bits(uint16_t h) {
 
 float FromBf16Bits(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
-float StoreAs(float x, const FloatBoundary& rules, bool wrap_overflow) {
+float StoreAs(float x, const FloatBoundary& rules) {
   switch (rules.format) {
     case FloatFormat::f32: {
       const uint32_t bits = std::bit_cast<uint32_t>(x);
@@ -94,10 +121,15 @@ float StoreAs(float x, const FloatBoundary& rules, bool wrap_overflow) {
       }
       return x;
     }
-    case FloatFormat::f16: return FromF16Bits(ToF16Bits(x, rules, wrap_overflow));
+    case FloatFormat::f16: return FromF16Bits(ToF16Bits(x, rules));
     case FloatFormat::bf16: return FromBf16Bits(ToBf16Bits(x, rules));
   }
   return x;
+}
+
+float StoreAsWrappingF16Overflow(float x, const FloatBoundary& rules) {
+  if (rules.format == FloatFormat::f16) return FromF16Bits(ToF16BitsWrappingOverflow(x, rules));
+  return StoreAs(x, rules);
 }
 
 }  // namespace fusediff::fused

@@ -53,6 +53,7 @@ struct PatternKernel::Impl {
   const Stage* fc_stage = nullptr;
   const Stage* bn_stage = nullptr;
   FoldScale fold_scale = FoldScaleOwn;
+  FoldSteps bn_fold_steps = FoldStepsOf(Mutant::none);
 
   // Every element of the producer: accumulators and u codes, and the u table's outputs.
   struct ProducerOut {
@@ -182,14 +183,13 @@ bool PatternKernel::Impl::RunFolded(const PatternDraw& draw, std::span<int32_t> 
   return true;
 }
 
-// conv2d+batchnorm+act: fold (declared; a fold mutant's bugs are the fold's variant), quantize, the int conv and
-// the table over u.
+// conv2d+batchnorm+act: fold (by the fold's steps: declared, or a fold mutant's variant of one), quantize, the int conv
+// and the table over u.
 bool PatternKernel::Impl::RunBatchNormFold(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) const {
   const BatchNormParams& bn = draw.operands(spec.pattern, StageKind::batchnorm).bn;
   validate(bn, static_cast<size_t>(draw.conv.output_channels()), bn_stage->bn_eps, "pattern draw: batchnorm");
   std::string why;
-  const ConvCase folded =
-      FoldConvBatchNorm(draw.conv, bn, bn_stage->bn_eps, bn_stage->bn_fold, FoldBugsOf(spec.mutant), &why);
+  const ConvCase folded = FoldConvBatchNorm(draw.conv, bn, bn_stage->bn_eps, bn_stage->bn_fold, bn_fold_steps, &why);
   if (!why.empty()) {
     if (rejected) *rejected = why;
     return false;
@@ -244,6 +244,7 @@ std::string PatternKernel::Impl::SelectPlan() {
   const Mutant m = spec.mutant;
   if (bn_stage) {
     plan = m == Mutant::bn_after_activation ? &Impl::RunBatchNormAfterActivation : &Impl::RunBatchNormFold;
+    bn_fold_steps = FoldStepsOf(m);
     return {};
   }
   if (spec.fusion == Fusion::fold || m == Mutant::fold_across_activation || m == Mutant::fc_fold_first_layer_scale) {

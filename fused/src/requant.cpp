@@ -47,10 +47,8 @@ unsigned __int128 RoundQuotientMagnitude(unsigned __int128 num, unsigned __int12
   if (twice_remainder < den) return quotient;
   if (twice_remainder > den) return quotient + 1;
   switch (mode) {  // exact tie
-    case RoundingMode::half_away_from_zero:
-      return quotient + 1;
-    case RoundingMode::half_to_even:
-      return quotient + (quotient & 1);
+    case RoundingMode::half_away_from_zero: return quotient + 1;
+    case RoundingMode::half_to_even: return quotient + (quotient & 1);
     case RoundingMode::half_up:  // toward +infinity: up in magnitude only for a positive value
       return negative ? quotient : quotient + 1;
   }
@@ -104,7 +102,7 @@ int64_t RequantizeExact(int32_t acc, const ChannelRequant& c, RoundingMode mode)
   const bool negative = acc < 0;
   const unsigned __int128 magnitude =
       static_cast<unsigned __int128>(negative ? -static_cast<int64_t>(acc) : static_cast<int64_t>(acc)) *
-      static_cast<unsigned __int128>(c.scale_significand);  // < 2^79
+      static_cast<unsigned __int128>(c.scale_significand);                                  // < 2^79
   const unsigned __int128 divisor = static_cast<unsigned __int128>(c.divisor_significand);  // < 2^24
   unsigned __int128 rounded = 0;
   if (c.scale_exponent >= 0) {
@@ -121,9 +119,8 @@ int64_t RequantizeExact(int32_t acc, const ChannelRequant& c, RoundingMode mode)
     if (right > 100) return 0;
     rounded = RoundQuotientMagnitude(magnitude, divisor << right, negative, mode);
   }
-  const int64_t clamped = rounded > static_cast<unsigned __int128>(kHugeMagnitude)
-                              ? kHugeMagnitude
-                              : static_cast<int64_t>(rounded);
+  const int64_t clamped =
+      rounded > static_cast<unsigned __int128>(kHugeMagnitude) ? kHugeMagnitude : static_cast<int64_t>(rounded);
   return negative ? -clamped : clamped;
 }
 
@@ -141,25 +138,52 @@ int64_t RequantizeF32HalfEven(int32_t acc, const ChannelRequant& c, float offset
   return static_cast<int64_t>(rounded);
 }
 
-// Mutant requant-truncate, double rounding: SaturatingRoundingDoublingHighMul, then an arithmetic shift right
-// (floor) where RoundingDivideByPOT belongs.
-int32_t MultiplyByQuantizedMultiplierTruncatingShift(int32_t x, int32_t quantized_multiplier, int shift) {
-  const int left_shift = shift > 0 ? shift : 0;
-  const int right_shift = shift > 0 ? 0 : -shift;
-  const int64_t widened = static_cast<int64_t>(x) * (int64_t{1} << std::min(left_shift, 32));
+// The declared scaling of each variant: acc -> the code before narrowing (the scaled value + zu). |scaled| <= 2^40
+// and |zu| < 2^16: every sum is exact in int64.
+int64_t ScaleDoubleRounding(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  return int64_t{MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift)} + u.q.zero_point;
+}
+
+int64_t ScaleSingleRounding(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  return int64_t{MultiplyByQuantizedMultiplierSingleRounding(acc, c.multiplier_q31, c.shift)} + u.q.zero_point;
+}
+
+int64_t ScaleF32HalfEven(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  return RequantizeF32HalfEven(acc, c, 0.0f) + u.q.zero_point;
+}
+
+// The zero point goes into the float before the one rounding; the result is already a code.
+int64_t ScaleF32ZeroPointFirst(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  return RequantizeF32HalfEven(acc, c, static_cast<float>(u.q.zero_point));
+}
+
+int64_t ScaleExact(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  return RequantizeExact(acc, c, u.rounding) + u.q.zero_point;
+}
+
+// Mutant requant-truncate, double rounding: breaks RoundingDivideByPOT's rounding (half away from zero) of the
+// second step; SaturatingRoundingDoublingHighMul, then an arithmetic shift right (floor).
+int64_t ScaleDoubleRoundingTruncatingShift(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  const int left_shift = c.shift > 0 ? c.shift : 0;
+  const int right_shift = c.shift > 0 ? 0 : -c.shift;
+  const int64_t widened = static_cast<int64_t>(acc) * (int64_t{1} << std::min(left_shift, 32));
   const int32_t x_shifted = static_cast<int32_t>(std::clamp<int64_t>(widened, INT32_MIN, INT32_MAX));
-  return SaturatingRoundingDoublingHighMul(x_shifted, quantized_multiplier) >> right_shift;
+  return int64_t{SaturatingRoundingDoublingHighMul(x_shifted, c.multiplier_q31) >> right_shift} + u.q.zero_point;
 }
 
-// Mutant requant-truncate, single rounding: (x * m) >> t without the + 2^(t-1) rounding term (floor).
-int32_t MultiplyByQuantizedMultiplierSingleTruncating(int32_t x, int32_t quantized_multiplier, int shift) {
-  const int total_shift = 31 - shift;
-  const int64_t scaled = (static_cast<int64_t>(x) * quantized_multiplier) >> total_shift;
-  return static_cast<int32_t>(std::clamp<int64_t>(scaled, INT32_MIN, INT32_MAX));
+// Mutant requant-truncate, single rounding: breaks the one rounding (half up) of (x * m) >> t: no + 2^(t-1) term
+// (floor).
+int64_t ScaleSingleTruncating(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) {
+  const int total_shift = 31 - c.shift;
+  const int64_t scaled = (static_cast<int64_t>(acc) * c.multiplier_q31) >> total_shift;
+  return std::clamp<int64_t>(scaled, INT32_MIN, INT32_MAX) + u.q.zero_point;
 }
 
-// Mutant no-intermediate-saturation: the code wraps modulo 2^bits into the type's two's-complement (or unsigned)
-// range, then the narrow range's missing code clamps.
+// Mutant requant-double-for-single is ScaleDoubleRounding where single_rounding is declared: it breaks the one
+// rounding of acc * M by rounding twice (selected in SelectRequantizer, no function of its own).
+
+// Mutant no-intermediate-saturation: breaks u's saturation; the code wraps modulo 2^bits into the type's
+// two's-complement (or unsigned) range, then the narrow range's missing code clamps.
 int32_t WrapToType(int64_t v, const QuantType& type) {
   const int64_t modulus = int64_t{1} << type.bits();
   const int64_t low = type.scalar == ScalarType::uint8 ? 0 : -(modulus / 2);
@@ -167,44 +191,35 @@ int32_t WrapToType(int64_t v, const QuantType& type) {
   return SaturateToType(wrapped, type);
 }
 
+Requantizer::Scale DeclaredScale(RequantVariant variant) {
+  switch (variant) {
+    case RequantVariant::double_rounding: return ScaleDoubleRounding;
+    case RequantVariant::single_rounding: return ScaleSingleRounding;
+    case RequantVariant::f32_half_even: return ScaleF32HalfEven;
+    case RequantVariant::f32_zero_point_first: return ScaleF32ZeroPointFirst;
+    case RequantVariant::exact: return ScaleExact;
+  }
+  return ScaleExact;
+}
+
 }  // namespace
 
-// acc -> u for one channel: the variant's scaling, then + zu, saturated to the intermediate type.
-int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention& convention, Mutant mutant) {
-  int64_t scaled = 0;
-  switch (convention.requant) {
-    case RequantVariant::double_rounding:
-      scaled = mutant == Mutant::requant_truncate
-                   ? MultiplyByQuantizedMultiplierTruncatingShift(acc, c.multiplier_q31, c.shift)
-                   : MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift);
+// The one place a requantization mutant is chosen: the declared variant's scaling saturated into u, or the mutant's
+// variant of one step. A mutant that does not apply to the variant leaves it as declared.
+Requantizer SelectRequantizer(RequantVariant variant, Mutant mutant) {
+  Requantizer r{DeclaredScale(variant), SaturateToType};
+  switch (mutant) {
+    case Mutant::requant_truncate:
+      if (variant == RequantVariant::double_rounding) r.scale = ScaleDoubleRoundingTruncatingShift;
+      if (variant == RequantVariant::single_rounding) r.scale = ScaleSingleTruncating;
       break;
-    case RequantVariant::single_rounding:
-      if (mutant == Mutant::requant_double_for_single) {
-        scaled = MultiplyByQuantizedMultiplierDoubleRounding(acc, c.multiplier_q31, c.shift);
-      } else if (mutant == Mutant::requant_truncate) {
-        scaled = MultiplyByQuantizedMultiplierSingleTruncating(acc, c.multiplier_q31, c.shift);
-      } else {
-        scaled = MultiplyByQuantizedMultiplierSingleRounding(acc, c.multiplier_q31, c.shift);
-      }
+    case Mutant::requant_double_for_single:
+      if (variant == RequantVariant::single_rounding) r.scale = ScaleDoubleRounding;
       break;
-    case RequantVariant::f32_half_even:
-      scaled = RequantizeF32HalfEven(acc, c, 0.0f);
-      break;
-    case RequantVariant::f32_zero_point_first: {
-      // The zero point goes into the float before the one rounding; the result is already a code.
-      const int64_t code = RequantizeF32HalfEven(acc, c, static_cast<float>(convention.intermediate.q.zero_point));
-      if (mutant == Mutant::no_intermediate_saturation) return WrapToType(code, convention.intermediate.q.type);
-      return SaturateToType(code, convention.intermediate.q.type);
-    }
-    case RequantVariant::exact:
-      scaled = RequantizeExact(acc, c, convention.intermediate.rounding);
-      break;
+    case Mutant::no_intermediate_saturation: r.narrow = WrapToType; break;
+    default: break;
   }
-  // |scaled| <= 2^40 and |zu| < 2^16: the sum is exact in int64.
-  if (mutant == Mutant::no_intermediate_saturation) {
-    return WrapToType(scaled + convention.intermediate.q.zero_point, convention.intermediate.q.type);
-  }
-  return SaturateToType(scaled + convention.intermediate.q.zero_point, convention.intermediate.q.type);
+  return r;
 }
 
 std::vector<ChannelRequant> PrepareChannels(const ConvCase& conv, const Convention& convention) {

@@ -1,7 +1,7 @@
 #pragma once
 // Requantization of the built-in fused path (internal to fusediff_fused): accumulator -> intermediate code per
-// output channel by the declared variant (fixedpoint.h primitives, f32, or exact), with the requantization
-// mutants (model/mutants.h). No I/O.
+// output channel by the declared variant (fixedpoint.h primitives, f32, or exact); the requantization mutants
+// (model/mutants.h) are variants of its steps, beside them in requant.cpp. No I/O.
 #include <cstdint>
 #include <vector>
 
@@ -31,8 +31,19 @@ ChannelRequant PrepareChannel(RequantVariant variant, float sx, float sw, float 
 // PrepareChannel for every output channel of `conv` under `convention`'s variant and intermediate scale.
 std::vector<ChannelRequant> PrepareChannels(const ConvCase& conv, const Convention& convention);
 
-// acc -> u for one channel: the variant's scaling, then + zu, saturated to the intermediate type.
-// Of the mutants, requant-truncate, requant-double-for-single and no-intermediate-saturation change it.
-int32_t RequantizeChannel(int32_t acc, const ChannelRequant& c, const Convention& convention, Mutant mutant);
+// acc -> u for one channel, in two steps chosen once per kernel: `scale`, the variant's scaling plus zu (the code
+// before narrowing), then `narrow` into the intermediate type (saturation).
+struct Requantizer {
+  using Scale = int64_t (*)(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u);
+  using Narrow = int32_t (*)(int64_t code, const QuantType& type);
+  Scale scale;
+  Narrow narrow;
+  int32_t operator()(int32_t acc, const ChannelRequant& c, const IntermediateSpec& u) const {
+    return narrow(scale(acc, c, u), u.q.type);
+  }
+};
+// The declared variant's steps, or a requantization mutant's variant of one (requant-truncate,
+// requant-double-for-single, no-intermediate-saturation); every other mutant leaves them as declared.
+Requantizer SelectRequantizer(RequantVariant variant, Mutant mutant);
 
 }  // namespace fusediff::fused

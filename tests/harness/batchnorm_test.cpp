@@ -54,7 +54,8 @@ TEST(BatchNormFold, FusedFoldEqualsReferenceEmulation) {
             fold.overflow = variant == 1 ? FloatOverflow::infinity : FloatOverflow::saturate;
             const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold);
             std::string why;
-            const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+            const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold,
+                                                            fused::FoldStepsOf(Mutant::none), &why);
             ASSERT_EQ(ref.refused.empty(), why.empty()) << ref.refused << " | " << why;
             if (!why.empty()) {
               ++refused;
@@ -77,14 +78,16 @@ TEST(BatchNormFold, FusedFoldEqualsReferenceEmulation) {
 TEST(BatchNormFold, ExtendedPrecisionFoldEqualsExactFold) {
   for (BnRegime regime : {BnRegime::benign, BnRegime::tiny_variance, BnRegime::large_gamma, BnRegime::large_mean}) {
     for (uint32_t draw = 0; draw < 8; ++draw) {
-      const PatternDraw d = generators::GeneratePatternDraw(3, 5, draw, BatchNormPattern(regime), GeluConvention(), RegionMix{});
+      const PatternDraw d =
+          generators::GeneratePatternDraw(3, 5, draw, BatchNormPattern(regime), GeluConvention(), RegionMix{});
       for (WeightQuant quant : {WeightQuant::per_tensor, WeightQuant::per_channel}) {
         BatchNormFold fold;
         fold.precision = FoldPrecision::exact;
         fold.weight_quant = quant;
         const reference::FoldedConv ref = reference::FoldBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold);
         std::string why;
-        const ConvCase fused = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+        const ConvCase fused =
+            fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(Mutant::none), &why);
         ASSERT_TRUE(ref.refused.empty() && why.empty());
         ASSERT_EQ(ref.conv.weight_scales(), fused.weight_scales());
         ASSERT_EQ(ref.conv.bias(), fused.bias());
@@ -95,15 +98,18 @@ TEST(BatchNormFold, ExtendedPrecisionFoldEqualsExactFold) {
 }
 
 // Every mutant of the fold changes the folded conv somewhere in its space.
-TEST(BatchNormFold, FoldBugsChangeTheFold) {
-  const PatternDraw d = generators::GeneratePatternDraw(1, 2, 0, BatchNormPattern(BnRegime::tiny_variance), GeluConvention(), RegionMix{});
+TEST(BatchNormFold, FoldMutantsChangeTheFold) {
+  const PatternDraw d = generators::GeneratePatternDraw(1, 2, 0, BatchNormPattern(BnRegime::tiny_variance),
+                                                        GeluConvention(), RegionMix{});
   BatchNormFold fold;
   fold.precision = FoldPrecision::f32;
   std::string why;
-  const ConvCase good = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugs{}, &why);
+  const ConvCase good =
+      fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(Mutant::none), &why);
   for (Mutant m : {Mutant::bn_drop_eps, Mutant::bn_f16_for_f32, Mutant::bn_per_tensor_for_per_channel}) {
-    const ConvCase bad = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldBugsOf(m), &why);
-    EXPECT_TRUE(bad.weights() != good.weights() || bad.bias() != good.bias() || bad.weight_scales() != good.weight_scales())
+    const ConvCase bad = fused::FoldConvBatchNorm(d.conv, d.stages.at(0).bn, 1e-5f, fold, fused::FoldStepsOf(m), &why);
+    EXPECT_TRUE(bad.weights() != good.weights() || bad.bias() != good.bias() ||
+                bad.weight_scales() != good.weight_scales())
         << to_string(m);
   }
 }
@@ -122,8 +128,10 @@ TEST(BatchNormFold, KernelConversionsEqualReference) {
           const FloatBoundary f16{FloatFormat::f16, r, o, s, n}, bf16{FloatFormat::bf16, r, o, s, n};
           for (uint32_t b : patterns) {
             const float x = std::bit_cast<float>(b);
-            ASSERT_EQ(fused::ToF16Bits(x, f16), reference::F32ToF16Bits(x, f16)) << std::hex << b << " " << format_float_boundary(f16);
-            ASSERT_EQ(fused::ToBf16Bits(x, bf16), reference::F32ToBf16Bits(x, bf16)) << std::hex << b << " " << format_float_boundary(bf16);
+            ASSERT_EQ(fused::ToF16Bits(x, f16), reference::F32ToF16Bits(x, f16))
+                << std::hex << b << " " << format_float_boundary(f16);
+            ASSERT_EQ(fused::ToBf16Bits(x, bf16), reference::F32ToBf16Bits(x, bf16))
+                << std::hex << b << " " << format_float_boundary(bf16);
           }
         }
       }
@@ -132,6 +140,26 @@ TEST(BatchNormFold, KernelConversionsEqualReference) {
   for (uint32_t h = 0; h < 65536; ++h) {
     ASSERT_EQ(std::bit_cast<uint32_t>(fused::FromF16Bits(static_cast<uint16_t>(h))),
               std::bit_cast<uint32_t>(reference::F16BitsToF32(static_cast<uint16_t>(h))));
+  }
+}
+
+// The mutant bn-f16-overflow-wraps's conversion is the checked one wherever binary16 does not overflow (every rule),
+// and wraps where it does: 2^16 reads back as 1.0 instead of infinity or 65504.
+TEST(BatchNormFold, WrappingF16ConversionDiffersOnlyPastTheOverflowEdge) {
+  std::mt19937 rng(11);
+  for (FloatRounding r : {FloatRounding::nearest_even, FloatRounding::toward_zero}) {
+    for (FloatOverflow o : {FloatOverflow::infinity, FloatOverflow::saturate}) {
+      const FloatBoundary f16{FloatFormat::f16, r, o, SubnormalInputs::keep, NanRule::quiet_payload};
+      for (int i = 0; i < 1 << 18; ++i) {
+        const uint32_t b = rng();
+        const uint32_t u = b & 0x7FFFFFFFu;
+        if (u >= 0x477FE000u && u <= 0x7F800000u) continue;  // at or past 65504 (finite or infinite): may overflow
+        const float x = std::bit_cast<float>(b);
+        ASSERT_EQ(fused::ToF16BitsWrappingOverflow(x, f16), fused::ToF16Bits(x, f16)) << std::hex << b;
+      }
+      EXPECT_EQ(fused::ToF16BitsWrappingOverflow(65536.0f, f16), 0x3C00u);
+      EXPECT_NE(fused::ToF16Bits(65536.0f, f16), 0x3C00u);
+    }
   }
 }
 
@@ -159,9 +187,15 @@ TEST(BatchNormGraph, ExactTieAndIrrationalNeighbour) {
 // 16 (a tie to even), so b - mean = 0 and the folded bias loses kk * 2^-7 = 0.3123: 10 LSB of u.
 TEST(BatchNormFold, WorkedExample) {
   ConvCase conv;
-  conv.batch(1).input_size(1, 1).input_channels(1).output_channels(1).kernel_size(1, 1)
+  conv.batch(1)
+      .input_size(1, 1)
+      .input_channels(1)
+      .output_channels(1)
+      .kernel_size(1, 1)
       .input_quant(QuantParams{QuantType{ScalarType::int8, false}, 0x1p-6f, 0})
-      .weight_scales({0x1p-10f}).weights({64}).bias({(1 << 20) + (1 << 9)});
+      .weight_scales({0x1p-10f})
+      .weights({64})
+      .bias({(1 << 20) + (1 << 9)});
   const BatchNormParams bn{{4.0f}, {0.5f}, {16.0f}, {0.01f}};
   BatchNormFold fold;
   fold.precision = FoldPrecision::f32;
@@ -185,9 +219,11 @@ TEST(BatchNormFold, WorkedExample) {
 // The generators' regimes: parameters where docs/batchnorm.md says, the conv valid, with coverage of the eps-dominated
 // and large-accumulator draws.
 RC_GTEST_PROP(BatchNormGenerator, RegimesDrawWhatTheyClaim, ()) {
-  const auto regime = *rc::gen::element(BnRegime::benign, BnRegime::tiny_variance, BnRegime::large_gamma, BnRegime::large_mean);
+  const auto regime =
+      *rc::gen::element(BnRegime::benign, BnRegime::tiny_variance, BnRegime::large_gamma, BnRegime::large_mean);
   const uint32_t draw = *rc::gen::inRange<uint32_t>(0, 1000);
-  const PatternDraw d = generators::GeneratePatternDraw(11, 17, draw, BatchNormPattern(regime), GeluConvention(), RegionMix{});
+  const PatternDraw d =
+      generators::GeneratePatternDraw(11, 17, draw, BatchNormPattern(regime), GeluConvention(), RegionMix{});
   d.conv.validate();
   validate(d.stages.at(0).bn, static_cast<size_t>(d.conv.output_channels()), 1e-5f, "draw");
   RC_TAG(std::string(to_string(regime)));
@@ -202,12 +238,8 @@ RC_GTEST_PROP(BatchNormGenerator, RegimesDrawWhatTheyClaim, ()) {
         RC_ASSERT(gamma >= 0.5 && gamma <= 2.0);
         RC_ASSERT(var >= 0.0999 && var <= 1.0001);
         break;
-      case BnRegime::tiny_variance:
-        RC_ASSERT(var >= 0.99e-8 && var <= 1.01e-2);
-        break;
-      case BnRegime::large_gamma:
-        RC_ASSERT(gamma >= 9.99 && gamma <= 1000.1);
-        break;
+      case BnRegime::tiny_variance: RC_ASSERT(var >= 0.99e-8 && var <= 1.01e-2); break;
+      case BnRegime::large_gamma: RC_ASSERT(gamma >= 9.99 && gamma <= 1000.1); break;
     }
   }
   RC_CLASSIFY(eps_dominated, "eps-dominated variance");

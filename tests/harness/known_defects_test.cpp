@@ -18,7 +18,7 @@
 namespace fusediff {
 namespace {
 
-// Rules as a backend registers its own (Backend::DefectRules): one per parameter shape the file reader checks.
+// Rules as a backend registers its own (DefectRules, model/backend.h): one per parameter shape the file reader checks.
 const bool kRulesRegistered = [] {
   const auto any = [](const KnownDefect&, const ConvCase&, const DefectCallAttributes&) { return true; };
   RegisterDefectRule({"test_registers_rule", {"registers"}, false, any});

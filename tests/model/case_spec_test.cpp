@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "../support/example_case.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/errors.h"
@@ -7,19 +8,10 @@
 namespace fusediff {
 namespace {
 
-CaseSpec Example() {
-  CaseSpec s;
-  s.name = "gelu_erf.int8.lut.conv";
-  s.convention.activation = make_activation(ActivationKind::gelu_erf);
-  s.convention.intermediate.q = QuantParams{QuantType{ScalarType::int8}, 0.0470588244f, -1};
-  s.convention.output.q = QuantParams{QuantType{ScalarType::int8, true}, 0.0242352933f, -121};
-  s.convention.output.zero_point_order = ZeroPointOrder::before_rounding;
-  s.mutant = Mutant::use_output_scale;
-  return s;
-}
+using test_support::ExampleCase;
 
 TEST(Replay, FormatThenParseIsIdentity) {
-  const ReplayKey key{42, 123456, Example(), std::nullopt};
+  const ReplayKey key{42, 123456, ExampleCase(), std::nullopt};
   const std::string text = format_replay(key);
   const ReplayKey back = parse_replay(text);
   EXPECT_EQ(back.seed, 42u);
@@ -32,7 +24,7 @@ TEST(Replay, FormatThenParseIsIdentity) {
 
 TEST(Replay, BadStringsNameTheField) {
   EXPECT_THROW(parse_replay("hello"), InputError);
-  const std::string good = format_replay(ReplayKey{1, 2, Example(), std::nullopt});
+  const std::string good = format_replay(ReplayKey{1, 2, ExampleCase(), std::nullopt});
   try {
     std::string bad = good;
     bad.replace(bad.find("act=gelu_erf"), 12, "act=gelu_xx");
@@ -67,7 +59,8 @@ TEST(FusedPath, NameAndParseRoundTrip) {
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("replay.fused: unknown fused path 'builtin' (expected lut, lut_interp, pwl"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   read_fused_path("elsewhere", s);
   EXPECT_EQ(fused_path_name(s), "elsewhere");
@@ -77,7 +70,7 @@ TEST(FusedPath, NameAndParseRoundTrip) {
 }
 
 TEST(CaseStream, DependsOnConventionNotOnNameOrMutant) {
-  CaseSpec a = Example(), b = Example();
+  CaseSpec a = ExampleCase(), b = ExampleCase();
   b.name = "other";
   b.mutant = Mutant::none;
   b.samples = 5;

@@ -7,23 +7,13 @@
 
 #include <stdexcept>
 
+#include "../support/row_deconv.h"
 #include "fusediff/model/errors.h"
 
 namespace fusediff {
 namespace {
 
-const QuantType kUint8{ScalarType::uint8, false};
-
-// A ConvTranspose2D of one row: iw inputs, kernel 1 x kw, stride 1 x sw, padding pl left and right, output padding
-// opw, oc output channels.
-ConvCase Deconv(int32_t iw, int32_t kw, int32_t sw, int32_t pl, int32_t opw, int32_t oc = 1) {
-  ConvCase conv;
-  conv.op(ConvOp::conv_transpose2d).output_padding(0, opw).padding(0, pl, 0, pl);
-  conv.batch(1).input_size(1, iw).input_channels(1).output_channels(oc).kernel_size(1, kw).stride(1, sw);
-  conv.input_quant(QuantParams{kUint8, 1.0f, 3}).weight_scales(std::vector<float>(static_cast<size_t>(oc), 1.0f));
-  conv.weights(std::vector<int8_t>(static_cast<size_t>(oc * kw), 1)).bias(std::vector<int32_t>(static_cast<size_t>(oc), 0));
-  return conv;
-}
+using test_support::RowDeconv;
 
 KnownDefect Entry(std::string rule, std::string model) {
   KnownDefect d;
@@ -85,7 +75,7 @@ TEST(KnownDefects, ValueCheckExplainsOnlyTheModelsValue) {
 }
 
 TEST(KnownDefects, ModelSkipsTheLastInputColumnsTaps) {
-  ConvCase conv = Deconv(3, 2, 2, 0, 1);
+  ConvCase conv = RowDeconv(3, 2, 2, 0, 1);
   conv.batch(2).input_size(2, 3).input_channels(2);
   std::vector<int32_t> input(conv.input_elements());
   for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<int32_t>(10 + i);
@@ -110,11 +100,11 @@ TEST(KnownDefects, SourceAsPassedReadsTheSourceTheLibrarySaw) {
   KnownDefect d = Entry("source_as_passed", "int16_pairs_per_tap");
   d.source = ScalarType::uint8;
   d.op = ConvOp::conv_transpose2d;
-  EXPECT_TRUE(draw_meets_rule(d, Deconv(3, 2, 2, 0, 1)));
+  EXPECT_TRUE(draw_meets_rule(d, RowDeconv(3, 2, 2, 0, 1)));
   DefectCallAttributes s8;
   s8.source_type = ScalarType::int8;
-  EXPECT_FALSE(draw_meets_rule(d, Deconv(3, 2, 2, 0, 1), s8));
-  ConvCase conv = Deconv(3, 2, 2, 0, 0);
+  EXPECT_FALSE(draw_meets_rule(d, RowDeconv(3, 2, 2, 0, 1), s8));
+  ConvCase conv = RowDeconv(3, 2, 2, 0, 0);
   conv.op(ConvOp::conv2d);
   EXPECT_FALSE(draw_meets_rule(d, conv));
 }
@@ -135,7 +125,7 @@ TEST(KnownDefects, TheRegistryNamesWhatItKnowsAndRefusesTwins) {
   RegisterDefectRule({"model_test_rule", {}, false, [](const KnownDefect&, const ConvCase&, const DefectCallAttributes&) {
                         return true;
                       }});
-  EXPECT_TRUE(draw_meets_rule(Entry("model_test_rule", "halved_weights"), Deconv(3, 2, 2, 0, 0)));
+  EXPECT_TRUE(draw_meets_rule(Entry("model_test_rule", "halved_weights"), RowDeconv(3, 2, 2, 0, 0)));
 }
 
 }  // namespace

@@ -5,38 +5,30 @@
 #include "fusediff/model/backend.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/errors.h"
+#include "../support/example_case.h"
 
 namespace fusediff {
 namespace {
 
-CaseSpec Example() {
-  CaseSpec s;
-  s.name = "gelu_erf.int8.lut.conv";
-  s.convention.activation = make_activation(ActivationKind::gelu_erf);
-  s.convention.intermediate.q = QuantParams{QuantType{ScalarType::int8}, 0.0470588244f, -1};
-  s.convention.output.q = QuantParams{QuantType{ScalarType::int8, true}, 0.0242352933f, -121};
-  s.convention.output.zero_point_order = ZeroPointOrder::before_rounding;
-  s.mutant = Mutant::use_output_scale;
-  return s;
-}
+using test_support::ExampleCase;
 
 // Both oneDNN comparisons of one graph draw the same samples (fused=onednn in the sample key); the replay string
 // keeps each one's own word.
 TEST(CaseStream, OneDnnBackendsShareTheSampleKey) {
-  CaseSpec fused = Example(), unfused = Example();
+  CaseSpec fused = ExampleCase(), unfused = ExampleCase();
   fused.mutant = unfused.mutant = Mutant::none;
   fused.backend = "onednn";
   unfused.backend = "onednn_unfused";
   EXPECT_EQ(case_stream_id(fused), case_stream_id(unfused));
   EXPECT_NE(canonical_key(fused), canonical_key(unfused));
   EXPECT_NE(format_replay(ReplayKey{1, 2, unfused, std::nullopt}).find(";fused=onednn_unfused;"), std::string::npos);
-  EXPECT_NE(case_stream_id(fused), case_stream_id(Example()));
+  EXPECT_NE(case_stream_id(fused), case_stream_id(ExampleCase()));
 }
 
 // Both oneDNN paths declare binary32 post-ops; the built-in ones and every case's own convention stay exact, so
 // sample keys hold, while the per-code table key tells the two arithmetics apart.
 TEST(CaseSpec, OneDnnPathsDeclareBinary32PostOps) {
-  CaseSpec builtin = Example(), fused = Example(), unfused = Example();
+  CaseSpec builtin = ExampleCase(), fused = ExampleCase(), unfused = ExampleCase();
   builtin.mutant = fused.mutant = unfused.mutant = Mutant::none;
   for (CaseSpec* s : {&builtin, &fused, &unfused}) {
     s->convention.output.rounding = RoundingMode::half_to_even;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "../support/row_deconv.h"
 #include "fusediff/model/case_spec.h"
 #include "fusediff/tables/known_defects_file.h"
 
@@ -18,16 +19,7 @@ using namespace fused::onednn;
 
 const QuantType kUint8{ScalarType::uint8, false};
 
-// A ConvTranspose2D of one row: iw inputs, kernel 1 x kw, stride 1 x sw, padding pl left and right, output padding
-// opw, oc output channels.
-ConvCase Deconv(int32_t iw, int32_t kw, int32_t sw, int32_t pl, int32_t opw, int32_t oc = 1) {
-  ConvCase conv;
-  conv.op(ConvOp::conv_transpose2d).output_padding(0, opw).padding(0, pl, 0, pl);
-  conv.batch(1).input_size(1, iw).input_channels(1).output_channels(oc).kernel_size(1, kw).stride(1, sw);
-  conv.input_quant(QuantParams{kUint8, 1.0f, 3}).weight_scales(std::vector<float>(static_cast<size_t>(oc), 1.0f));
-  conv.weights(std::vector<int8_t>(static_cast<size_t>(oc * kw), 1)).bias(std::vector<int32_t>(static_cast<size_t>(oc), 0));
-  return conv;
-}
+using test_support::RowDeconv;
 
 KnownDefect JitEntry(int32_t registers) {
   KnownDefect d;
@@ -45,43 +37,43 @@ KnownDefect JitEntry(int32_t registers) {
 TEST(KnownDefects, JitDeconvRuleIsTheMeasuredOne) {
   const KnownDefect vnni = JitEntry(30), plain = JitEntry(28);
   // The minimal case: kernel 2, stride 2, output padding 1: (2-1) mod 2 + 1 >= 2.
-  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(1, 2, 2, 0, 1)));
+  EXPECT_TRUE(draw_meets_rule(vnni, RowDeconv(1, 2, 2, 0, 1)));
   // Kernel 3 / stride 2 / output padding 1: 2 mod 2 + 1 < 2 (correct in the probes).
-  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(3, 3, 2, 0, 1)));
+  EXPECT_FALSE(draw_meets_rule(vnni, RowDeconv(3, 3, 2, 0, 1)));
   // Kernel 2 / stride 3 / output padding 2: 1 + 2 >= 3.
-  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(2, 2, 3, 0, 2)));
+  EXPECT_TRUE(draw_meets_rule(vnni, RowDeconv(2, 2, 3, 0, 2)));
   // Kernel 3 / stride 3 / padding 1 / output padding 2: -r_pad = 1, 2 + 1 >= 3.
-  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(4, 3, 3, 1, 2)));
+  EXPECT_TRUE(draw_meets_rule(vnni, RowDeconv(4, 3, 3, 1, 2)));
   // No negative right padding: output padding not above the right padding.
-  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(3, 2, 2, 1, 1)));
-  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(3, 2, 2, 0, 0)));
+  EXPECT_FALSE(draw_meets_rule(vnni, RowDeconv(3, 2, 2, 1, 1)));
+  EXPECT_FALSE(draw_meets_rule(vnni, RowDeconv(3, 2, 2, 0, 0)));
   // The same draw with its output padding passed as an extended input: oneDNN's right padding is >= 0.
   Formulation extended;
   extended.extended_input = true;
-  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(1, 2, 2, 0, 1), extended));
-  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(1, 2, 2, 0, 1), Formulation{}));
+  EXPECT_FALSE(draw_meets_rule(vnni, RowDeconv(1, 2, 2, 0, 1), extended));
+  EXPECT_TRUE(draw_meets_rule(vnni, RowDeconv(1, 2, 2, 0, 1), Formulation{}));
   // A Conv2D never.
-  ConvCase conv = Deconv(3, 2, 2, 0, 0);
+  ConvCase conv = RowDeconv(3, 2, 2, 0, 0);
   conv.op(ConvOp::conv2d);
   EXPECT_FALSE(draw_meets_rule(vnni, conv));
   // One register block: 15 output columns with VNNI (30 / 2), 14 without (28 / 2); wider outputs take blocks
   // that are multiples of the stride and are computed right.
-  EXPECT_EQ(Deconv(6, 2, 2, 0, 1).output_width(), 13);
-  EXPECT_EQ(Deconv(7, 2, 2, 0, 1).output_width(), 15);
-  EXPECT_EQ(jit_deconv_block_width(30, Deconv(6, 2, 2, 0, 1)), 13);
-  EXPECT_EQ(jit_deconv_block_width(30, Deconv(7, 2, 2, 0, 1)), 14);
-  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(6, 2, 2, 0, 1)));
-  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(7, 2, 2, 0, 1)));
+  EXPECT_EQ(RowDeconv(6, 2, 2, 0, 1).output_width(), 13);
+  EXPECT_EQ(RowDeconv(7, 2, 2, 0, 1).output_width(), 15);
+  EXPECT_EQ(jit_deconv_block_width(30, RowDeconv(6, 2, 2, 0, 1)), 13);
+  EXPECT_EQ(jit_deconv_block_width(30, RowDeconv(7, 2, 2, 0, 1)), 14);
+  EXPECT_TRUE(draw_meets_rule(vnni, RowDeconv(6, 2, 2, 0, 1)));
+  EXPECT_FALSE(draw_meets_rule(vnni, RowDeconv(7, 2, 2, 0, 1)));
   // Stride 3 and 15 columns: 15 is a multiple of 3, so one block with VNNI; without, blocks of 12.
-  const ConvCase s3 = Deconv(5, 1, 3, 0, 2);
+  const ConvCase s3 = RowDeconv(5, 1, 3, 0, 2);
   EXPECT_EQ(s3.output_width(), 15);
   EXPECT_EQ(jit_deconv_block_width(30, s3), 15);
   EXPECT_EQ(jit_deconv_block_width(28, s3), 12);
   // More than 16 output channels: two blocks unrolled, ur_w = 30 / 3 = 10.
-  EXPECT_EQ(jit_deconv_block_width(30, Deconv(5, 2, 2, 0, 1, 17)), 10);
-  EXPECT_FALSE(draw_meets_rule(vnni, Deconv(5, 2, 2, 0, 1, 17)));  // ow = 11 > 10
-  EXPECT_TRUE(draw_meets_rule(vnni, Deconv(4, 2, 2, 0, 1, 17)));   // ow = 9
-  EXPECT_TRUE(draw_meets_rule(plain, Deconv(6, 2, 2, 0, 1)));
+  EXPECT_EQ(jit_deconv_block_width(30, RowDeconv(5, 2, 2, 0, 1, 17)), 10);
+  EXPECT_FALSE(draw_meets_rule(vnni, RowDeconv(5, 2, 2, 0, 1, 17)));  // ow = 11 > 10
+  EXPECT_TRUE(draw_meets_rule(vnni, RowDeconv(4, 2, 2, 0, 1, 17)));   // ow = 9
+  EXPECT_TRUE(draw_meets_rule(plain, RowDeconv(6, 2, 2, 0, 1)));
 }
 
 KnownDefect StrideHoleEntry(int32_t block) {

@@ -50,6 +50,30 @@ TEST(GraphReference, AddRoundsTheSumAtItsOwnScaleThenActivates) {
   EXPECT_THROW(graph(PatternDraw{Pointwise(1, 1, {2}), {3}, {}}), InputError);  // no residual: a malformed draw
 }
 
+// A residual that does not fit the sum is one fault, bad input, wherever the graph meets it: in the add stage of
+// a quantized intermediate and in the binary32 add of an f32 one (oneDNN's post-op chains).
+TEST(GraphReference, AResidualOfTheWrongSizeIsInputErrorOnEveryPath) {
+  Pattern p = parse_pattern_name("conv2d+add+act", "t");
+  p.stages[0].residual = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
+  p.stages[0].out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  const Convention quantized = UnitRelu();
+  Convention f32 = quantized;
+  f32.intermediate.kind = IntermediateKind::f32;
+  f32.requant = RequantVariant::f32_half_even;
+  f32.intermediate.rounding = RoundingMode::half_to_even;
+  f32.post_ops = PostOpArithmetic::binary32;
+  f32.output.rounding = RoundingMode::half_to_even;
+  f32.output.zero_point_order = ZeroPointOrder::before_rounding;
+  const ActivationTable table(activation_convention(p, quantized));
+  const GraphReference quantized_graph(p, quantized, &table, 1.0);
+  const GraphReference f32_graph(p, f32, nullptr, 1.0);
+  const ConvCase conv = Pointwise(1, 1, {2});
+  ASSERT_EQ(f32_graph(PatternDraw{conv, {3}, {StageOperands{{1}, {}, {}, {}}}}).size(), 1u);
+  const PatternDraw two_codes{conv, {3}, {StageOperands{{1, 1}, {}, {}, {}}}};
+  EXPECT_THROW(quantized_graph(two_codes), InputError);
+  EXPECT_THROW(f32_graph(two_codes), InputError);
+}
+
 TEST(GraphReference, MaxPoolTakesTheLargestActivationOutputAndItsPath) {
   const Convention c = UnitRelu();
   Pattern p = parse_pattern_name("conv2d+act+maxpool", "t");

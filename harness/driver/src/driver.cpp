@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +15,9 @@
 #include <string>
 #include <thread>
 
+#include "classify.h"
+#include "comparison.h"
+#include "conv_draws.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
@@ -23,9 +26,6 @@
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
-#include "classify.h"
-#include "conv_draws.h"
-#include "comparison.h"
 #include "table_cache.h"
 
 namespace fusediff::driver {
@@ -209,13 +209,14 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
   }
   for (const Partial& p : partials) {
     result.unsupported_samples += p.unsupported_samples;
-    if (p.unsupported_samples > 0 && (result.unsupported_sample_reason.empty() ||
-                                      p.first_unsupported_sample < result.first_unsupported_sample)) {
+    if (p.unsupported_samples > 0 &&
+        (result.unsupported_sample_reason.empty() || p.first_unsupported_sample < result.first_unsupported_sample)) {
       result.first_unsupported_sample = p.first_unsupported_sample;
       result.unsupported_sample_reason = p.unsupported_reason;
     }
     result.withheld_samples += p.withheld_samples;
-    if (p.withheld_samples > 0 && (result.withheld_reason.empty() || p.first_withheld_sample < result.first_withheld_sample)) {
+    if (p.withheld_samples > 0 &&
+        (result.withheld_reason.empty() || p.first_withheld_sample < result.first_withheld_sample)) {
       result.first_withheld_sample = p.first_withheld_sample;
       result.withheld_reason = p.withheld_reason;
     }
@@ -265,7 +266,8 @@ void RecordPaired(PairedFormulations& p, const detail::PairedOutcome& o, uint64_
   p.both_samples += take;
   for (uint64_t j = 0; j < take; ++j) {
     int64_t spread = 0;
-    for (size_t i = 1; i < o.runs.size(); ++i) spread = std::max<int64_t>(spread, std::abs(int64_t{o.runs[i].y[j]} - o.runs[0].y[j]));
+    for (size_t i = 1; i < o.runs.size(); ++i)
+      spread = std::max<int64_t>(spread, std::abs(int64_t{o.runs[i].y[j]} - o.runs[0].y[j]));
     if (spread > 0) ++p.differing_samples;
     p.max_abs_difference = std::max(p.max_abs_difference, spread);
   }
@@ -277,7 +279,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
                        std::chrono::steady_clock::time_point start) {
   const CaseSpec& spec = result.spec;
   std::string why;
-  std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, &tables, &why, &options.fused_path);
+  std::unique_ptr<detail::DrawComparison> comparison =
+      detail::DrawComparison::Create(spec, &tables, &why, &options.fused_path);
   if (!comparison) {
     result.verdict = Verdict::unsupported;
     result.reason = why;
@@ -344,10 +347,10 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       return 0;
     }
     const RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
-    // The formulation the library ran (a path may answer with another than the drawn one: OneDnnPath's extended
+    // The formulation the library ran (a path may answer with another than the drawn one: a library path's extended
     // input where the negative padding is refused).
-    const Formulation used_formulation = info.formulation.empty() ? draw.formulation
-                                                                  : parse_formulation(info.formulation, "formulation");
+    const Formulation used_formulation =
+        info.formulation.empty() ? draw.formulation : parse_formulation(info.formulation, "formulation");
     // Every ledger entry whose conditions this draw meets, and the outputs of their models applied together (two
     // defects can touch one draw: a stride-hole row and the dropped last column); with more than one, each entry's
     // own model too, so that a sample is counted for the entries whose defect changes it.
@@ -356,7 +359,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       std::vector<int32_t> alone;  // this entry's model alone (only when several match)
     };
     std::vector<Matched> matched;
-    std::vector<int32_t> model_y, declared_y;  // declared_y: a cross-convention case's answer under the path's convention
+    std::vector<int32_t> model_y,
+        declared_y;  // declared_y: a cross-convention case's answer under the path's convention
     if (ledger) {
       PatternDraw changed = draw;
       std::vector<const KnownDefect*> entries;
@@ -402,9 +406,18 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     }
     for (uint64_t j = 0; j < batch.take; ++j) {
       detail::ComparedSample& c = samples[j];
-      const std::optional<size_t> code = key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
-      WorstCase sample{batch.first + j, c.error(), c.acc, c.code, c.y_ref, c.y_fused, c.regions,
-                       info.implementation, info.formulation, std::move(c.repetitions)};
+      const std::optional<size_t> code =
+          key ? std::optional<size_t>(static_cast<size_t>(c.code - key_min)) : std::nullopt;
+      WorstCase sample{batch.first + j,
+                       c.error(),
+                       c.acc,
+                       c.code,
+                       c.y_ref,
+                       c.y_fused,
+                       c.regions,
+                       info.implementation,
+                       info.formulation,
+                       std::move(c.repetitions)};
       // The library is judged against the model under its own declared convention (in a cross-convention case, not
       // the graph's): the defect's samples leave the measurement, fusion's own effect stays. A sample whose
       // repetitions differ is never explained by a value model: it stays, as nondeterministic.
@@ -417,7 +430,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
         if (owners.empty()) owners.push_back(matched.front().tally);
         for (KnownDefectTally* t : owners) ++t->predicted_samples;
-        if (sample.repetitions.empty() && explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
+        if (sample.repetitions.empty() &&
+            explained_by_defect(base, c.y_fused, model_y[j], result.tolerance.max_abs_lsb)) {
           for (KnownDefectTally* t : owners) t->stats.add(sample);
           continue;
         }
@@ -478,8 +492,8 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
   // The reference runs the graph's pattern with every boundary kept; the path declares its own fusion.
   result.reference_convention = describe(reference_convention(spec)) +
                                 describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_convention(spec)));
-  result.fused_convention =
-      describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
+  result.fused_convention = describe(declared_convention(spec)) +
+                            describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
   if (spec.source == SampleSource::conv) return RunDrawCase(std::move(result), options, *cache.impl_, start);
   if (!is_conv_act(spec.pattern)) {
     result.verdict = Verdict::unsupported;
@@ -530,7 +544,8 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
       uint64_t compared = 0;
       // The shard's first index in the block: i % shard_count == shard_index.
       const uint64_t first = block * kSampleBatch;
-      const uint64_t offset = (options.shard_index + options.shard_count - first % options.shard_count) % options.shard_count;
+      const uint64_t offset =
+          (options.shard_index + options.shard_count - first % options.shard_count) % options.shard_count;
       for (uint64_t i = first + offset; i < end; i += options.shard_count, ++compared) {
         if (spec.source == SampleSource::sweep) {
           const int32_t u = u_min + static_cast<int32_t>(i);
@@ -544,7 +559,8 @@ CaseResult RunCase(const CaseSpec& spec, const RunOptions& options, ReferenceCac
           const size_t code = static_cast<size_t>(requant.u - u_min);
           const int32_t y_fused = kernel->PostProcess(*conv, s.k, static_cast<int32_t>(s.acc));
           const int64_t error = int64_t{y_fused} - facts.y[code];
-          partial.Record(code, WorstCase{i, error, s.acc, requant.u, facts.y[code], y_fused, facts.classify(requant.u, requant)});
+          partial.Record(
+              code, WorstCase{i, error, s.acc, requant.u, facts.y[code], y_fused, facts.classify(requant.u, requant)});
         }
       }
       return compared;
@@ -565,7 +581,8 @@ namespace {
 
 // The draw a replay string names (an explicit one, or a generated one under its formulation) and the element's
 // index in its final tensor; a generated draw's index goes to trace.draw.
-PatternDraw ReplayedDraw(const ReplayKey& key, detail::DrawComparison& comparison, ReplayTrace& trace, uint64_t* element) {
+PatternDraw ReplayedDraw(const ReplayKey& key, detail::DrawComparison& comparison, ReplayTrace& trace,
+                         uint64_t* element) {
   const CaseSpec& spec = key.spec;
   PatternDraw draw;
   // The formulation the string names; none: the default one (strings written before formulations existed).
@@ -601,9 +618,10 @@ ReplayTrace TraceFinalTensorElement(ReplayTrace trace, const CaseSpec& spec, con
   trace.n = static_cast<int32_t>(element / g.channels / g.width / g.height);
   trace.acc_reference = sample.acc;
   trace.black_box = true;  // the fused path's intermediates are not traced through pools and layers
-  trace.pattern_stages.push_back("element of the final tensor " + std::to_string(g.batch) + "x" + std::to_string(g.height) +
-                                 "x" + std::to_string(g.width) + "x" + std::to_string(g.channels) + "; key code " +
-                                 std::to_string(sample.code) + " (" + format_quant_params(keyed_boundary(spec.pattern, reference_conv)) + ")");
+  trace.pattern_stages.push_back("element of the final tensor " + std::to_string(g.batch) + "x" +
+                                 std::to_string(g.height) + "x" + std::to_string(g.width) + "x" +
+                                 std::to_string(g.channels) + "; key code " + std::to_string(sample.code) + " (" +
+                                 format_quant_params(keyed_boundary(spec.pattern, reference_conv)) + ")");
   return trace;
 }
 
@@ -615,8 +633,8 @@ ReplayTrace TraceF32Intermediate(ReplayTrace trace, const CaseSpec& spec, const 
   float v32 = 0;
   if (reference_conv.float_conv.enabled) {
     // A float convolution: v from its float operands (reference/float_conv.h), not from acc.
-    const reference::FloatConvElement fc = reference::FloatConvValues(
-        draw.conv, draw.input, reference_conv.float_conv, reference_conv.float_conv.operands)[element];
+    const reference::FloatConvElement fc = reference::FloatConvValues(draw.conv, draw.input, reference_conv.float_conv,
+                                                                      reference_conv.float_conv.operands)[element];
     v32 = reference::RoundToFormat(fc.v, reference_conv.intermediate.stored);
     char line[160];
     std::snprintf(line, sizeof line, "float conv %s: %d products, sum |x w| + |b| = %.9g",
@@ -639,9 +657,9 @@ ReplayTrace TraceF32Intermediate(ReplayTrace trace, const CaseSpec& spec, const 
     const int32_t r = draw.operands(spec.pattern, StageKind::add).codes[element];
     v32 = reference::F32PostOpAdd(add->f32_add_rule, v, r, add->residual);
     std::snprintf(exact, sizeof exact, "%.160g", static_cast<double>(v32));
-    trace.pattern_stages.push_back("residual r = " + std::to_string(r) + " (" +
-                                   format_quant_params(add->residual) + ") -> d = " + exact + " (f32, add " +
-                                   std::string(to_string(add->f32_add_rule)) + ")");
+    trace.pattern_stages.push_back("residual r = " + std::to_string(r) + " (" + format_quant_params(add->residual) +
+                                   ") -> d = " + exact + " (f32, add " + std::string(to_string(add->f32_add_rule)) +
+                                   ")");
   }
   trace.f_exact = reference::ActivationDecimal(reference_conv.activation, exact, 30);
   if (const std::optional<FloatBoundary>& out = reference_conv.output.float_value) {
@@ -666,6 +684,85 @@ ReplayTrace TraceF32Intermediate(ReplayTrace trace, const CaseSpec& spec, const 
   return trace;
 }
 
+// The conventions a replay shows: the reference's, and the fused path's where it declares its own, fuses otherwise
+// or is a library's black box (with the implementations it ran).
+void DescribeReplayConventions(ReplayTrace& trace, const CaseSpec& spec, detail::DrawComparison& comparison,
+                               const Convention& reference_conv) {
+  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));
+  const Backend& backend = comparison.backend();
+  const Convention declared = declared_convention(spec);
+  if (backend.black_box() || !(declared == spec.convention) || spec.fusion != Fusion::keep_all) {
+    trace.fused_convention = describe(declared) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared));
+  }
+  if (backend.black_box()) {
+    trace.black_box = true;
+    trace.implementation =
+        join_implementations(comparison.path().implementations()) + " (" + backend.LibraryDescription() + ")";
+  }
+}
+
+// The replayed element compared once (every repetition the string or the path asks for): its sample, with the
+// repetitions and the draw's formulation and implementation in the trace.
+detail::ComparedSample CompareReplayedElement(const ReplayKey& key, detail::DrawComparison& comparison,
+                                              const PatternDraw& draw, uint64_t element, ReplayTrace& trace) {
+  std::vector<detail::ComparedSample> samples;
+  std::string rejected;
+  const uint32_t repeat = comparison.repetitions(key.repeat > 0 ? std::optional<uint32_t>(key.repeat) : std::nullopt);
+  if (!comparison.Compare(draw, samples, &rejected, repeat)) {
+    throw InputError("replay: the path refused the draw: " + rejected);
+  }
+  trace.repeat = repeat;
+  if (comparison.path().draws_formulations()) {
+    trace.formulation = format_formulation(draw.formulation);
+    trace.implementation_of_draw = comparison.path().last_run().implementation;
+  }
+  if (element >= samples.size()) {
+    throw InputError("replay.element: past the draw's " + std::to_string(samples.size()) + " outputs");
+  }
+  trace.y_repetitions = samples[element].repetitions;
+  return samples[element];
+}
+
+// A quantized intermediate: the requantization's exact value and u, an add stage's sum, the path's own
+// accumulator and code where it exposes them, and the activation at the keyed code.
+ReplayTrace TraceQuantizedIntermediate(ReplayTrace trace, const CaseSpec& spec, const PatternDraw& draw,
+                                       uint64_t element, const ConvCase::OutputCoord& coord,
+                                       const detail::ComparedSample& sample, const Convention& reference_conv,
+                                       const FusedPath& path) {
+  const auto [sx, sw] = reference::MultiplierOperands(spec.pattern.multiplier, draw.conv.input_quant().scale,
+                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
+  const reference::RequantTrace requant =
+      reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
+  trace.requant_exact = requant.exact_value;
+  trace.u = requant.u;
+  if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
+    const int32_t r = draw.operands(spec.pattern, StageKind::add).codes[element];
+    trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" +
+                                   format_quant_params(reference_conv.intermediate.q) +
+                                   "), residual r = " + std::to_string(r) + " (" + format_quant_params(add->residual) +
+                                   ") -> s = " + std::to_string(sample.code) + " (" + format_quant_params(add->out) +
+                                   ", add " + std::string(to_string(add->add_rule)) + ")");
+  }
+  if (const CodeSteps* steps = path.code_steps()) {
+    // The path's own accumulator and code, side by side with the reference's.
+    std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
+    steps->Trace(draw.conv, draw.input, y, acc, u);
+    trace.acc_fused = acc[element];
+    trace.u_fused = u[element];
+  } else {
+    trace.black_box = true;
+  }
+  if (has_stage(spec.pattern, StageKind::activation)) {
+    const Convention act = activation_convention(spec.pattern, reference_conv);
+    const reference::ActivationTable table(act);
+    const reference::ActivationPoint& point = table.at(sample.code);
+    trace.v = point.v;
+    trace.t = point.t;
+    trace.f_exact = reference::ExactActivationDecimal(act, sample.code, 30);
+  }
+  return trace;
+}
+
 // Replay of a conv-source sample (a generated draw, or an explicit one from a v2 string): the one comparison for
 // the values, then the producer's stages for display where the element is one of the producer's outputs.
 ReplayTrace ReplayDraw(const ReplayKey& key) {
@@ -679,72 +776,24 @@ ReplayTrace ReplayDraw(const ReplayKey& key) {
   trace.key = key;
   uint64_t element = 0;
   const PatternDraw draw = ReplayedDraw(key, *comparison, trace, &element);
-  std::vector<detail::ComparedSample> samples;
-  std::string rejected;
-  const uint32_t repeat = comparison->repetitions(key.repeat > 0 ? std::optional<uint32_t>(key.repeat) : std::nullopt);
-  if (!comparison->Compare(draw, samples, &rejected, repeat)) throw InputError("replay: the path refused the draw: " + rejected);
-  trace.repeat = repeat;
-  if (comparison->path().draws_formulations()) {
-    trace.formulation = format_formulation(draw.formulation);
-    trace.implementation_of_draw = comparison->path().last_run().implementation;
-  }
-  if (element >= samples.size()) throw InputError("replay.element: past the draw's " + std::to_string(samples.size()) + " outputs");
-  const detail::ComparedSample& sample = samples[element];
-  trace.y_repetitions = sample.repetitions;
-
+  const detail::ComparedSample sample = CompareReplayedElement(key, *comparison, draw, element, trace);
   const Convention reference_conv = reference_convention(spec);
-  trace.convention = describe(reference_conv) + describe_pattern(spec.pattern, Fusion::keep_all, IsF32(reference_conv));
-  const Backend& backend = comparison->backend();
-  if (backend.black_box() || !(declared_convention(spec) == spec.convention) || spec.fusion != Fusion::keep_all) {
-    trace.fused_convention =
-        describe(declared_convention(spec)) + describe_pattern(spec.pattern, spec.fusion, IsF32(declared_convention(spec)));
-  }
-  if (backend.black_box()) {
-    trace.black_box = true;
-    trace.implementation =
-        join_implementations(comparison->path().implementations()) + " (" + backend.LibraryDescription() + ")";
-  }
+  DescribeReplayConventions(trace, spec, *comparison, reference_conv);
   trace.y_reference = sample.y_ref;
   trace.y_fused = sample.y_fused;
   trace.error = sample.error();
   trace.regions = sample.regions;
   trace.u = sample.code;
 
-  if (!pattern_is_elementwise(spec.pattern)) return TraceFinalTensorElement(std::move(trace), spec, draw, element, sample, reference_conv);
+  if (!pattern_is_elementwise(spec.pattern)) {
+    return TraceFinalTensorElement(std::move(trace), spec, draw, element, sample, reference_conv);
+  }
   const ConvCase::OutputCoord coord = detail::TraceConvElement(trace, draw.conv, draw.input, element);
-  const Convention act = activation_convention(spec.pattern, reference_conv);
   if (reference_conv.intermediate.kind == IntermediateKind::f32) {
     return TraceF32Intermediate(std::move(trace), spec, draw, element, coord, sample, reference_conv);
   }
-  const auto [sx, sw] = reference::MultiplierOperands(spec.pattern.multiplier, draw.conv.input_quant().scale,
-                                                      draw.conv.weight_scales()[static_cast<size_t>(coord.k)]);
-  const reference::RequantTrace requant = reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
-  trace.requant_exact = requant.exact_value;
-  trace.u = requant.u;
-  const Stage* add = find_stage(spec.pattern, StageKind::add);
-  if (add) {
-    trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" + format_quant_params(reference_conv.intermediate.q) +
-                                   "), residual r = " + std::to_string(draw.operands(spec.pattern, StageKind::add).codes[element]) + " (" +
-                                   format_quant_params(add->residual) + ") -> s = " + std::to_string(sample.code) + " (" +
-                                   format_quant_params(add->out) + ", add " + std::string(to_string(add->add_rule)) + ")");
-  }
-  if (const CodeSteps* steps = comparison->path().code_steps()) {
-    // The path's own accumulator and code, side by side with the reference's.
-    std::vector<int32_t> y(draw.conv.output_elements()), acc(y.size()), u(y.size());
-    steps->Trace(draw.conv, draw.input, y, acc, u);
-    trace.acc_fused = acc[element];
-    trace.u_fused = u[element];
-  } else {
-    trace.black_box = true;
-  }
-  if (has_stage(spec.pattern, StageKind::activation)) {
-    const reference::ActivationTable table(act);
-    const reference::ActivationPoint& point = table.at(sample.code);
-    trace.v = point.v;
-    trace.t = point.t;
-    trace.f_exact = reference::ExactActivationDecimal(act, sample.code, 30);
-  }
-  return trace;
+  return TraceQuantizedIntermediate(std::move(trace), spec, draw, element, coord, sample, reference_conv,
+                                    comparison->path());
 }
 
 }  // namespace
@@ -753,7 +802,8 @@ ReplayTrace Replay(const ReplayKey& key) {
   const CaseSpec& spec = key.spec;
   validate(spec);
   if (key.explicit_conv || spec.source == SampleSource::conv) return ReplayDraw(key);
-  if (!is_conv_act(spec.pattern)) throw InputError("replay.source: the " + std::string(to_string(spec.source)) + " source is conv2d+act only");
+  if (!is_conv_act(spec.pattern))
+    throw InputError("replay.source: the " + std::string(to_string(spec.source)) + " source is conv2d+act only");
   const Convention& convention = spec.convention;
   std::string unsupported;
   const std::unique_ptr<FusedPath> path = detail::CreateFusedPath(spec, &unsupported);

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "fusediff/fused/fused_kernel.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
-#include "fusediff/fused/fused_kernel.h"
 #include "fusediff/reference/reference.h"
 
 namespace fusediff::driver {
@@ -39,39 +39,17 @@ std::vector<const Backend*> SuiteBackends() {
   return out;
 }
 
-}  // namespace
+// Each variant pairs an intermediate type with the table kind built for it.
+struct Variant {
+  QuantType intermediate;
+  TableKind table_kind;
+};
 
-std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
-  if (options.samples == 0) throw InputError("--samples: must be at least 1");
-  std::vector<ActivationKind> kinds;
-  if (options.activation) {
-    kinds.push_back(*options.activation);
-  } else {
-    kinds.assign(std::begin(kAllActivations), std::end(kAllActivations));
-  }
-  if (options.alpha && options.activation && !takes_alpha(*options.activation)) {
-    throw InputError("--alpha: " + std::string(to_string(*options.activation)) + " takes no alpha");
-  }
-
-  // Each variant pairs an intermediate type with the table kind built for it.
-  struct Variant {
-    QuantType intermediate;
-    TableKind table_kind;
-  };
+// The built-in conv2d+act variants: --intermediate's type, --fused lut|lut_interp's own, or int8 lut and int16
+// lut_interp; --fused names the table kind of each.
+std::vector<Variant> BuiltInVariants(const SuiteOptions& options) {
   std::vector<Variant> variants;
-  const bool fused_given = options.table_kind || options.backend;
-  // --fused naming another backend's path: its own suite where it has one, else its share of the built-in one.
-  const Backend* selected = nullptr;
-  if (options.backend) {
-    CaseSpec path;
-    path.backend = *options.backend;
-    selected = &BackendOf(path, "--fused");
-    if (!selected->has_own_suite()) return BackendSuite(options);
-  }
-  const std::vector<const Backend*> others = fused_given ? std::vector<const Backend*>{} : SuiteBackends();
-  if (selected) {
-    // Its cases are built below, per activation.
-  } else if (options.intermediate) {
+  if (options.intermediate) {
     const QuantParams q = parse_quant_params(*options.intermediate, "--intermediate", QuantParams{});
     variants.push_back({q.type, q.type.bits() == 16 ? TableKind::lut_interp : TableKind::lut});
   } else if (options.table_kind) {
@@ -84,60 +62,102 @@ std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
   if (options.table_kind) {
     for (Variant& v : variants) v.table_kind = *options.table_kind;
   }
+  return variants;
+}
 
-  std::vector<CaseSpec> suite;
-  if (options.pattern) parse_pattern_name(*options.pattern, "--pattern");  // a clear error for an unknown name
-  if (options.pattern && *options.pattern != "conv2d+act") {
-    if (selected) {
-      suite = selected->PatternSuiteCases(options, options.pattern, /*selected=*/true);
-      if (suite.empty()) {
-        throw InputError("--pattern " + *options.pattern + ": backend " + std::string(selected->name()) +
-                         " has no path for this pattern here");
-      }
-      return suite;
-    }
-    if (options.table_kind && *options.table_kind != TableKind::lut) {
-      throw InputError("--pattern " + *options.pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
-    }
-    suite = PatternCases(options, options.pattern);
-    for (const Backend* backend : others) {
-      for (CaseSpec& spec : backend->PatternSuiteCases(options, options.pattern, false)) suite.push_back(std::move(spec));
+// --activation (with its --alpha checked), or every activation.
+std::vector<ActivationKind> SuiteActivations(const SuiteOptions& options) {
+  if (options.alpha && options.activation && !takes_alpha(*options.activation)) {
+    throw InputError("--alpha: " + std::string(to_string(*options.activation)) + " takes no alpha");
+  }
+  if (options.activation) return {*options.activation};
+  return std::vector<ActivationKind>(std::begin(kAllActivations), std::end(kAllActivations));
+}
+
+void Append(std::vector<CaseSpec>& suite, std::vector<CaseSpec> cases) {
+  for (CaseSpec& spec : cases) suite.push_back(std::move(spec));
+}
+
+// --pattern P other than conv2d+act: the selected backend's cases of P, or the built-in ones and the share of each
+// backend with a suite of its own.
+std::vector<CaseSpec> NamedPatternSuite(const SuiteOptions& options, const Backend* selected,
+                                        const std::vector<const Backend*>& others) {
+  const std::string& pattern = *options.pattern;
+  if (selected) {
+    std::vector<CaseSpec> suite = selected->PatternSuiteCases(options, pattern, /*selected=*/true);
+    if (suite.empty()) {
+      throw InputError("--pattern " + pattern + ": backend " + std::string(selected->name()) +
+                       " has no path for this pattern here");
     }
     return suite;
   }
+  if (options.table_kind && *options.table_kind != TableKind::lut) {
+    throw InputError("--pattern " + pattern + ": the built-in pattern paths use 8-bit lut tables (--fused lut)");
+  }
+  std::vector<CaseSpec> suite = PatternCases(options, pattern);
+  for (const Backend* backend : others) Append(suite, backend->PatternSuiteCases(options, pattern, false));
+  return suite;
+}
+
+// One activation's built-in conv2d+act cases: per variant, the conv and sweep sources (and thresholds with
+// --exhaustive).
+void AddActivationCases(const SuiteOptions& options, ActivationKind kind, const std::vector<Variant>& variants,
+                        std::vector<CaseSpec>& suite) {
+  for (const Variant& variant : variants) {
+    const Convention c = SuiteConvention(options, kind, variant.intermediate, kTfliteDefaults);
+    std::vector<SampleSource> sources = {SampleSource::conv, SampleSource::sweep};
+    if (options.exhaustive) sources.push_back(SampleSource::thresholds);
+    for (SampleSource source : sources) {
+      CaseSpec spec;
+      spec.mix = options.mix;
+      spec.source = source;
+      spec.convention = c;
+      spec.table_kind = variant.table_kind;
+      spec.mutant = options.mutant;
+      spec.samples = options.samples;
+      spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." +
+                  std::string(fused_path_name(spec)) + "." + std::string(to_string(source));
+      suite.push_back(std::move(spec));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<CaseSpec> BuildSuite(const SuiteOptions& options) {
+  if (options.samples == 0) throw InputError("--samples: must be at least 1");
+  const std::vector<ActivationKind> kinds = SuiteActivations(options);
+  const bool fused_given = options.table_kind || options.backend;
+  // --fused naming another backend's path: its own suite where it has one, else its share of the built-in one.
+  const Backend* selected = nullptr;
+  if (options.backend) {
+    CaseSpec path;
+    path.backend = *options.backend;
+    selected = &BackendOf(path, "--fused");
+    if (!selected->has_own_suite()) return BackendSuite(options);
+  }
+  const std::vector<const Backend*> others = fused_given ? std::vector<const Backend*>{} : SuiteBackends();
+  // A selected backend builds its own cases, per activation.
+  const std::vector<Variant> variants = selected ? std::vector<Variant>{} : BuiltInVariants(options);
+  if (options.pattern) parse_pattern_name(*options.pattern, "--pattern");  // a clear error for an unknown name
+  if (options.pattern && *options.pattern != "conv2d+act") return NamedPatternSuite(options, selected, others);
+
+  std::vector<CaseSpec> suite;
   // A conv2d+act mutant runs on the conv2d+act cases, a pattern mutant on the pattern cases.
   const bool pattern_mutant = is_pattern_mutant(options.mutant);
   for (ActivationKind kind : pattern_mutant ? std::vector<ActivationKind>{} : kinds) {
-    for (const Variant& variant : variants) {
-      const Convention c = SuiteConvention(options, kind, variant.intermediate, kTfliteDefaults);
-      std::vector<SampleSource> sources = {SampleSource::conv, SampleSource::sweep};
-      if (options.exhaustive) sources.push_back(SampleSource::thresholds);
-      for (SampleSource source : sources) {
-        CaseSpec spec;
-        spec.mix = options.mix;
-        spec.source = source;
-        spec.convention = c;
-        spec.table_kind = variant.table_kind;
-        spec.mutant = options.mutant;
-        spec.samples = options.samples;
-        spec.name = std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." +
-                    std::string(fused_path_name(spec)) + "." + std::string(to_string(source));
-        suite.push_back(std::move(spec));
-      }
-    }
-    if (selected) {
-      for (CaseSpec& spec : selected->ActivationSuiteCases(options, kind, true)) suite.push_back(std::move(spec));
-    }
+    AddActivationCases(options, kind, variants, suite);
+    if (selected) Append(suite, selected->ActivationSuiteCases(options, kind, true));
     for (const Backend* backend : options.intermediate ? std::vector<const Backend*>{} : others) {
-      for (CaseSpec& spec : backend->ActivationSuiteCases(options, kind, false)) suite.push_back(std::move(spec));
+      Append(suite, backend->ActivationSuiteCases(options, kind, false));
     }
   }
   // Every other pattern, where the options leave the built-in 8-bit conventions in place.
   if (!options.pattern && !fused_given && !options.intermediate && !options.output &&
       (options.mutant == Mutant::none || pattern_mutant)) {
-    for (CaseSpec& spec : PatternCases(options, std::nullopt)) suite.push_back(std::move(spec));
+    Append(suite, PatternCases(options, std::nullopt));
     for (const Backend* backend : options.mutant == Mutant::none ? others : std::vector<const Backend*>{}) {
-      for (CaseSpec& spec : backend->PatternSuiteCases(options, std::nullopt, false)) suite.push_back(std::move(spec));
+      Append(suite, backend->PatternSuiteCases(options, std::nullopt, false));
     }
   }
   return suite;
@@ -203,15 +223,18 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
                                                  ? ReferenceTableValues(activation_convention(spec.pattern, c))
                                                  : std::vector<int32_t>{};
           const bool legal = fusion_illegality(spec.pattern, fusion, c, table).empty();
-          const bool same_meaning = legal && fusion == Fusion::pool_first && has_stage(spec.pattern, StageKind::max_pool);
+          const bool same_meaning =
+              legal && fusion == Fusion::pool_first && has_stage(spec.pattern, StageKind::max_pool);
           spec.comparison = same_meaning ? Comparison::same_convention : Comparison::cross_convention;
         }
-        spec.name = v.pattern + "." + act + (variant.empty() ? "" : "." + variant) + "." + std::string(to_string(fusion));
+        spec.name =
+            v.pattern + "." + act + (variant.empty() ? "" : "." + variant) + "." + std::string(to_string(fusion));
         cases.push_back(std::move(spec));
       };
       const ActivationDomain d = default_domain(kind);
       if (v.pattern == "conv2d+add+act") {
-        for (AddRule rule : {AddRule::tflite, AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma, AddRule::ort_raw}) {
+        for (AddRule rule :
+             {AddRule::tflite, AddRule::onnx_spec, AddRule::ort_mlas, AddRule::ort_mlas_fma, AddRule::ort_raw}) {
           Pattern p = base;
           Stage& add = p.stages[0];
           add.add_rule = rule;
@@ -268,20 +291,23 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
 std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_suite) {
   using K = ActivationKind;
   std::vector<CaseSpec> cases;
-  const std::vector<K> activations = default_suite ? std::vector<K>{K::gelu_erf} : std::vector<K>{K::relu, K::gelu_erf, K::sigmoid};
+  const std::vector<K> activations =
+      default_suite ? std::vector<K>{K::gelu_erf} : std::vector<K>{K::relu, K::gelu_erf, K::sigmoid};
   const auto axis = [](auto given, auto all) {
     using T = typename decltype(all)::value_type;
     return given ? std::vector<T>{*given} : all;
   };
   const std::vector<FoldPrecision> precisions = axis(
-      options.fold_precision, std::vector<FoldPrecision>{FoldPrecision::exact, FoldPrecision::f32, FoldPrecision::f16, FoldPrecision::bf16});
-  const std::vector<WeightQuant> quants = axis(
-      options.weight_quant, default_suite ? std::vector<WeightQuant>{WeightQuant::per_channel}
-                                          : std::vector<WeightQuant>{WeightQuant::per_tensor, WeightQuant::per_channel});
-  const std::vector<BnRegime> regimes = axis(
-      options.bn_regime, default_suite ? std::vector<BnRegime>{BnRegime::tiny_variance}
-                                       : std::vector<BnRegime>{BnRegime::benign, BnRegime::tiny_variance,
-                                                               BnRegime::large_gamma, BnRegime::large_mean});
+      options.fold_precision,
+      std::vector<FoldPrecision>{FoldPrecision::exact, FoldPrecision::f32, FoldPrecision::f16, FoldPrecision::bf16});
+  const std::vector<WeightQuant> quants =
+      axis(options.weight_quant, default_suite
+                                     ? std::vector<WeightQuant>{WeightQuant::per_channel}
+                                     : std::vector<WeightQuant>{WeightQuant::per_tensor, WeightQuant::per_channel});
+  const std::vector<BnRegime> regimes =
+      axis(options.bn_regime, default_suite ? std::vector<BnRegime>{BnRegime::tiny_variance}
+                                            : std::vector<BnRegime>{BnRegime::benign, BnRegime::tiny_variance,
+                                                                    BnRegime::large_gamma, BnRegime::large_mean});
   const std::vector<BnReference> references =
       default_suite ? std::vector<BnReference>{BnReference::declared_fold}
                     : std::vector<BnReference>{BnReference::declared_fold, BnReference::exact_fold, BnReference::graph};
@@ -309,10 +335,12 @@ std::vector<CaseSpec> BatchNormCases(const SuiteOptions& options, bool default_s
             spec.table_kind = TableKind::lut;
             spec.mutant = options.mutant;
             spec.samples = options.samples;
-            spec.comparison = reference == BnReference::declared_fold ? Comparison::same_convention : Comparison::cross_convention;
-            spec.name = "conv2d+batchnorm+act." + std::string(to_string(kind)) + "." + std::string(to_string(precision)) +
-                        "." + std::string(to_string(bn.bn_fold.formula)) + "." + std::string(to_string(quant)) + "." +
-                        std::string(to_string(regime)) + "." + std::string(to_string(reference)) + ".fold";
+            spec.comparison =
+                reference == BnReference::declared_fold ? Comparison::same_convention : Comparison::cross_convention;
+            spec.name = "conv2d+batchnorm+act." + std::string(to_string(kind)) + "." +
+                        std::string(to_string(precision)) + "." + std::string(to_string(bn.bn_fold.formula)) + "." +
+                        std::string(to_string(quant)) + "." + std::string(to_string(regime)) + "." +
+                        std::string(to_string(reference)) + ".fold";
             cases.push_back(std::move(spec));
           }
         }

@@ -4,36 +4,31 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(ActivationKind k) {
-  switch (k) {
-    case ActivationKind::relu: return "relu";
-    case ActivationKind::relu6: return "relu6";
-    case ActivationKind::leaky_relu: return "leaky_relu";
-    case ActivationKind::hard_sigmoid: return "hard_sigmoid";
-    case ActivationKind::hard_swish: return "hard_swish";
-    case ActivationKind::gelu_erf: return "gelu_erf";
-    case ActivationKind::gelu_tanh: return "gelu_tanh";
-    case ActivationKind::sigmoid: return "sigmoid";
-    case ActivationKind::tanh: return "tanh";
-    case ActivationKind::silu: return "silu";
-    case ActivationKind::elu: return "elu";
-    case ActivationKind::softplus: return "softplus";
-    case ActivationKind::mish: return "mish";
-  }
-  return "?";
-}
+namespace {
+// In kAllActivations' order, the order an unknown name's error lists them in.
+constexpr detail::Names<ActivationKind, 13> kActivations{{{"relu", ActivationKind::relu},
+                                                          {"relu6", ActivationKind::relu6},
+                                                          {"leaky_relu", ActivationKind::leaky_relu},
+                                                          {"hard_sigmoid", ActivationKind::hard_sigmoid},
+                                                          {"hard_swish", ActivationKind::hard_swish},
+                                                          {"gelu_erf", ActivationKind::gelu_erf},
+                                                          {"gelu_tanh", ActivationKind::gelu_tanh},
+                                                          {"sigmoid", ActivationKind::sigmoid},
+                                                          {"tanh", ActivationKind::tanh},
+                                                          {"silu", ActivationKind::silu},
+                                                          {"elu", ActivationKind::elu},
+                                                          {"softplus", ActivationKind::softplus},
+                                                          {"mish", ActivationKind::mish}}};
+}  // namespace
+
+std::string_view to_string(ActivationKind k) { return detail::NameOf(k, kActivations); }
 
 ActivationKind parse_activation_kind(std::string_view text, std::string_view field) {
-  for (ActivationKind k : kAllActivations) {
-    if (to_string(k) == text) return k;
-  }
-  std::string known;
-  for (ActivationKind k : kAllActivations) known += (known.empty() ? "" : ", ") + std::string(to_string(k));
-  throw InputError(std::string(field) + ": unknown activation '" + std::string(text) + "' (expected one of " + known +
-                   ")");
+  return detail::ParseNamed(text, field, "activation", kActivations);
 }
 
 bool takes_alpha(ActivationKind k) { return k == ActivationKind::leaky_relu || k == ActivationKind::elu; }

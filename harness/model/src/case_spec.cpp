@@ -1,5 +1,5 @@
-#include "fusediff/model/mutants.h"
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/mutants.h"
 
 #include <cctype>
 #include <map>
@@ -7,6 +7,7 @@
 
 #include "fusediff/model/backend.h"
 #include "fusediff/model/diagnostics.h"
+#include "fusediff/model/error_stats.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/stage_module.h"
 #include "fusediff/model/table.h"
@@ -17,6 +18,10 @@ namespace fusediff {
 namespace {
 constexpr detail::Names<TableKind, 3> kTableKinds{
     {{"lut", TableKind::lut}, {"lut_interp", TableKind::lut_interp}, {"pwl", TableKind::pwl}}};
+constexpr detail::Names<Comparison, 2> kComparisons{
+    {{"same_convention", Comparison::same_convention}, {"cross_convention", Comparison::cross_convention}}};
+constexpr detail::Names<SampleSource, 3> kSampleSources{
+    {{"conv", SampleSource::conv}, {"sweep", SampleSource::sweep}, {"thresholds", SampleSource::thresholds}}};
 }  // namespace
 
 std::string_view to_string(TableKind k) { return detail::NameOf(k, kTableKinds); }
@@ -63,15 +68,10 @@ bool uses_table(const CaseSpec& spec, TableKind kind) {
   return spec.backend == kBuiltInPath && spec.table_kind == kind;
 }
 
-std::string_view to_string(Comparison c) {
-  return c == Comparison::cross_convention ? "cross_convention" : "same_convention";
-}
+std::string_view to_string(Comparison c) { return detail::NameOf(c, kComparisons); }
 
 Comparison parse_comparison(std::string_view text, std::string_view field) {
-  if (text == "same_convention") return Comparison::same_convention;
-  if (text == "cross_convention") return Comparison::cross_convention;
-  throw InputError(std::string(field) + ": unknown comparison '" + std::string(text) +
-                   "' (expected same_convention or cross_convention)");
+  return detail::ParseNamed(text, field, "comparison", kComparisons);
 }
 
 Convention declared_convention(const CaseSpec& spec) {
@@ -102,26 +102,17 @@ void validate(const CaseSpec& spec) {
   }
   if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
       spec.fusion == Fusion::keep_all) {
-    throw InputError("comparison: cross_convention needs a fused path that declares another convention than the "
-                     "graph's; " + std::string(fused_path_name(spec)) + " declares the graph's own");
+    throw InputError(
+        "comparison: cross_convention needs a fused path that declares another convention than the "
+        "graph's; " +
+        std::string(fused_path_name(spec)) + " declares the graph's own");
   }
 }
 
-std::string_view to_string(SampleSource s) {
-  switch (s) {
-    case SampleSource::conv: return "conv";
-    case SampleSource::sweep: return "sweep";
-    case SampleSource::thresholds: return "thresholds";
-  }
-  return "?";
-}
+std::string_view to_string(SampleSource s) { return detail::NameOf(s, kSampleSources); }
 
 SampleSource parse_sample_source(std::string_view text, std::string_view field) {
-  if (text == "conv") return SampleSource::conv;
-  if (text == "sweep") return SampleSource::sweep;
-  if (text == "thresholds") return SampleSource::thresholds;
-  throw InputError(std::string(field) + ": unknown sample source '" + std::string(text) +
-                   "' (expected conv, sweep or thresholds)");
+  return detail::ParseNamed(text, field, "sample source", kSampleSources);
 }
 
 std::vector<int64_t> split_integers(const std::string& text, const std::string& field) {
@@ -130,8 +121,9 @@ std::vector<int64_t> split_integers(const std::string& text, const std::string& 
   size_t begin = 0;
   for (;;) {
     const size_t colon = text.find(':', begin);
-    values.push_back(parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                               field + "[" + std::to_string(values.size()) + "]"));
+    values.push_back(
+        parse_int(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
+                  field + "[" + std::to_string(values.size()) + "]"));
     if (colon == std::string::npos) break;
     begin = colon + 1;
   }
@@ -198,7 +190,8 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
   size_t begin = 0;
   for (;;) {
     const size_t end = text.find_first_of(",/", begin);
-    const std::string_view item = text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
+    const std::string_view item =
+        text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
     const size_t eq = item.find_first_of("=:");
     if (eq == std::string_view::npos) {
       throw InputError(std::string(field) + ": '" + std::string(item) + "' (expected REGION=WEIGHT, e.g. knee=1)");
@@ -207,12 +200,12 @@ RegionMix parse_region_mix(std::string_view text, std::string_view field) {
     const std::string item_field = std::string(field) + "." + std::string(name);
     const float weight = parse_float32(item.substr(eq + 1), item_field);
     if (weight < 0) throw InputError(item_field + ": weight must be >= 0");
-    if (name == "knee") mix.knee = weight;
-    else if (name == "saturation") mix.saturation = weight;
-    else if (name == "quant_boundary") mix.quant_boundary = weight;
-    else if (name == "bulk") mix.bulk = weight;
-    else throw InputError(std::string(field) + ": unknown region '" + std::string(name) +
-                          "' (expected knee, saturation, quant_boundary or bulk)");
+    switch (parse_region(name, field)) {
+      case Region::knee: mix.knee = weight; break;
+      case Region::saturation: mix.saturation = weight; break;
+      case Region::quant_boundary: mix.quant_boundary = weight; break;
+      case Region::bulk: mix.bulk = weight; break;
+    }
     any = any || weight > 0;
     if (end == std::string_view::npos) break;
     begin = end + 1;
@@ -276,7 +269,6 @@ std::string canonical_key(const CaseSpec& spec) {
   return CanonicalFields(spec) + ";table=" + fingerprint;
 }
 
-
 std::string activation_table_key(const Convention& c) {
   CaseSpec keyed;
   keyed.convention = c;
@@ -289,8 +281,7 @@ uint64_t case_stream_id(const CaseSpec& spec) {
   // FNV-1a, 64 bit: stable across platforms and compilers (std::hash is not).
   uint64_t hash = 0xcbf29ce484222325ull;
   const std::string key =
-      !ExternalTableFingerprint(spec).empty() ? canonical_key(spec)
-                                              : CanonicalFields(spec, /*for_samples=*/true);
+      !ExternalTableFingerprint(spec).empty() ? canonical_key(spec) : CanonicalFields(spec, /*for_samples=*/true);
   for (unsigned char ch : key) {
     hash ^= ch;
     hash *= 0x100000001b3ull;
@@ -307,11 +298,10 @@ template <typename T>
 std::string JoinCodes(const std::vector<T>& values) {
   std::string out;
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
-  for (const T& v : values) out += (out.empty() ? "" : ":") + std::to_string(v);
+      for (const T& v : values) out += (out.empty() ? "" : ":") + std::to_string(v);
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   return out;
 }
-
 
 // One stage's tensors: res= (an elementwise operand), fws=, fw=, fb= (a layer), bng=, bnb=, bnm=, bnv= (BatchNorm);
 // each key suffixed as stage_field_suffix says.
@@ -322,7 +312,8 @@ std::string EncodeOperands(const StageOperands& o, const std::string& suffix) {
     std::string fc_scales;
     for (float s : o.weight_scales) fc_scales.append(fc_scales.empty() ? "" : ":").append(format_float32(s));
     out.append(";fws").append(suffix).append("=").append(fc_scales);
-    out.append(";fw").append(suffix).append("=").append(JoinCodes(std::vector<int32_t>(o.weights.begin(), o.weights.end())));
+    out.append(";fw").append(suffix).append("=").append(
+        JoinCodes(std::vector<int32_t>(o.weights.begin(), o.weights.end())));
     out.append(";fb").append(suffix).append("=").append(JoinCodes(o.bias));
   }
   if (!o.bn.gamma.empty()) {
@@ -339,14 +330,15 @@ std::string EncodeOperands(const StageOperands& o, const std::string& suffix) {
 
 std::string EncodeExplicit(const ExplicitConv& e, const Pattern& p) {
   const ConvCase& c = e.conv;
-  std::string out = ";shape=" + JoinCodes(std::vector<int32_t>{
-      c.batch(), c.input_height(), c.input_width(), c.input_channels(), c.output_channels(), c.kernel_height(),
-      c.kernel_width(), c.stride_height(), c.stride_width(), c.dilation_height(), c.dilation_width(), c.padding_top(),
-      c.padding_left(), c.padding_bottom(), c.padding_right()});
+  std::string out =
+      ";shape=" + JoinCodes(std::vector<int32_t>{
+                      c.batch(), c.input_height(), c.input_width(), c.input_channels(), c.output_channels(),
+                      c.kernel_height(), c.kernel_width(), c.stride_height(), c.stride_width(), c.dilation_height(),
+                      c.dilation_width(), c.padding_top(), c.padding_left(), c.padding_bottom(), c.padding_right()});
   out += ";xq=" + format_quant_params(c.input_quant());
   std::string scales;
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_BEGIN  // "literal" + std::string&& (fusediff/model/diagnostics.h)
-  for (float s : c.weight_scales()) scales += (scales.empty() ? "" : ":") + format_float32(s);
+      for (float s : c.weight_scales()) scales += (scales.empty() ? "" : ":") + format_float32(s);
   FUSEDIFF_GCC12_WRESTRICT_FALSE_POSITIVE_END
   out += ";ws=" + scales;
   out += ";w=" + JoinCodes(std::vector<int32_t>(c.weights().begin(), c.weights().end()));
@@ -370,11 +362,12 @@ std::string format_replay(const ReplayKey& key) {
   const std::string repeat = key.repeat > 0 ? ";repeat=" + std::to_string(key.repeat) : std::string();
   if (key.explicit_conv) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) + repeat;
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) +
+           repeat;
   }
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
-                     ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) + ";mutant=" +
-                     std::string(to_string(key.spec.mutant));
+                     ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
+                     ";mutant=" + std::string(to_string(key.spec.mutant));
   // The table itself cannot travel in a replay string: its fingerprint, file and digest name it.
   if (const std::string fingerprint = ExternalTableFingerprint(key.spec); !fingerprint.empty()) {
     text += ";table=" + fingerprint;
@@ -386,96 +379,83 @@ std::string format_replay(const ReplayKey& key) {
 }
 
 namespace {
-// The inverse of PatternFields; `take` removes a required field and returns its text.
-template <typename Take, typename Has>
-void ParsePatternFields(CaseSpec& s, Take& take, Has& has) {
-  s.pattern = parse_pattern_name(take("pattern"), "replay.pattern");
-  if (s.pattern.producer == Producer::fully_connected) s.pattern.multiplier = parse_multiplier_rule(take("mult"), "replay.mult");
-  // The replay string's fields as a stage module reads them.
-  class Fields final : public ReplayFieldSource {
-   public:
-    Fields(Take& take, Has& has, std::string suffix) : take_(take), has_(has), suffix_(std::move(suffix)) {}
-    bool has(std::string_view key) const override { return has_((std::string(key) + suffix_).c_str()); }
-    std::string take(std::string_view key) const override { return take_((std::string(key) + suffix_).c_str()); }
+// The fields of a replay string by name. take() removes the field it returns, so whatever is left once every
+// reader has run is a field no reader knows.
+class ReplayFields {
+ public:
+  explicit ReplayFields(std::string_view text) {
+    while (!text.empty()) {
+      const size_t end = text.find(';');
+      const std::string_view item = text.substr(0, end);
+      const size_t eq = item.find('=');
+      if (eq == std::string_view::npos) throw InputError("replay: field '" + std::string(item) + "' has no '='");
+      auto [it, inserted] = fields_.emplace(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
+      if (!inserted) throw InputError("replay: field '" + it->first + "' appears twice");
+      text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    }
+  }
+  bool has(std::string_view name) const { return fields_.find(name) != fields_.end(); }
+  // The field's text, removed; a missing field is an InputError naming it.
+  std::string take(std::string_view name) {
+    const auto it = fields_.find(name);
+    if (it == fields_.end()) throw InputError("replay: missing field '" + std::string(name) + "'");
+    std::string value = std::move(it->second);
+    fields_.erase(it);
+    return value;
+  }
+  // The text of a field that is not taken (the table's fingerprint, quoted in an error); null where absent.
+  const std::string* peek(std::string_view name) const {
+    const auto it = fields_.find(name);
+    return it == fields_.end() ? nullptr : &it->second;
+  }
+  void require_all_taken() const {
+    if (!fields_.empty()) throw InputError("replay: unknown field '" + fields_.begin()->first + "'");
+  }
 
-   private:
-    Take& take_;
-    Has& has_;
-    std::string suffix_;
-  };
+ private:
+  std::map<std::string, std::string, std::less<>> fields_;
+};
+
+// One stage's fields as its module reads them: a later stage of a kind already seen has suffixed keys.
+class StageReplayFields final : public ReplayFieldSource {
+ public:
+  StageReplayFields(ReplayFields& fields, std::string suffix) : fields_(fields), suffix_(std::move(suffix)) {}
+  bool has(std::string_view key) const override { return fields_.has(std::string(key) + suffix_); }
+  std::string take(std::string_view key) const override { return fields_.take(std::string(key) + suffix_); }
+
+ private:
+  ReplayFields& fields_;
+  std::string suffix_;
+};
+
+// The inverse of PatternFields.
+void ParsePatternFields(ReplayFields& fields, CaseSpec& s) {
+  s.pattern = parse_pattern_name(fields.take("pattern"), "replay.pattern");
+  if (s.pattern.producer == Producer::fully_connected) {
+    s.pattern.multiplier = parse_multiplier_rule(fields.take("mult"), "replay.mult");
+  }
   for (size_t i = 0; i < s.pattern.stages.size(); ++i) {
-    const Fields fields(take, has, stage_field_suffix(s.pattern, i));
-    stage_module(s.pattern.stages[i].kind).parse_replay_fields(s.pattern.stages[i], fields);
+    const StageReplayFields stage_fields(fields, stage_field_suffix(s.pattern, i));
+    stage_module(s.pattern.stages[i].kind).parse_replay_fields(s.pattern.stages[i], stage_fields);
   }
 }
+
 // Floats "a:b:c" (binary32 each, exactly as written).
 std::vector<float> SplitFloats(const std::string& text, const std::string& field) {
   std::vector<float> values;
   for (size_t begin = 0; begin <= text.size();) {
     const size_t colon = text.find(':', begin);
-    values.push_back(parse_float32(std::string_view(text).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                                   field + "[" + std::to_string(values.size()) + "]"));
+    const size_t length = colon == std::string::npos ? std::string::npos : colon - begin;
+    values.push_back(
+        parse_float32(std::string_view(text).substr(begin, length), field + "[" + std::to_string(values.size()) + "]"));
     if (colon == std::string::npos) break;
     begin = colon + 1;
   }
   return values;
 }
 
-// The inverse of EncodeOperands for each stage of `p`, then the checks that the tensors fit the pattern and the
-// conv (a replay string is user input). A stage reads the tensor its predecessors leave (pattern geometry).
-template <typename Fields, typename Take>
-void DecodeOperands(const Pattern& p, const Fields& fields, Take& take, ExplicitConv& e) {
-  PatternGeometry g{e.conv.batch(), e.conv.output_height(), e.conv.output_width(), e.conv.output_channels()};
-  for (size_t i = 0; i < p.stages.size(); ++i) {
-    const Stage& st = p.stages[i];
-    const std::string suffix = stage_field_suffix(p, i);
-    const auto key = [&suffix](const char* name) { return std::string(name) + suffix; };
-    StageOperands o;
-    if (st.kind == StageKind::add) {
-      if (fields.count(key("res"))) {
-        for (int64_t r : split_integers(take(key("res").c_str()), "replay." + key("res"))) o.codes.push_back(static_cast<int32_t>(r));
-      }
-      if (o.codes.size() != g.elements()) {
-        throw InputError("replay." + key("res") + ": " + std::to_string(o.codes.size()) + " codes, the pattern needs " +
-                         std::to_string(g.elements()));
-      }
-      for (int32_t r : o.codes) {
-        if (!st.residual.type.contains(r)) throw InputError("replay." + key("res") + ": " + std::to_string(r) + " is outside the residual type");
-      }
-    } else if (st.kind == StageKind::fully_connected) {
-      if (fields.count(key("fw"))) {
-        o.weight_scales = SplitFloats(take(key("fws").c_str()), "replay." + key("fws"));
-        for (int64_t w : split_integers(take(key("fw").c_str()), "replay." + key("fw"))) {
-          if (w < -127 || w > 127) throw InputError("replay." + key("fw") + ": " + std::to_string(w) + " is outside [-127, 127]");
-          o.weights.push_back(static_cast<int8_t>(w));
-        }
-        for (int64_t b : split_integers(take(key("fb").c_str()), "replay." + key("fb"))) o.bias.push_back(static_cast<int32_t>(b));
-      }
-      const size_t outputs = static_cast<size_t>(st.fc_outputs);
-      if (g.height != 1 || g.width != 1 || o.weight_scales.size() != outputs || o.bias.size() != outputs ||
-          o.weights.size() != outputs * static_cast<size_t>(g.channels)) {
-        throw InputError("replay." + key("fw") + ": the second layer's tensors do not fit " + std::to_string(outputs) +
-                         " outputs over " + std::to_string(g.channels) + " features of a 1x1 producer output");
-      }
-    } else if (st.kind == StageKind::batchnorm) {
-      if (fields.count(key("bng"))) {
-        o.bn.gamma = SplitFloats(take(key("bng").c_str()), "replay." + key("bng"));
-        o.bn.beta = SplitFloats(take(key("bnb").c_str()), "replay." + key("bnb"));
-        o.bn.mean = SplitFloats(take(key("bnm").c_str()), "replay." + key("bnm"));
-        o.bn.var = SplitFloats(take(key("bnv").c_str()), "replay." + key("bnv"));
-      }
-      validate(o.bn, static_cast<size_t>(e.conv.output_channels()), st.bn_eps, "replay.bn");
-    }
-    e.stages.push_back(std::move(o));
-    g = stage_module(st.kind).output_geometry(st, g);
-  }
-  if (fields.count("bng")) throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
-  if (fields.count("res")) throw InputError("replay.res: a residual for a pattern without an add stage");
-  if (fields.count("fw")) throw InputError("replay.fw: a second layer for a pattern without a fully connected stage");
-}
-}  // namespace
-
-ReplayKey parse_replay(std::string_view text) {
+// "fusediff-replay/1;" or "/2;" removed from `text`; true for version 2 (an explicit draw).
+bool TakeReplayPrefix(std::string_view& text) {
   constexpr std::string_view kPrefixV1 = "fusediff-replay/1;";
   constexpr std::string_view kPrefixV2 = "fusediff-replay/2;";
   const bool v2 = text.starts_with(kPrefixV2);
@@ -484,136 +464,239 @@ ReplayKey parse_replay(std::string_view text) {
                      " or " + std::string(kPrefixV2));
   }
   text.remove_prefix(kPrefixV1.size());
-  std::map<std::string, std::string, std::less<>> fields;
-  while (!text.empty()) {
-    size_t end = text.find(';');
-    std::string_view item = text.substr(0, end);
-    size_t eq = item.find('=');
-    if (eq == std::string_view::npos) throw InputError("replay: field '" + std::string(item) + "' has no '='");
-    auto [it, inserted] = fields.emplace(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
-    if (!inserted) throw InputError("replay: field '" + it->first + "' appears twice");
-    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-  }
-  auto take = [&fields](const char* name) {
-    auto it = fields.find(name);
-    if (it == fields.end()) throw InputError(std::string("replay: missing field '") + name + "'");
-    std::string value = it->second;
-    fields.erase(it);
-    return value;
-  };
-  ReplayKey key;
-  if (!v2) {
-    key.seed = static_cast<uint64_t>(parse_int(take("seed"), "replay.seed"));
-    key.sample = static_cast<uint64_t>(parse_int(take("sample"), "replay.sample"));
-  }
-  CaseSpec& s = key.spec;
-  s.name = take("name");
-  s.source = parse_sample_source(take("source"), "replay.source");
-  Convention& c = s.convention;
-  c.activation.kind = parse_activation_kind(take("act"), "replay.act");
-  c.activation.alpha = parse_float32(take("alpha"), "replay.alpha");
-  c.requant = parse_requant_variant(take("requant"), "replay.requant");
-  c.intermediate.q = parse_quant_params(take("u"), "replay.u", QuantParams{});
-  c.intermediate.rounding = parse_rounding_mode(take("u_round"), "replay.u_round");
-  if (fields.count("u_store")) {
+  return v2;
+}
+
+// The convention's fields, from act= to y_float=.
+void ParseConventionFields(ReplayFields& fields, Convention& c) {
+  c.activation.kind = parse_activation_kind(fields.take("act"), "replay.act");
+  c.activation.alpha = parse_float32(fields.take("alpha"), "replay.alpha");
+  c.requant = parse_requant_variant(fields.take("requant"), "replay.requant");
+  c.intermediate.q = parse_quant_params(fields.take("u"), "replay.u", QuantParams{});
+  c.intermediate.rounding = parse_rounding_mode(fields.take("u_round"), "replay.u_round");
+  if (fields.has("u_store")) {
     c.intermediate.kind = IntermediateKind::f32;
-    c.intermediate.stored = parse_float_boundary(take("u_store"), "replay.u_store");
+    c.intermediate.stored = parse_float_boundary(fields.take("u_store"), "replay.u_store");
   }
-  c.output.q = parse_quant_params(take("y"), "replay.y", QuantParams{});
-  c.output.rounding = parse_rounding_mode(take("y_round"), "replay.y_round");
-  c.output.zero_point_order = parse_zero_point_order(take("zp_order"), "replay.zp_order");
-  if (fields.count("conv")) {
-    c.float_conv = parse_float_conv(take("conv"), "replay.conv");
+  c.output.q = parse_quant_params(fields.take("y"), "replay.y", QuantParams{});
+  c.output.rounding = parse_rounding_mode(fields.take("y_round"), "replay.y_round");
+  c.output.zero_point_order = parse_zero_point_order(fields.take("zp_order"), "replay.zp_order");
+  if (fields.has("conv")) {
+    c.float_conv = parse_float_conv(fields.take("conv"), "replay.conv");
     c.intermediate.kind = IntermediateKind::f32;
   }
-  if (fields.count("y_float")) c.output.float_value = parse_float_boundary(take("y_float"), "replay.y_float");
-  parse_fused_path(take("fused"), "replay.fused", s);
-  if (s.source == SampleSource::conv) s.mix = parse_region_mix(take("mix"), "replay.mix");
-  if (fields.count("comparison")) s.comparison = parse_comparison(take("comparison"), "replay.comparison");
-  s.mutant = parse_mutant(take("mutant"), "replay.mutant");
-  auto has = [&fields](const char* name) { return fields.count(name) > 0; };
-  if (fields.count("pattern")) ParsePatternFields(s, take, has);
-  if (fields.count("fusion")) s.fusion = parse_fusion(take("fusion"), "replay.fusion");
-  std::optional<Formulation> formulation;
-  if (fields.count("form")) formulation = parse_formulation(take("form"), "replay.form");
-  if (fields.count("repeat")) {
-    const int64_t repeat = parse_int(take("repeat"), "replay.repeat");
-    if (repeat < 1 || repeat > 64) throw InputError("replay.repeat: " + std::to_string(repeat) + " (expected 1 to 64)");
-    key.repeat = static_cast<uint32_t>(repeat);
+  if (fields.has("y_float")) c.output.float_value = parse_float_boundary(fields.take("y_float"), "replay.y_float");
+}
+
+// The case's fields both versions share: name, source, convention, path, mix, comparison, mutant, pattern, fusion.
+void ParseCaseFields(ReplayFields& fields, CaseSpec& s) {
+  s.name = fields.take("name");
+  s.source = parse_sample_source(fields.take("source"), "replay.source");
+  ParseConventionFields(fields, s.convention);
+  parse_fused_path(fields.take("fused"), "replay.fused", s);
+  if (s.source == SampleSource::conv) s.mix = parse_region_mix(fields.take("mix"), "replay.mix");
+  if (fields.has("comparison")) s.comparison = parse_comparison(fields.take("comparison"), "replay.comparison");
+  s.mutant = parse_mutant(fields.take("mutant"), "replay.mutant");
+  if (fields.has("pattern")) ParsePatternFields(fields, s);
+  if (fields.has("fusion")) s.fusion = parse_fusion(fields.take("fusion"), "replay.fusion");
+}
+
+// ";repeat=K", 1 to 64.
+uint32_t ParseRepeat(const std::string& text) {
+  const int64_t repeat = parse_int(text, "replay.repeat");
+  if (repeat < 1 || repeat > 64) throw InputError("replay.repeat: " + std::to_string(repeat) + " (expected 1 to 64)");
+  return static_cast<uint32_t>(repeat);
+}
+
+// An add stage's residual (res=): one code of the residual's type per element of the tensor it is added to.
+StageOperands DecodeResidual(ReplayFields& fields, const Stage& st, const std::string& suffix,
+                             const PatternGeometry& g) {
+  const std::string key = "res" + suffix;
+  StageOperands o;
+  if (fields.has(key)) {
+    for (int64_t r : split_integers(fields.take(key), "replay." + key)) o.codes.push_back(static_cast<int32_t>(r));
   }
-  if (!v2) key.formulation = formulation;
-  if (v2) {
-    ExplicitConv e;
-    const std::vector<int64_t> shape = split_integers(take("shape"), "replay.shape");
-    if (shape.size() != 15) throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
-    auto dim = [&shape](size_t i) { return static_cast<int32_t>(shape[i]); };
-    e.conv.batch(dim(0)).input_size(dim(1), dim(2)).input_channels(dim(3)).output_channels(dim(4))
-        .kernel_size(dim(5), dim(6)).stride(dim(7), dim(8)).dilation(dim(9), dim(10))
-        .padding(dim(11), dim(12), dim(13), dim(14));
-    e.conv.input_quant(parse_quant_params(take("xq"), "replay.xq", QuantParams{}));
-    std::vector<float> scales;
-    const std::string ws = take("ws");
-    for (size_t begin = 0; begin <= ws.size();) {
-      const size_t colon = ws.find(':', begin);
-      scales.push_back(parse_float32(std::string_view(ws).substr(begin, colon == std::string::npos ? std::string::npos : colon - begin),
-                                     "replay.ws[" + std::to_string(scales.size()) + "]"));
-      if (colon == std::string::npos) break;
-      begin = colon + 1;
-    }
-    e.conv.weight_scales(scales);
-    if (fields.count("wrange")) {
-      const std::string range = take("wrange");
-      if (range != "full") throw InputError("replay.wrange: '" + range + "' (expected full, or no field for symmetric)");
-      e.conv.weight_range(WeightRange::full);
-    }
-    std::vector<int8_t> weights;
-    for (int64_t w : split_integers(take("w"), "replay.w")) {
-      if (w < -128 || w > 127) throw InputError("replay.w: " + std::to_string(w) + " is outside int8");
-      weights.push_back(static_cast<int8_t>(w));
-    }
-    e.conv.weights(std::move(weights));
-    std::vector<int32_t> bias;
-    for (int64_t b : split_integers(take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
-    e.conv.bias(std::move(bias));
-    for (int64_t x : split_integers(take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
-    e.element = static_cast<uint64_t>(parse_int(take("element"), "replay.element"));
-    if (fields.count("op")) {
-      e.conv.op(parse_conv_op(take("op"), "replay.op"));
-      const std::vector<int64_t> opad = split_integers(take("opad"), "replay.opad");
-      if (opad.size() != 2) throw InputError("replay.opad: expected H:W");
-      e.conv.output_padding(static_cast<int32_t>(opad[0]), static_cast<int32_t>(opad[1]));
-    }
-    e.conv.validate();
-    if (e.input.size() != e.conv.input_elements()) {
-      throw InputError("replay.x: " + std::to_string(e.input.size()) + " codes, the conv needs " +
-                       std::to_string(e.conv.input_elements()));
-    }
-    for (int32_t x : e.input) {
-      if (!e.conv.input_quant().type.contains(x)) throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
-    }
-    DecodeOperands(s.pattern, fields, take, e);
-    if (e.element >= pattern_output_geometry(s.pattern, e.conv).elements()) {
-      throw InputError("replay.element: past the pattern's outputs");
-    }
-    e.formulation = formulation;
-    key.explicit_conv = std::move(e);
+  if (o.codes.size() != g.elements()) {
+    throw InputError("replay." + key + ": " + std::to_string(o.codes.size()) + " codes, the pattern needs " +
+                     std::to_string(g.elements()));
   }
-  if (auto it = fields.find("table"); it != fields.end()) {
-    if (!fields.count("table_file") || !fields.count("table_sha256")) {
-      throw InputError("replay.table: the sample used an external table (fingerprint " + it->second +
+  for (int32_t r : o.codes) {
+    if (!st.residual.type.contains(r)) {
+      throw InputError("replay." + key + ": " + std::to_string(r) + " is outside the residual type");
+    }
+  }
+  return o;
+}
+
+// A second layer (fws=, fw=, fb=): its weight scales, int8 weights and int32 bias over a 1x1 input.
+StageOperands DecodeSecondLayer(ReplayFields& fields, const Stage& st, const std::string& suffix,
+                                const PatternGeometry& g) {
+  const auto key = [&suffix](const char* name) { return std::string(name) + suffix; };
+  StageOperands o;
+  if (fields.has(key("fw"))) {
+    o.weight_scales = SplitFloats(fields.take(key("fws")), "replay." + key("fws"));
+    for (int64_t w : split_integers(fields.take(key("fw")), "replay." + key("fw"))) {
+      if (w < -127 || w > 127) {
+        throw InputError("replay." + key("fw") + ": " + std::to_string(w) + " is outside [-127, 127]");
+      }
+      o.weights.push_back(static_cast<int8_t>(w));
+    }
+    for (int64_t b : split_integers(fields.take(key("fb")), "replay." + key("fb"))) {
+      o.bias.push_back(static_cast<int32_t>(b));
+    }
+  }
+  const size_t outputs = static_cast<size_t>(st.fc_outputs);
+  if (g.height != 1 || g.width != 1 || o.weight_scales.size() != outputs || o.bias.size() != outputs ||
+      o.weights.size() != outputs * static_cast<size_t>(g.channels)) {
+    throw InputError("replay." + key("fw") + ": the second layer's tensors do not fit " + std::to_string(outputs) +
+                     " outputs over " + std::to_string(g.channels) + " features of a 1x1 producer output");
+  }
+  return o;
+}
+
+// BatchNorm's parameters (bng=, bnb=, bnm=, bnv=): one binary32 each per output channel of the conv.
+StageOperands DecodeBatchNorm(ReplayFields& fields, const Stage& st, const std::string& suffix, size_t channels) {
+  const auto key = [&suffix](const char* name) { return std::string(name) + suffix; };
+  StageOperands o;
+  if (fields.has(key("bng"))) {
+    o.bn.gamma = SplitFloats(fields.take(key("bng")), "replay." + key("bng"));
+    o.bn.beta = SplitFloats(fields.take(key("bnb")), "replay." + key("bnb"));
+    o.bn.mean = SplitFloats(fields.take(key("bnm")), "replay." + key("bnm"));
+    o.bn.var = SplitFloats(fields.take(key("bnv")), "replay." + key("bnv"));
+  }
+  validate(o.bn, channels, st.bn_eps, "replay.bn");
+  return o;
+}
+
+// The inverse of EncodeOperands for each stage of `p`, with the checks that the tensors fit the pattern and the
+// conv (a replay string is user input). A stage reads the tensor its predecessors leave (pattern geometry).
+void DecodeOperands(const Pattern& p, ReplayFields& fields, ExplicitConv& e) {
+  PatternGeometry g{e.conv.batch(), e.conv.output_height(), e.conv.output_width(), e.conv.output_channels()};
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const Stage& st = p.stages[i];
+    const std::string suffix = stage_field_suffix(p, i);
+    StageOperands o;
+    if (st.kind == StageKind::add) {
+      o = DecodeResidual(fields, st, suffix, g);
+    } else if (st.kind == StageKind::fully_connected) {
+      o = DecodeSecondLayer(fields, st, suffix, g);
+    } else if (st.kind == StageKind::batchnorm) {
+      o = DecodeBatchNorm(fields, st, suffix, static_cast<size_t>(e.conv.output_channels()));
+    }
+    e.stages.push_back(std::move(o));
+    g = stage_module(st.kind).output_geometry(st, g);
+  }
+  if (fields.has("bng")) throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
+  if (fields.has("res")) throw InputError("replay.res: a residual for a pattern without an add stage");
+  if (fields.has("fw")) throw InputError("replay.fw: a second layer for a pattern without a fully connected stage");
+}
+
+// A v2 string's conv: its shape (N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR), input quantization, weight scales,
+// weight range, weights and bias.
+ConvCase ParseConvFields(ReplayFields& fields) {
+  ConvCase conv;
+  const std::vector<int64_t> shape = split_integers(fields.take("shape"), "replay.shape");
+  if (shape.size() != 15)
+    throw InputError("replay.shape: expected 15 integers N/H/W/C/K/KH/KW/SH/SW/DH/DW/PT/PL/PB/PR");
+  const auto dim = [&shape](size_t i) { return static_cast<int32_t>(shape[i]); };
+  conv.batch(dim(0))
+      .input_size(dim(1), dim(2))
+      .input_channels(dim(3))
+      .output_channels(dim(4))
+      .kernel_size(dim(5), dim(6))
+      .stride(dim(7), dim(8))
+      .dilation(dim(9), dim(10))
+      .padding(dim(11), dim(12), dim(13), dim(14));
+  conv.input_quant(parse_quant_params(fields.take("xq"), "replay.xq", QuantParams{}));
+  conv.weight_scales(SplitFloats(fields.take("ws"), "replay.ws"));
+  if (fields.has("wrange")) {
+    const std::string range = fields.take("wrange");
+    if (range != "full") throw InputError("replay.wrange: '" + range + "' (expected full, or no field for symmetric)");
+    conv.weight_range(WeightRange::full);
+  }
+  std::vector<int8_t> weights;
+  for (int64_t w : split_integers(fields.take("w"), "replay.w")) {
+    if (w < -128 || w > 127) throw InputError("replay.w: " + std::to_string(w) + " is outside int8");
+    weights.push_back(static_cast<int8_t>(w));
+  }
+  conv.weights(std::move(weights));
+  std::vector<int32_t> bias;
+  for (int64_t b : split_integers(fields.take("b"), "replay.b")) bias.push_back(static_cast<int32_t>(b));
+  conv.bias(std::move(bias));
+  return conv;
+}
+
+// A v2 string's draw: the conv, its input codes, the element, a transposed conv's op and output padding, then each
+// stage's operands, all checked against each other.
+ExplicitConv ParseExplicitDraw(ReplayFields& fields, const Pattern& pattern) {
+  ExplicitConv e;
+  e.conv = ParseConvFields(fields);
+  for (int64_t x : split_integers(fields.take("x"), "replay.x")) e.input.push_back(static_cast<int32_t>(x));
+  e.element = static_cast<uint64_t>(parse_int(fields.take("element"), "replay.element"));
+  if (fields.has("op")) {
+    e.conv.op(parse_conv_op(fields.take("op"), "replay.op"));
+    const std::vector<int64_t> opad = split_integers(fields.take("opad"), "replay.opad");
+    if (opad.size() != 2) throw InputError("replay.opad: expected H:W");
+    e.conv.output_padding(static_cast<int32_t>(opad[0]), static_cast<int32_t>(opad[1]));
+  }
+  e.conv.validate();
+  if (e.input.size() != e.conv.input_elements()) {
+    throw InputError("replay.x: " + std::to_string(e.input.size()) + " codes, the conv needs " +
+                     std::to_string(e.conv.input_elements()));
+  }
+  for (int32_t x : e.input) {
+    if (!e.conv.input_quant().type.contains(x)) {
+      throw InputError("replay.x: " + std::to_string(x) + " is outside the input type");
+    }
+  }
+  DecodeOperands(pattern, fields, e);
+  if (e.element >= pattern_output_geometry(pattern, e.conv).elements()) {
+    throw InputError("replay.element: past the pattern's outputs");
+  }
+  return e;
+}
+
+// An external table's fields (table=, table_file=, table_sha256=): all three or none.
+void ParseTableFields(ReplayFields& fields, CaseSpec& s) {
+  if (const std::string* fingerprint = fields.peek("table")) {
+    if (!fields.has("table_file") || !fields.has("table_sha256")) {
+      throw InputError("replay.table: the sample used an external table (fingerprint " + *fingerprint +
                        ") and the string does not name its file (table_file=, table_sha256=); replay it with "
                        "`fusediff gate DESCRIPTOR.json`, which lists its codes");
     }
-    s.table_fingerprint = take("table");
-    s.table_file = PercentDecode(take("table_file"), "replay.table_file");
-    s.table_sha256 = take("table_sha256");
+    s.table_fingerprint = fields.take("table");
+    s.table_file = PercentDecode(fields.take("table_file"), "replay.table_file");
+    s.table_sha256 = fields.take("table_sha256");
     if (s.table_fingerprint.size() != 16 || s.table_sha256.size() != 64) {
       throw InputError("replay.table: expected a 16-digit fingerprint and a 64-digit SHA-256");
     }
-  } else if (fields.count("table_file") || fields.count("table_sha256")) {
+  } else if (fields.has("table_file") || fields.has("table_sha256")) {
     throw InputError("replay.table_file: without table= (the table's fingerprint)");
   }
-  if (!fields.empty()) throw InputError("replay: unknown field '" + fields.begin()->first + "'");
+}
+}  // namespace
+
+ReplayKey parse_replay(std::string_view text) {
+  const bool v2 = TakeReplayPrefix(text);
+  ReplayFields fields(text);
+  ReplayKey key;
+  if (!v2) {
+    key.seed = static_cast<uint64_t>(parse_int(fields.take("seed"), "replay.seed"));
+    key.sample = static_cast<uint64_t>(parse_int(fields.take("sample"), "replay.sample"));
+  }
+  CaseSpec& s = key.spec;
+  ParseCaseFields(fields, s);
+  std::optional<Formulation> formulation;
+  if (fields.has("form")) formulation = parse_formulation(fields.take("form"), "replay.form");
+  if (fields.has("repeat")) key.repeat = ParseRepeat(fields.take("repeat"));
+  if (v2) {
+    key.explicit_conv = ParseExplicitDraw(fields, s.pattern);
+    key.explicit_conv->formulation = formulation;
+  } else {
+    key.formulation = formulation;
+  }
+  ParseTableFields(fields, s);
+  fields.require_all_taken();
   validate(s);
   s.samples = key.sample + 1;
   return key;

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
 namespace {
 // Output extent of one spatial dimension: floor((in + pads - dilation*(kernel-1) - 1) / stride) + 1.
-int32_t OutputExtent(int32_t in, int32_t pad_begin, int32_t pad_end, int32_t kernel, int32_t stride,
-                     int32_t dilation) {
+int32_t OutputExtent(int32_t in, int32_t pad_begin, int32_t pad_end, int32_t kernel, int32_t stride, int32_t dilation) {
   const int64_t effective_kernel = int64_t{dilation} * (kernel - 1) + 1;
   const int64_t padded = int64_t{in} + pad_begin + pad_end;
   if (stride <= 0 || padded < effective_kernel) return 0;
@@ -23,8 +23,8 @@ int32_t OutputExtent(int32_t in, int32_t pad_begin, int32_t pad_end, int32_t ker
 // Transposed: (in - 1) * stride - pads + dilation * (kernel - 1) + output_padding + 1.
 int32_t TransposedExtent(int32_t in, int32_t pad_begin, int32_t pad_end, int32_t kernel, int32_t stride,
                          int32_t dilation, int32_t output_padding) {
-  const int64_t extent = (int64_t{in} - 1) * stride - pad_begin - pad_end + int64_t{dilation} * (kernel - 1) +
-                         output_padding + 1;
+  const int64_t extent =
+      (int64_t{in} - 1) * stride - pad_begin - pad_end + int64_t{dilation} * (kernel - 1) + output_padding + 1;
   return extent < 0 ? 0 : static_cast<int32_t>(std::min<int64_t>(extent, 1 << 30));
 }
 
@@ -36,23 +36,23 @@ void RequireRange(int64_t value, int64_t lo, int64_t hi, const char* field) {
 }
 }  // namespace
 
-std::string_view to_string(Accumulation a) {
-  switch (a) {
-    case Accumulation::exact: return "exact";
-    case Accumulation::halved_weights: return "halved_weights";
-    case Accumulation::int16_pairs_per_tap: return "int16_pairs_per_tap";
-    case Accumulation::int16_pairs_flattened: return "int16_pairs_flattened";
-    case Accumulation::int16_pairs_shifted_weights: return "int16_pairs_shifted_weights";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<Accumulation, 5> kAccumulations{
+    {{"exact", Accumulation::exact},
+     {"halved_weights", Accumulation::halved_weights},
+     {"int16_pairs_per_tap", Accumulation::int16_pairs_per_tap},
+     {"int16_pairs_flattened", Accumulation::int16_pairs_flattened},
+     {"int16_pairs_shifted_weights", Accumulation::int16_pairs_shifted_weights}}};
+constexpr detail::Names<ConvOp, 2> kConvOps{
+    {{"conv2d", ConvOp::conv2d}, {"conv_transpose2d", ConvOp::conv_transpose2d}}};
+}  // namespace
 
-std::string_view to_string(ConvOp op) { return op == ConvOp::conv2d ? "conv2d" : "conv_transpose2d"; }
+std::string_view to_string(Accumulation a) { return detail::NameOf(a, kAccumulations); }
+
+std::string_view to_string(ConvOp op) { return detail::NameOf(op, kConvOps); }
 
 ConvOp parse_conv_op(std::string_view text, std::string_view field) {
-  if (text == "conv2d") return ConvOp::conv2d;
-  if (text == "conv_transpose2d") return ConvOp::conv_transpose2d;
-  throw InputError(std::string(field) + ": unknown op '" + std::string(text) + "' (expected conv2d or conv_transpose2d)");
+  return detail::ParseNamed(text, field, "op", kConvOps);
 }
 
 int32_t ConvCase::output_height() const {
@@ -69,9 +69,7 @@ int32_t ConvCase::output_width() const {
   }
   return OutputExtent(input_width_, padding_left_, padding_right_, kernel_width_, stride_width_, dilation_width_);
 }
-size_t ConvCase::input_elements() const {
-  return size_t(batch_) * input_height_ * input_width_ * input_channels_;
-}
+size_t ConvCase::input_elements() const { return size_t(batch_) * input_height_ * input_width_ * input_channels_; }
 size_t ConvCase::weight_elements() const {
   return size_t(output_channels_) * kernel_height_ * kernel_width_ * input_channels_;
 }
@@ -105,7 +103,8 @@ int64_t ConvCase::accumulator_bound(int32_t k) const {
   int64_t weight_abs_sum = 0;
   for (int32_t ky = 0; ky < kernel_height_; ++ky)
     for (int32_t kx = 0; kx < kernel_width_; ++kx)
-      for (int32_t c = 0; c < input_channels_; ++c) weight_abs_sum += std::abs(int64_t{weights_[weight_index(k, ky, kx, c)]});
+      for (int32_t c = 0; c < input_channels_; ++c)
+        weight_abs_sum += std::abs(int64_t{weights_[weight_index(k, ky, kx, c)]});
   return std::abs(int64_t{bias_[k]}) + max_centered_input * weight_abs_sum;
 }
 
@@ -131,24 +130,24 @@ void ConvCase::validate() const {
   RequireRange(output_padding_height_, 0, std::max(stride_height_, dilation_height_) - 1, "output_padding_height");
   RequireRange(output_padding_width_, 0, std::max(stride_width_, dilation_width_) - 1, "output_padding_width");
   if (output_height() < 1 || output_width() < 1) {
-    throw InputError("conv: the dilated kernel (" + std::to_string(kernel_height_) + "x" + std::to_string(kernel_width_) +
-                     ") does not fit the padded input; output would be empty");
+    throw InputError("conv: the dilated kernel (" + std::to_string(kernel_height_) + "x" +
+                     std::to_string(kernel_width_) + ") does not fit the padded input; output would be empty");
   }
   if (input_quant_.type.scalar == ScalarType::int16) {
     throw InputError("conv.input.type: int16 input is not supported (expected int8 or uint8)");
   }
   fusediff::validate(input_quant_, "conv.input");
   if (weight_scales_.size() != size_t(output_channels_)) {
-    throw InputError("conv.weight_scales: " + std::to_string(weight_scales_.size()) + " values, expected one per output channel (" +
-                     std::to_string(output_channels_) + ")");
+    throw InputError("conv.weight_scales: " + std::to_string(weight_scales_.size()) +
+                     " values, expected one per output channel (" + std::to_string(output_channels_) + ")");
   }
   for (size_t k = 0; k < weight_scales_.size(); ++k) {
     fusediff::validate(QuantParams{QuantType{ScalarType::int8, true}, weight_scales_[k], 0},
                        "conv.weight_scales[" + std::to_string(k) + "]");
   }
   if (weights_.size() != weight_elements()) {
-    throw InputError("conv.weights: " + std::to_string(weights_.size()) + " values, expected K*KH*KW*C = " +
-                     std::to_string(weight_elements()));
+    throw InputError("conv.weights: " + std::to_string(weights_.size()) +
+                     " values, expected K*KH*KW*C = " + std::to_string(weight_elements()));
   }
   for (size_t i = 0; i < weights_.size(); ++i) {
     if (weights_[i] == -128 && weight_range_ == WeightRange::symmetric) {
@@ -183,11 +182,10 @@ std::string describe(const ConvCase& conv) {
                 conv.dilation_width(), conv.padding_top(), conv.padding_left(), conv.padding_bottom(),
                 conv.padding_right(),
                 conv.op() == ConvOp::conv2d ? ""
-                                            : (", output padding " + std::to_string(conv.output_padding_height()) + "x" +
-                                               std::to_string(conv.output_padding_width()))
+                                            : (", output padding " + std::to_string(conv.output_padding_height()) +
+                                               "x" + std::to_string(conv.output_padding_width()))
                                                   .c_str());
   return buffer;
 }
-
 
 }  // namespace fusediff

@@ -7,50 +7,43 @@
 #include <vector>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(RequantVariant v) {
-  switch (v) {
-    case RequantVariant::exact: return "exact";
-    case RequantVariant::double_rounding: return "double_rounding";
-    case RequantVariant::single_rounding: return "single_rounding";
-    case RequantVariant::f32_half_even: return "f32_half_even";
-    case RequantVariant::f32_zero_point_first: return "f32_zero_point_first";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<RequantVariant, 5> kRequantVariants{
+    {{"exact", RequantVariant::exact},
+     {"double_rounding", RequantVariant::double_rounding},
+     {"single_rounding", RequantVariant::single_rounding},
+     {"f32_half_even", RequantVariant::f32_half_even},
+     {"f32_zero_point_first", RequantVariant::f32_zero_point_first}}};
+constexpr detail::Names<IntermediateKind, 2> kIntermediateKinds{
+    {{"quantized", IntermediateKind::quantized}, {"f32", IntermediateKind::f32}}};
+constexpr detail::Names<PostOpArithmetic, 3> kPostOps{{{"exact", PostOpArithmetic::exact},
+                                                      {"binary32", PostOpArithmetic::binary32},
+                                                      {"binary32_libm", PostOpArithmetic::binary32_libm}}};
+// The short forms are accepted too; each value prints as its first, full name.
+constexpr detail::Names<ZeroPointOrder, 4> kZeroPointOrders{{{"after_rounding", ZeroPointOrder::after_rounding},
+                                                             {"before_rounding", ZeroPointOrder::before_rounding},
+                                                             {"after", ZeroPointOrder::after_rounding},
+                                                             {"before", ZeroPointOrder::before_rounding}}};
+}  // namespace
 
-std::string_view to_string(IntermediateKind k) { return k == IntermediateKind::f32 ? "f32" : "quantized"; }
+std::string_view to_string(RequantVariant v) { return detail::NameOf(v, kRequantVariants); }
 
-std::string_view to_string(PostOpArithmetic a) {
-  switch (a) {
-    case PostOpArithmetic::exact: return "exact";
-    case PostOpArithmetic::binary32: return "binary32";
-    case PostOpArithmetic::binary32_libm: return "binary32_libm";
-  }
-  return "?";
-}
+std::string_view to_string(IntermediateKind k) { return detail::NameOf(k, kIntermediateKinds); }
 
-std::string_view to_string(ZeroPointOrder o) {
-  return o == ZeroPointOrder::after_rounding ? "after_rounding" : "before_rounding";
-}
+std::string_view to_string(PostOpArithmetic a) { return detail::NameOf(a, kPostOps); }
+
+std::string_view to_string(ZeroPointOrder o) { return detail::NameOf(o, kZeroPointOrders); }
 
 RequantVariant parse_requant_variant(std::string_view text, std::string_view field) {
-  if (text == "exact") return RequantVariant::exact;
-  if (text == "double_rounding") return RequantVariant::double_rounding;
-  if (text == "single_rounding") return RequantVariant::single_rounding;
-  if (text == "f32_half_even") return RequantVariant::f32_half_even;
-  if (text == "f32_zero_point_first") return RequantVariant::f32_zero_point_first;
-  throw InputError(std::string(field) + ": unknown requant variant '" + std::string(text) +
-                   "' (expected exact, double_rounding, single_rounding, f32_half_even or f32_zero_point_first)");
+  return detail::ParseNamed(text, field, "requant variant", kRequantVariants);
 }
 
 ZeroPointOrder parse_zero_point_order(std::string_view text, std::string_view field) {
-  if (text == "after_rounding" || text == "after") return ZeroPointOrder::after_rounding;
-  if (text == "before_rounding" || text == "before") return ZeroPointOrder::before_rounding;
-  throw InputError(std::string(field) + ": unknown zero-point order '" + std::string(text) +
-                   "' (expected after_rounding or before_rounding)");
+  return detail::ParseNamed(text, field, "zero-point order", kZeroPointOrders);
 }
 
 std::optional<RoundingMode> fixed_rounding(RequantVariant v) {
@@ -80,8 +73,8 @@ void validate(const Convention& c) {
                      " contradicts requant " + std::string(to_string(c.requant)) + ", which rounds " +
                      std::string(to_string(*fixed)));
   }
-  if (c.post_ops == PostOpArithmetic::binary32 &&
-      (c.output.rounding != RoundingMode::half_to_even || c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
+  if (c.post_ops == PostOpArithmetic::binary32 && (c.output.rounding != RoundingMode::half_to_even ||
+                                                   c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
     throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even (got " +
                      std::string(to_string(c.output.rounding)) + " with the zero point " +
                      std::string(to_string(c.output.zero_point_order)) + ")");
@@ -94,7 +87,8 @@ void validate(const Convention& c) {
                      std::string(to_string(c.output.zero_point_order)) + ")");
   }
   if (c.float_conv.enabled) {
-    if (c.intermediate.kind != IntermediateKind::f32) throw InputError("float_conv: a float convolution has an f32 intermediate");
+    if (c.intermediate.kind != IntermediateKind::f32)
+      throw InputError("float_conv: a float convolution has an f32 intermediate");
     if (c.float_conv.operands == FloatFormat::f16) throw InputError("float_conv.operands: f32 or bf16, not f16");
     if (c.float_conv.fpmath_bf16 && c.float_conv.operands != FloatFormat::f32) {
       throw InputError("float_conv: fpmath_bf16 applies to f32 operands");
@@ -144,10 +138,10 @@ QuantParams parse_quant_params(std::string_view text, std::string_view field, co
 QuantParams parse_full_quant_params(std::string_view text, std::string_view field) {
   const size_t colons = static_cast<size_t>(std::count(text.begin(), text.end(), ':'));
   if (colons != 2) {
-    throw InputError(std::string(field) + ": '" + std::string(text) + "' " +
-                     (colons == 0 ? "names the type only: the scale and zero point are missing"
-                                  : "is not TYPE:SCALE:ZERO_POINT") +
-                     " (expected TYPE:SCALE:ZERO_POINT, e.g. int16:0.000244140625:0; they are written into the file)");
+    throw InputError(
+        std::string(field) + ": '" + std::string(text) + "' " +
+        (colons == 0 ? "names the type only: the scale and zero point are missing" : "is not TYPE:SCALE:ZERO_POINT") +
+        " (expected TYPE:SCALE:ZERO_POINT, e.g. int16:0.000244140625:0; they are written into the file)");
   }
   return parse_quant_params(text, field, QuantParams{});
 }
@@ -163,8 +157,7 @@ std::string describe(const Convention& c) {
                                                       : "f32 stored as " + format_float_boundary(c.intermediate.stored))
           : format_quant_params(c.intermediate.q);
   std::string s = std::string(to_string(c.requant)) + " u=" + u + " " +
-                  std::string(to_string(c.intermediate.rounding)) + " -> " +
-                  std::string(to_string(c.activation.kind));
+                  std::string(to_string(c.intermediate.rounding)) + " -> " + std::string(to_string(c.activation.kind));
   if (takes_alpha(c.activation.kind)) s += "(alpha=" + format_float32(c.activation.alpha) + ")";
   s += " -> y=" + format_quant_params(c.output.q) + " " + std::string(to_string(c.output.rounding)) + " zp " +
        std::string(to_string(c.output.zero_point_order));
@@ -190,7 +183,8 @@ int32_t float_order_code(uint32_t bits, FloatFormat format) {
 }
 
 float f32_from_order_code(int32_t code, FloatFormat format) {
-  const uint32_t magnitude = code < 0 ? static_cast<uint32_t>(-static_cast<int64_t>(code)) : static_cast<uint32_t>(code);
+  const uint32_t magnitude =
+      code < 0 ? static_cast<uint32_t>(-static_cast<int64_t>(code)) : static_cast<uint32_t>(code);
   uint32_t bits = format == FloatFormat::f32 ? magnitude : magnitude << 16;
   if (code < 0) bits |= 0x80000000u;
   float out;
@@ -214,10 +208,15 @@ FloatConv parse_float_conv(std::string_view text, std::string_view field) {
   while (colon != std::string_view::npos) {
     const size_t begin = colon + 1;
     colon = text.find(':', begin);
-    const std::string_view part = text.substr(begin, colon == std::string_view::npos ? std::string_view::npos : colon - begin);
-    if (part == "pow2") f.pow2_scales = true;
-    else if (part == "fpmath_bf16") f.fpmath_bf16 = true;
-    else throw InputError(std::string(field) + ": unknown float conv option '" + std::string(part) + "' (expected pow2 or fpmath_bf16)");
+    const std::string_view part =
+        text.substr(begin, colon == std::string_view::npos ? std::string_view::npos : colon - begin);
+    if (part == "pow2")
+      f.pow2_scales = true;
+    else if (part == "fpmath_bf16")
+      f.fpmath_bf16 = true;
+    else
+      throw InputError(std::string(field) + ": unknown float conv option '" + std::string(part) +
+                       "' (expected pow2 or fpmath_bf16)");
   }
   if (f.operands == FloatFormat::f16) throw InputError(std::string(field) + ": operands f32 or bf16, not f16");
   return f;

@@ -6,17 +6,21 @@
 
 #include "fusediff/model/errors.h"
 #include "fusediff/model/formulation.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(Region r) {
-  switch (r) {
-    case Region::knee: return "knee";
-    case Region::saturation: return "saturation";
-    case Region::quant_boundary: return "quant_boundary";
-    case Region::bulk: return "bulk";
-  }
-  return "?";
+namespace {
+constexpr detail::Names<Region, 4> kRegions{{{"knee", Region::knee},
+                                             {"saturation", Region::saturation},
+                                             {"quant_boundary", Region::quant_boundary},
+                                             {"bulk", Region::bulk}}};
+}  // namespace
+
+std::string_view to_string(Region r) { return detail::NameOf(r, kRegions); }
+
+Region parse_region(std::string_view text, std::string_view field) {
+  return detail::ParseNamed(text, field, "region", kRegions);
 }
 
 void ErrorStats::merge(const ErrorStats& other) {

@@ -1,25 +1,20 @@
 #include "fusediff/model/formulation.h"
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
 namespace {
-std::string_view SourceName(Formulation::Source s) {
-  switch (s) {
-    case Formulation::Source::drawn: return "drawn";
-    case Formulation::Source::u8: return "u8";
-    case Formulation::Source::s8: return "s8";
-  }
-  return "?";
-}
+constexpr detail::Names<Formulation::Source, 3> kSources{
+    {{"drawn", Formulation::Source::drawn}, {"u8", Formulation::Source::u8}, {"s8", Formulation::Source::s8}}};
 }  // namespace
 
 std::string format_formulation(const Formulation& f, bool with_output_padding) {
   std::string out = std::string("zp:") + (f.zero_points_absent ? "absent" : "present");
   out += std::string("/scales:") + (f.common_scales ? "common" : "per_channel");
   if (with_output_padding) out += std::string("/opad:") + (f.extended_input ? "extended_input" : "negative_pad");
-  out += "/src:" + std::string(SourceName(f.source));
+  out += "/src:" + std::string(detail::NameOf(f.source, kSources));
   out += std::string("/wei:") + (f.seven_bit_weights ? "7bit" : "full");
   out += std::string("/bias:") + (f.f32_bias ? "f32" : "s32");
   return out;
@@ -57,13 +52,11 @@ Formulation parse_formulation(std::string_view text, std::string_view field) {
       if (value != "common" && value != "per_channel") throw bad(item, "scales:common or scales:per_channel");
       f.common_scales = value == "common";
     } else if (dim == "opad") {
-      if (value != "extended_input" && value != "negative_pad") throw bad(item, "opad:extended_input or opad:negative_pad");
+      if (value != "extended_input" && value != "negative_pad")
+        throw bad(item, "opad:extended_input or opad:negative_pad");
       f.extended_input = value == "extended_input";
     } else if (dim == "src") {
-      if (value == "drawn") f.source = Formulation::Source::drawn;
-      else if (value == "u8") f.source = Formulation::Source::u8;
-      else if (value == "s8") f.source = Formulation::Source::s8;
-      else throw bad(item, "src:drawn, src:u8 or src:s8");
+      f.source = detail::ParseNamed(value, std::string(field) + ".src", "source", kSources);
     } else if (dim == "wei") {
       if (value != "7bit" && value != "full") throw bad(item, "wei:7bit or wei:full");
       f.seven_bit_weights = value == "7bit";
@@ -105,7 +98,8 @@ void extend_for_output_padding(ConvCase* conv, std::vector<int32_t>* input, std:
       for (int32_t y = 0; y < h; ++y)
         for (int32_t x = 0; x < w; ++x)
           for (int32_t ch = 0; ch < c; ++ch) {
-            extended[((static_cast<size_t>(n) * (h + eh) + y) * (w + ew) + x) * c + ch] = (*input)[conv->input_index(n, y, x, ch)];
+            extended[((static_cast<size_t>(n) * (h + eh) + y) * (w + ew) + x) * c + ch] =
+                (*input)[conv->input_index(n, y, x, ch)];
           }
     *input = std::move(extended);
   }

@@ -45,6 +45,8 @@ constexpr std::array<std::pair<std::string_view, Fusion>, 4> kFusions{{{"keep_al
                                                                         {"pool_first", Fusion::pool_first},
                                                                         {"fold", Fusion::fold}}};
 
+constexpr detail::Names<Producer, 2> kProducers{{{"conv2d", Producer::conv2d}, {"fc", Producer::fully_connected}}};
+
 constexpr Fusion kKeepAll[] = {Fusion::keep_all};
 constexpr Fusion kAddFusions[] = {Fusion::keep_all, Fusion::add_in_accumulator};
 constexpr Fusion kPoolFusions[] = {Fusion::keep_all, Fusion::pool_first};
@@ -70,7 +72,7 @@ constexpr PatternInfo kPatterns[] = {
 
 }  // namespace
 
-std::string_view to_string(Producer p) { return p == Producer::conv2d ? "conv2d" : "fc"; }
+std::string_view to_string(Producer p) { return NameOf(p, kProducers); }
 
 std::string_view to_string(StageKind k) { return k.token(); }
 
@@ -139,10 +141,7 @@ Pattern ParseStages(std::string_view text, std::string_view field) {
     const size_t plus = text.find('+', begin);
     const std::string_view part = text.substr(begin, plus == std::string_view::npos ? std::string_view::npos : plus - begin);
     if (producer) {
-      if (part != "fc" && part != "conv2d") {
-        throw InputError(std::string(field) + ": unknown producer '" + std::string(part) + "' (expected conv2d or fc)");
-      }
-      p.producer = part == "fc" ? Producer::fully_connected : Producer::conv2d;
+      p.producer = ParseNamed(part, field, "producer", kProducers);
       producer = false;
     } else {
       Stage s;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
@@ -29,23 +30,17 @@ int32_t QuantType::qmax() const {
 
 int32_t QuantType::bits() const { return scalar == ScalarType::int16 ? 16 : 8; }
 
-std::string_view to_string(ScalarType t) {
-  switch (t) {
-    case ScalarType::int8: return "int8";
-    case ScalarType::uint8: return "uint8";
-    case ScalarType::int16: return "int16";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<ScalarType, 3> kScalarTypes{
+    {{"int8", ScalarType::int8}, {"uint8", ScalarType::uint8}, {"int16", ScalarType::int16}}};
+constexpr detail::Names<RoundingMode, 3> kRoundingModes{{{"half_away_from_zero", RoundingMode::half_away_from_zero},
+                                                         {"half_to_even", RoundingMode::half_to_even},
+                                                         {"half_up", RoundingMode::half_up}}};
+}  // namespace
 
-std::string_view to_string(RoundingMode m) {
-  switch (m) {
-    case RoundingMode::half_away_from_zero: return "half_away_from_zero";
-    case RoundingMode::half_to_even: return "half_to_even";
-    case RoundingMode::half_up: return "half_up";
-  }
-  return "?";
-}
+std::string_view to_string(ScalarType t) { return detail::NameOf(t, kScalarTypes); }
+
+std::string_view to_string(RoundingMode m) { return detail::NameOf(m, kRoundingModes); }
 
 std::string to_string(const QuantType& t) {
   std::string s(to_string(t.scalar));
@@ -54,18 +49,11 @@ std::string to_string(const QuantType& t) {
 }
 
 ScalarType parse_scalar_type(std::string_view text, std::string_view field) {
-  if (text == "int8") return ScalarType::int8;
-  if (text == "uint8") return ScalarType::uint8;
-  if (text == "int16") return ScalarType::int16;
-  throw InputError(std::string(field) + ": unknown type '" + std::string(text) + "' (expected int8, uint8 or int16)");
+  return detail::ParseNamed(text, field, "type", kScalarTypes);
 }
 
 RoundingMode parse_rounding_mode(std::string_view text, std::string_view field) {
-  if (text == "half_away_from_zero") return RoundingMode::half_away_from_zero;
-  if (text == "half_to_even") return RoundingMode::half_to_even;
-  if (text == "half_up") return RoundingMode::half_up;
-  throw InputError(std::string(field) + ": unknown rounding mode '" + std::string(text) +
-                   "' (expected half_away_from_zero, half_to_even or half_up)");
+  return detail::ParseNamed(text, field, "rounding mode", kRoundingModes);
 }
 
 float parse_float32(std::string_view text, std::string_view field) {

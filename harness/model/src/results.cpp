@@ -3,21 +3,21 @@
 #include <algorithm>
 
 #include "fusediff/model/errors.h"
+#include "named_enum.h"
 
 namespace fusediff {
 
-std::string_view to_string(Verdict v) {
-  switch (v) {
-    case Verdict::pass: return "pass";
-    case Verdict::fail: return "fail";
-    case Verdict::unsupported: return "unsupported";
-    case Verdict::cross_convention: return "cross_convention";
-    case Verdict::known_defect: return "known_defect";
-    case Verdict::nondeterministic: return "nondeterministic";
-    case Verdict::documented_behaviour: return "documented_behaviour";
-  }
-  return "?";
-}
+namespace {
+constexpr detail::Names<Verdict, 7> kVerdicts{{{"pass", Verdict::pass},
+                                               {"fail", Verdict::fail},
+                                               {"unsupported", Verdict::unsupported},
+                                               {"cross_convention", Verdict::cross_convention},
+                                               {"known_defect", Verdict::known_defect},
+                                               {"nondeterministic", Verdict::nondeterministic},
+                                               {"documented_behaviour", Verdict::documented_behaviour}}};
+}  // namespace
+
+std::string_view to_string(Verdict v) { return detail::NameOf(v, kVerdicts); }
 
 bool RunResult::any_failure() const {
   if (gate && !gate->illegal_fusion.empty()) return true;
@@ -98,8 +98,8 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     t.worst.clear();
     for (const WorstCase& w : t.stats.worst.sorted()) t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
   }
-  const uint64_t known = explained_samples(result, LedgerKind::known_defect) +
-                         withheld_samples(result, LedgerKind::known_defect);
+  const uint64_t known =
+      explained_samples(result, LedgerKind::known_defect) + withheld_samples(result, LedgerKind::known_defect);
   const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour) +
                               withheld_samples(result, LedgerKind::documented_behaviour);
   if (result.verdict == Verdict::unsupported) return;
@@ -118,10 +118,12 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   if (result.withheld_samples > 0) {  // a crash no ledger entry explains fails, whatever the comparison
     result.verdict = Verdict::fail;
     result.reason = std::to_string(result.withheld_samples) + " samples not executed: " + result.withheld_reason +
-                    " (first: sample " + std::to_string(result.first_withheld_sample) + "; no ledger entry explains it)";
+                    " (first: sample " + std::to_string(result.first_withheld_sample) +
+                    "; no ledger entry explains it)";
     return;
   }
-  if (result.stats.overall.count() + known + documented == 0 && result.unsupported_samples > 0) {  // the library rejected every draw
+  if (result.stats.overall.count() + known + documented == 0 &&
+      result.unsupported_samples > 0) {  // the library rejected every draw
     result.verdict = Verdict::unsupported;
     result.reason = result.unsupported_sample_reason;
     return;
@@ -136,14 +138,15 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   result.reason = check_tolerance(result.stats.overall, result.tolerance);
   result.verdict = result.reason.empty() ? Verdict::pass : Verdict::fail;
   if (result.verdict != Verdict::pass) return;
-  const std::string behaviour = documented > 0 ? "documented behaviour: " + explained_ids(LedgerKind::documented_behaviour) : "";
+  const std::string behaviour =
+      documented > 0 ? "documented behaviour: " + explained_ids(LedgerKind::documented_behaviour) : "";
   if (documented > 0 && result.tolerance.documented_behaviour_fails) {
     result.verdict = Verdict::fail;
     result.reason = behaviour + ", failing under --strict";
   } else if (known > 0) {
     result.verdict = Verdict::known_defect;
-    result.reason = "known defect: " + explained_ids(LedgerKind::known_defect) + (documented > 0 ? "; " + behaviour : "") +
-                    "; every other sample within tolerance";
+    result.reason = "known defect: " + explained_ids(LedgerKind::known_defect) +
+                    (documented > 0 ? "; " + behaviour : "") + "; every other sample within tolerance";
   } else if (documented > 0) {
     result.verdict = Verdict::documented_behaviour;
     result.reason = behaviour + "; every other sample within tolerance";
@@ -186,7 +189,8 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   if (unsupported_as_a_whole(into) != unsupported_as_a_whole(part)) {
     throw InputError("case '" + into.spec.name + "': unsupported in one part only");
   }
-  if (!unsupported_as_a_whole(into) && into.verdict == Verdict::unsupported) into.verdict = Verdict::pass;  // recomputed
+  if (!unsupported_as_a_whole(into) && into.verdict == Verdict::unsupported)
+    into.verdict = Verdict::pass;                                               // recomputed
   if (into.verdict == Verdict::nondeterministic) into.verdict = Verdict::pass;  // recomputed from the merged counts
   into.stats.merge(part.stats);
   into.per_code.merge(part.per_code);

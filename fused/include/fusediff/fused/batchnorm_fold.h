@@ -13,18 +13,22 @@
 
 namespace fusediff::fused {
 
-// Bugs of a fold, for the mutants (model/mutants.h): the fold as declared unless one is set.
-struct FoldBugs {
-  bool drop_eps = false;            // sqrt(var) instead of sqrt(var + eps)
-  bool f16_for_f32 = false;         // every step in binary16 where binary32 is declared
-  bool per_tensor = false;          // one weight scale for the tensor where per channel is declared
-  bool bf16_truncate = false;       // bfloat16 steps truncated where nearest even is declared
-  bool f16_overflow_wraps = false;  // binary16 conversion without its overflow check (the exponent wraps)
+// The steps of a fold, chosen once per kernel (FoldStepsOf): the declared ones, or one BatchNorm fold mutant's
+// variant of one of them (the variants sit beside the declared steps in batchnorm_fold.cpp).
+struct FoldSteps {
+  // The fold as run: the declared one, or the declaration a mutant misreads (precision, rounding, weight scale).
+  BatchNormFold (*as_run)(const BatchNormFold& declared);
+  // The radicand of sqrt(var + eps): in extended precision, and in the fold's float precision (`store` stores it).
+  long double (*radicand_extended)(long double var, long double eps);
+  float (*radicand)(float var, float eps, const FloatBoundary& rules, float (*store)(float, const FloatBoundary&));
+  // A binary32 step's result stored in the fold's precision and read back.
+  float (*store)(float x, const FloatBoundary& rules);
 };
-FoldBugs FoldBugsOf(Mutant m);
+// The declared fold's steps for Mutant::none (and every mutant that is not a fold's).
+FoldSteps FoldStepsOf(Mutant m);
 
 // The folded conv, or an empty conv with *refused set (the declared overflow rules).
 ConvCase FoldConvBatchNorm(const ConvCase& conv, const BatchNormParams& bn, float eps, const BatchNormFold& fold,
-                           const FoldBugs& bugs, std::string* refused);
+                           const FoldSteps& steps, std::string* refused);
 
 }  // namespace fusediff::fused

@@ -1,7 +1,7 @@
 #pragma once
 // oneDNN 2.6's defects and documented behaviours as the ledger's draw rules and models (model/known_defects.h): each
 // rule names the draws a kernel computes wrongly, read from the kernel's source, and each model what it computes on
-// them. The backend registers them (OneDnnBackend: Backend::DefectRules / DefectModels); the oneDNN paths place the
+// them. The backend registers them (OneDnnBackend: DefectRules / DefectModels of model/backend.h); the oneDNN paths place the
 // known bytes below where a kernel reads past a buffer. Pure functions of a draw; std and the model only.
 //   rule jit_deconv_single_block_output_padding (parameter registers: 30 with VNNI, 28 without): jit_deconvolution
 //     (avx512_core*): a ConvTranspose2D whose output padding exceeds its right padding (oneDNN sees r_pad =

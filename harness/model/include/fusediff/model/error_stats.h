@@ -19,6 +19,7 @@ enum class Region : uint8_t { knee = 0, saturation = 1, quant_boundary = 2, bulk
 inline constexpr std::array<Region, 4> kAllRegions = {Region::knee, Region::saturation, Region::quant_boundary,
                                                       Region::bulk};
 std::string_view to_string(Region r);
+Region parse_region(std::string_view text, std::string_view field);
 // quant_boundary: a rounding step's exact value lies within this distance (in units of that step) of a tie.
 inline constexpr double kQuantBoundaryTieDistance = 1.0 / 16.0;
 // knee: the activation's input value lies within this many of its input boundary's LSBs of a knee point.

@@ -1,6 +1,6 @@
 #pragma once
 // The known-defect ledger: what fusediff has explained in a library, down to its cause, as data (a backend's
-// Backend::KnownDefectsJson, format "fusediff-known-defects/2"; harness/tables reads it). Each entry is of one
+// KnownDefectsJson in model/backend.h, format "fusediff-known-defects/2"; harness/tables reads it). Each entry is of one
 // kind: a known defect (a bug, proven in the library's source) or a documented behaviour (arithmetic the library
 // documents, e.g. oneDNN's int16 saturation without VNNI). A compared sample counts as an entry's only when
 //   - the library, its version, the ISA it dispatched to and the implementation that computed the draw match,
@@ -45,7 +45,7 @@ struct KnownDefect;
 
 // A draw rule: which draws an entry's defect can touch (their geometry, and how the library was called on them).
 // Rules and models are named by strings and registered, like stage kinds: the generic ones below by the model, a
-// library's own by its backend module (Backend::DefectRules), next to the kernels whose source they read.
+// library's own by its backend module (DefectRules in model/backend.h), next to the kernels whose source they read.
 struct DefectRuleKind {
   std::string name;
   // The entry's parameters the rule reads (of registers, block, source, op, weights_vector): exactly these may

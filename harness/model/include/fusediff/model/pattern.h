@@ -45,7 +45,7 @@ enum class Producer { conv2d, fully_connected };
 //                 va = fl32(sa (a - za)), vb = fl32(sb (b - zb)), c = fl32(va + vb), then quantizing
 //                 t = fl32(fl32(c fl32(1/so)) + zo), saturate, round half to even. Any 8-bit types. oneDNN 2.6's
 //                 reorders and binary add (src/cpu/x64/jit_uni_reorder.cpp, injectors/jit_uni_binary_injector.cpp:
-//                 vsubps, vmulps, vaddps), which its backend names after itself (Backend::convention_names).
+//                 vsubps, vmulps, vaddps), which its backend names after itself (convention_names, model/backend.h).
 //   fixed_point_half_up: 8-bit codes, ratios ra = fl32(sa / so), rb = fl32(sb / so), each in [2^-10, 2^8); shift =
 //                 20 - e, e the binary32 exponent of max(ra, rb) (shift in [12, 30]); multipliers ma = rne(ra 2^shift),
 //                 mb = rne(rb 2^shift) (the scalings exact, lrintf ties to even; each < 2^21); then, in exact int32,
@@ -59,7 +59,7 @@ enum class Producer { conv2d, fully_connected };
 //                      multiply-add): oneDNN 2.6's `sum` post-op in its jit int8 kernels (vfmadd231ps);
 //   f32_two_roundings: src1 = fl32(sr (r - zr)) (formed by the caller), d = fl32(v + src1): oneDNN 2.6's
 //                      `binary_add` post-op on an f32 src1 holding the residual's real value (vaddps).
-// A backend may give a rule the name its conventions are known by (Backend::convention_names): that name is then the
+// A backend may give a rule the name its conventions are known by (convention_names, model/backend.h): that name is then the
 // one printed (cases, replay lines, results), and both are read.
 enum class AddRule {
   tflite,
