@@ -18,6 +18,7 @@ packages=(
   libssl-dev                              # SHA-256 (OpenSSL EVP) for sample-set identities and table digests
   chromium                                # headless rendering test of the HTML sign-off report
   libdnnl-dev ocl-icd-opencl-dev          # oneDNN fused path (its CMake config wants the OpenCL headers)
+  libxnnpack-dev                          # XNNPACK fused paths (fused/xnnpack; its pthreadpool.h typedef is vendored)
   libbenchmark-dev                        # Google Benchmark (bench/)
   python3-numpy python3-scipy             # bench/gate_numpy.py: the NumPy/SciPy baseline of the gate benchmark
   libonnx-dev libprotobuf-dev             # ONNX files (export-onnx, bisect): ONNX 1.12 onnx-ml.proto, protobuf

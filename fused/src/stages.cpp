@@ -142,6 +142,8 @@ QuantizedAddKernel::QuantizedAddKernel(AddRule rule, const QuantParams& qa, cons
     case AddRule::f32_two_roundings:
       throw InputError("add " + std::string(to_string(rule)) +
                        ": a rule for an f32 intermediate (a library's post-op), not for two codes");
+    case AddRule::fixed_point_half_up:
+      throw InputError("add " + std::string(to_string(rule)) + ": a library's rule (XNNPACK's add_nd), not a built-in kernel");
   }
 }
 
@@ -156,7 +158,8 @@ int32_t QuantizedAddKernel::operator()(int32_t a, int32_t b) const {
     case AddRule::ort_raw: return MlasRaw(a, b);
     case AddRule::binary32_unfused: return Binary32Unfused(a, b);
     case AddRule::f32_one_rounding:
-    case AddRule::f32_two_roundings: break;  // refused by the constructor
+    case AddRule::f32_two_roundings:
+    case AddRule::fixed_point_half_up: break;  // refused by the constructor
   }
   return 0;
 }
@@ -231,6 +234,9 @@ AveragePoolKernel::AveragePoolKernel(AvgPoolRule rule, const QuantParams& qi, co
     }
     return;
   }
+  if (rule == AvgPoolRule::fixed_point_half_away) {
+    throw InputError("avg_pool fixed_point_half_away: a library's rule (XNNPACK's average pooling), not a built-in kernel");
+  }
   const char* what = rule == AvgPoolRule::ort_qlinear ? "avg_pool ort_qlinear" : "avg_pool ort_global";
   if (qi.type.scalar != qo.type.scalar || qi.type.bits() != 8) {
     throw InputError(std::string(what) + ": ORT's QLinearAveragePool takes int8 or uint8 input and output of one type");
@@ -273,6 +279,7 @@ int32_t AveragePoolKernel::operator()(std::span<const int32_t> taps) const {
                    static_cast<float>(full_max_ - qo_.zero_point));
       return Clamp(ConvertToInt32(f) + qo_.zero_point, qo_.type.qmin(), qo_.type.qmax());
     }
+    case AvgPoolRule::fixed_point_half_away: break;  // refused by the constructor
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 // y_ref for every intermediate code: v = (u - zu) su, f(v), t = f / sy (+ zy before rounding), y = sat(round(t)
 // (+ zy after rounding)). Every kind goes through the double-first filter; what it leaves open, piecewise-rational
 // kinds decide in exact rationals and transcendental kinds in MPFR intervals (docs/activations.md).
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -189,6 +190,26 @@ float Binary32ActivationImpl(const Activation& a, float v, const ActivationTable
                          ": fl32(f(v)) still undecided at the " + std::to_string(options.mpfr_cap_bits) + "-bit cap");
 }
 
+// e = F(x) of PostOpArithmetic::binary32_libm (model/convention.h): XNNPACK's table functions, each operation one
+// binary32 rounding (this file is built with -ffp-contract=off) and the transcendental steps glibc's own binary32
+// functions: they are not correctly rounded, and the rule is the function itself, so nothing else reproduces it.
+// x is never -0 here (a product with an exact integer difference is +0 at the zero point), so x < 0 is signbit(x).
+float LibmActivation(const Activation& a, float x) {
+  switch (a.kind) {
+    case ActivationKind::sigmoid:
+      // Split at 0 so that expf never overflows into the reciprocal (lut-elementwise-nc.c:226-228).
+      return x < 0.0f ? 1.0f / (1.0f + expf(-x)) : 1.0f - 1.0f / (1.0f + expf(x));
+    case ActivationKind::tanh: return tanhf(x);
+    case ActivationKind::elu: return x < 0.0f ? a.alpha * expm1f(x) : x;
+    case ActivationKind::leaky_relu: return x < 0.0f ? x * a.alpha : x;
+    case ActivationKind::relu: return std::max(x, 0.0f);
+    case ActivationKind::relu6: return std::min(std::max(x, 0.0f), 6.0f);
+    default: break;
+  }
+  throw InputError("post_ops: binary32_libm defines sigmoid, tanh, elu, leaky_relu, relu and relu6, not " +
+                   std::string(to_string(a.kind)));
+}
+
 // The decision procedure for one point: y(f(x)) for an exact binary64 input x, under one convention's output rule.
 // Shared by the per-code table and the per-value evaluator of an f32 intermediate.
 class PointDecider {
@@ -212,6 +233,14 @@ class PointDecider {
     sy_d_ = out.scale;  // exact
     inverse_sy_d_ = 1.0 / sy_d_;
     binary32_ = convention.post_ops == PostOpArithmetic::binary32;
+    libm_ = convention.post_ops == PostOpArithmetic::binary32_libm;
+    if (libm_) {
+      if (rule_.mode != RoundingMode::half_to_even || before_) {
+        throw InputError("post_ops: binary32_libm rounds half to even and adds the zero point after rounding");
+      }
+      (void)LibmActivation(act_, 0.0f);  // an activation the rule does not define: InputError now
+      output_scale_ = out.scale;
+    }
     if (binary32_) {
       if (rule_.mode != RoundingMode::half_to_even || !before_) {
         throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even");
@@ -231,6 +260,10 @@ class PointDecider {
   void decide(double x, const Where& where, ActivationPoint& p) {
     if (binary32_) {
       decide_binary32(x, where, p);
+      return;
+    }
+    if (libm_) {
+      decide_libm(x, where, p);
       return;
     }
     const bool rational = is_piecewise_rational(act_.kind);
@@ -338,6 +371,26 @@ class PointDecider {
     p.tie_distance = std::fabs(p.t) < 0x1p52 ? std::fabs(p.t - (std::floor(p.t) + 0.5)) : 0.5;  // exact
   }
 
+  // binary32_libm: x is the binary32 input fl32(su (u - zu)); e, 1/sy and t are binary32 and t's rounding exact.
+  template <typename Where>
+  void decide_libm(double x, const Where& where, ActivationPoint& p) {
+    const float v = static_cast<float>(x);
+    if (static_cast<double>(v) != x) {
+      throw InputError("activation table: binary32_libm at " + where() + ": the input " +
+                       detail::decimal_string(detail::exact_rational(x), 40) + " is not a binary32 value");
+    }
+    const float e = LibmActivation(act_, v);
+    const float t = Fl32Multiply(e, detail::fl32_quotient(1.0f, output_scale_));
+    p = ActivationPoint{};
+    p.v = x;
+    p.f = e;
+    p.t = t;  // the zero point comes after rounding
+    const OutputRule::Result r = rule_.from_double(t);
+    p.y = r.y;
+    p.saturated = r.saturated;
+    p.tie_distance = std::fabs(t) < 0x1p52 ? std::fabs(double(t) - (std::floor(double(t)) + 0.5)) : 0.5;  // exact
+  }
+
  private:
   // The double filter (docs/activations.md): an enclosure [lo, hi] of t from ActivationFilter's rigorous bound.
   // Decided when both ends round alike. With `tie_threshold`, also only when the tie distance of t_d is farther
@@ -406,6 +459,7 @@ class PointDecider {
   double sy_d_ = 1;
   double inverse_sy_d_ = 1;
   bool binary32_ = false;  // PostOpArithmetic::binary32
+  bool libm_ = false;      // PostOpArithmetic::binary32_libm
   float output_scale_ = 1;
   int32_t zero_point_ = 0;
   uint64_t escalations_ = 0;
@@ -431,7 +485,7 @@ ActivationTable::ActivationTable(const Convention& convention, const ActivationT
     // x = (u - zu) * su exactly: an integer below 2^16 times a 24-bit float32 significand has at most 40
     // significant bits, and 2^-149 .. 2^16 * 2^128 lies well inside binary64's normal range.
     // With binary32 post-ops the dequantization is itself a binary32 product: fl32(su (u - zu)).
-    const double x = convention.post_ops == PostOpArithmetic::binary32
+    const double x = convention.post_ops != PostOpArithmetic::exact
                          ? static_cast<double>(Fl32Multiply(static_cast<float>(centered), in.scale))
                          : static_cast<double>(centered) * su_d;
     decider.decide(x, [u] { return "code u=" + std::to_string(u); }, points_[static_cast<size_t>(u - qmin_)]);

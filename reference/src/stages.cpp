@@ -272,6 +272,34 @@ StageRounding add_ort(AddRule rule, const char* what, int32_t a, const QuantPara
   return add_ort_mlas(rule == AddRule::ort_mlas_fma, a, qa, b, qb, qo);
 }
 
+// fixed_point_half_up (model/pattern.h): XNNPACK's add_nd. The ratios are binary32 quotients; scaling one by 2^shift
+// adds shift to its exponent (exact for these normal values), and rne gives the integer multiplier. The sum is then
+// exact: |m| <= 2^21 and |code - zero point| <= 255, so |ma da + mb db + 2^29| < 2^31 (XNNPACK's int32 lanes).
+StageRounding add_fixed_point_half_up(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
+                                      const QuantParams& qo) {
+  check_one_scalar_type("add fixed_point_half_up", {&qa, &qb, &qo});
+  if (qo.type.bits() != 8) throw InputError("add fixed_point_half_up: the rule takes 8-bit codes (got " + to_string(qo.type) + ")");
+  const float ra = detail::fl32_quotient(qa.scale, qo.scale);
+  const float rb = detail::fl32_quotient(qb.scale, qo.scale);
+  for (const float r : {ra, rb}) {
+    if (r < 0x1p-10f || r >= 0x1p8f) {
+      throw InputError("add fixed_point_half_up: the ratio " + format_float32(r) +
+                       " of an input scale to the output scale is outside [2^-10, 2^8)");
+    }
+  }
+  int exponent = 0;
+  (void)std::frexp(std::max(ra, rb), &exponent);  // max = f 2^exponent, f in [1/2, 1): binary32 exponent + 1
+  const int shift = 20 - (exponent - 1);
+  const auto multiplier = [shift](float r) {
+    return static_cast<int64_t>(std::nearbyint(std::ldexp(static_cast<double>(r), shift)));  // exact scaling, rne
+  };
+  const int64_t ma = multiplier(ra), mb = multiplier(rb);
+  const int64_t sum = ma * (int64_t{a} - qa.zero_point) + mb * (int64_t{b} - qb.zero_point);  // |sum| < 2^30
+  // floor((sum + 2^(shift - 1)) / 2^shift): sum / 2^shift rounded half toward +infinity.
+  const Rounded r = round_pow2(static_cast<__int128>(sum), shift, RoundingMode::half_up);
+  return saturate(r, qo.zero_point, output_range(qo));
+}
+
 // ---- Average-pool rules.
 
 StageRounding pool_tflite(std::span<const int32_t> taps, const QuantParams& qi, const QuantParams& qo) {
@@ -330,6 +358,27 @@ StageRounding pool_ort_global(std::span<const int32_t> taps, const QuantParams& 
                 r.tie_distance);
 }
 
+// fixed_point_half_away (model/pattern.h): XNNPACK's average pooling on a window smaller than its padded input. s is a
+// normal binary32 in [2^-12, 2^8) for these ratios and windows, so s = M 2^-sh with 0 < sh <= 62 and the product
+// acc M (|acc| < 2^16 2^8, M < 2^24) is exact in int128.
+StageRounding pool_fixed_point_half_away(std::span<const int32_t> taps, const QuantParams& qi, const QuantParams& qo) {
+  check_one_scalar_type("avg_pool fixed_point_half_away", {&qi, &qo});
+  if (qi.type.bits() != 8) throw InputError("avg_pool fixed_point_half_away: the rule takes 8-bit codes");
+  const float ratio = detail::fl32_quotient(qi.scale, qo.scale);
+  if (ratio < 0x1p-8f || ratio >= 0x1p8f) {
+    throw InputError("avg_pool fixed_point_half_away: sx / so = " + format_float32(ratio) + " is outside [2^-8, 2^8)");
+  }
+  const int64_t n = static_cast<int64_t>(taps.size());
+  const float s = detail::fl32_quotient(qi.scale, Fl32Multiply(qo.scale, exact_float(n)));
+  const detail::FloatParts p = detail::decompose(s);  // s = M 2^exponent exactly
+  int64_t acc = 0;  // <= 2^16 taps of |q - zx| <= 255
+  for (const int32_t q : taps) acc += int64_t{q} - qi.zero_point;
+  const __int128 product = static_cast<__int128>(acc) * p.mantissa;  // acc s = product 2^exponent
+  const Rounded r = p.exponent >= 0 ? Rounded{static_cast<int64_t>(product << p.exponent), 0.5}
+                                    : round_pow2(product, -p.exponent, RoundingMode::half_away_from_zero);
+  return saturate(r, qo.zero_point, output_range(qo));
+}
+
 }  // namespace
 
 StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
@@ -346,6 +395,7 @@ StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32
     case AddRule::ort_mlas_fma: return add_ort(rule, "add ort_mlas_fma", a, qa, b, qb, qo);
     case AddRule::ort_raw: return add_ort(rule, "add ort_raw", a, qa, b, qb, qo);
     case AddRule::binary32_unfused: return add_binary32_unfused(a, qa, b, qb, qo);
+    case AddRule::fixed_point_half_up: return add_fixed_point_half_up(a, qa, b, qb, qo);
     case AddRule::f32_one_rounding:
     case AddRule::f32_two_roundings:
       throw InputError("add " + std::string(to_string(rule)) + ": adds to an f32 intermediate (F32PostOpAdd), not to a code");
@@ -379,6 +429,7 @@ StageRounding AveragePool(AvgPoolRule rule, std::span<const int32_t> taps, const
     case AvgPoolRule::tflite: return pool_tflite(taps, qi, qo);
     case AvgPoolRule::ort_qlinear: return pool_ort_qlinear(taps, qi, qo);
     case AvgPoolRule::ort_global: return pool_ort_global(taps, qi, qo);
+    case AvgPoolRule::fixed_point_half_away: return pool_fixed_point_half_away(taps, qi, qo);
   }
   throw InputError("avg_pool: unknown rule");
 }

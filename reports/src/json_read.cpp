@@ -430,8 +430,12 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
   }
   if (convention.has("post_ops")) {
     const std::string ops = convention["post_ops"].str();
-    if (ops != "binary32" && ops != "exact") convention["post_ops"].fail("binary32 or exact");
-    c.spec.convention.post_ops = ops == "binary32" ? PostOpArithmetic::binary32 : PostOpArithmetic::exact;
+    if (ops != "binary32" && ops != "binary32_libm" && ops != "exact") {
+      convention["post_ops"].fail("binary32, binary32_libm or exact");
+    }
+    c.spec.convention.post_ops = ops == "binary32"        ? PostOpArithmetic::binary32
+                                 : ops == "binary32_libm" ? PostOpArithmetic::binary32_libm
+                                                          : PostOpArithmetic::exact;
   }
   if (convention.has("float_conv")) {
     c.spec.convention.float_conv = Parse(convention["float_conv"], parse_float_conv);

@@ -5,12 +5,18 @@
 #if FUSEDIFF_HAVE_ONEDNN
 #include "fusediff/fused/onednn_kernel.h"
 #endif
+#if FUSEDIFF_HAVE_XNNPACK
+#include "fusediff/fused/xnnpack_backend.h"
+#endif
 
 namespace {
 const bool kRegistered = [] {
   fusediff::RegisterBackend(fusediff::fused::BuiltInBackend());
 #if FUSEDIFF_HAVE_ONEDNN
   fusediff::RegisterBackend(fusediff::fused::onednn::OneDnnBackend());
+#endif
+#if FUSEDIFF_HAVE_XNNPACK
+  fusediff::RegisterBackend(fusediff::fused::xnnpack::XnnpackBackend());
 #endif
   return true;
 }();

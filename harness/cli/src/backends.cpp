@@ -9,6 +9,9 @@
 #if FUSEDIFF_HAVE_ONEDNN
 #include "fusediff/fused/onednn_kernel.h"
 #endif
+#if FUSEDIFF_HAVE_XNNPACK
+#include "fusediff/fused/xnnpack_backend.h"
+#endif
 
 namespace fusediff::cli {
 
@@ -16,6 +19,9 @@ void RegisterBackends() {
   RegisterBackend(fused::BuiltInBackend());
 #if FUSEDIFF_HAVE_ONEDNN
   RegisterBackend(fused::onednn::OneDnnBackend());
+#endif
+#if FUSEDIFF_HAVE_XNNPACK
+  RegisterBackend(fused::xnnpack::XnnpackBackend());
 #endif
 }
 

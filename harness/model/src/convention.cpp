@@ -20,8 +20,9 @@ constexpr detail::Names<RequantVariant, 5> kRequantVariants{
      {"f32_zero_point_first", RequantVariant::f32_zero_point_first}}};
 constexpr detail::Names<IntermediateKind, 2> kIntermediateKinds{
     {{"quantized", IntermediateKind::quantized}, {"f32", IntermediateKind::f32}}};
-constexpr detail::Names<PostOpArithmetic, 2> kPostOps{
-    {{"exact", PostOpArithmetic::exact}, {"binary32", PostOpArithmetic::binary32}}};
+constexpr detail::Names<PostOpArithmetic, 3> kPostOps{{{"exact", PostOpArithmetic::exact},
+                                                      {"binary32", PostOpArithmetic::binary32},
+                                                      {"binary32_libm", PostOpArithmetic::binary32_libm}}};
 // The short forms are accepted too; each value prints as its first, full name.
 constexpr detail::Names<ZeroPointOrder, 4> kZeroPointOrders{{{"after_rounding", ZeroPointOrder::after_rounding},
                                                              {"before_rounding", ZeroPointOrder::before_rounding},
@@ -76,6 +77,13 @@ void validate(const Convention& c) {
                                                    c.output.zero_point_order != ZeroPointOrder::before_rounding)) {
     throw InputError("post_ops: binary32 post-ops add the zero point in binary32 and round half to even (got " +
                      std::string(to_string(c.output.rounding)) + " with the zero point " +
+                     std::string(to_string(c.output.zero_point_order)) + ")");
+  }
+  if (c.post_ops == PostOpArithmetic::binary32_libm &&
+      (c.output.rounding != RoundingMode::half_to_even || c.output.zero_point_order != ZeroPointOrder::after_rounding ||
+       c.intermediate.kind != IntermediateKind::quantized)) {
+    throw InputError("post_ops: a binary32_libm table reads intermediate codes, rounds half to even and adds the zero "
+                     "point after rounding (got " + std::string(to_string(c.output.rounding)) + " with the zero point " +
                      std::string(to_string(c.output.zero_point_order)) + ")");
   }
   if (c.float_conv.enabled) {

@@ -17,21 +17,25 @@ namespace {
 using detail::NameOf;
 using detail::ParseNamed;
 
-constexpr std::array<std::pair<std::string_view, AddRule>, 8> kAddRules{{{"tflite", AddRule::tflite},
+constexpr std::array<std::pair<std::string_view, AddRule>, 9> kAddRules{{{"tflite", AddRule::tflite},
                                                                           {"onnx_spec", AddRule::onnx_spec},
                                                                           {"ort_mlas", AddRule::ort_mlas},
                                                                           {"ort_mlas_fma", AddRule::ort_mlas_fma},
                                                                           {"ort_raw", AddRule::ort_raw},
                                                                           {"binary32_unfused", AddRule::binary32_unfused},
                                                                           {"f32_one_rounding", AddRule::f32_one_rounding},
-                                                                          {"f32_two_roundings", AddRule::f32_two_roundings}}};
+                                                                          {"f32_two_roundings", AddRule::f32_two_roundings},
+                                                                          {"fixed_point_half_up", AddRule::fixed_point_half_up}}};
 // Backends' names for rules (RegisterAddRuleName). Function-local: a backend may register from a static initializer.
 std::vector<std::pair<std::string, AddRule>>& DeclaredAddRuleNames() {
   static std::vector<std::pair<std::string, AddRule>> names;
   return names;
 }
-constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 3> kPoolRules{
-    {{"tflite", AvgPoolRule::tflite}, {"ort_qlinear", AvgPoolRule::ort_qlinear}, {"ort_global", AvgPoolRule::ort_global}}};
+constexpr std::array<std::pair<std::string_view, AvgPoolRule>, 4> kPoolRules{
+    {{"tflite", AvgPoolRule::tflite},
+     {"ort_qlinear", AvgPoolRule::ort_qlinear},
+     {"ort_global", AvgPoolRule::ort_global},
+     {"fixed_point_half_away", AvgPoolRule::fixed_point_half_away}}};
 constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplierRules{
     {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
 constexpr std::array<std::pair<std::string_view, FcReference>, 2> kFcReferences{

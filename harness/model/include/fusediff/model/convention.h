@@ -53,7 +53,20 @@ enum class ZeroPointOrder { after_rounding, before_rounding };
 //               t  = fl32(fl32(e * fl32(1/sy)) + zy)   (a multiply, then an add: no kernel fuses them);
 //               y  = sat(round_half_even(t)).
 //             Requires output rounding half_to_even with the zero point before rounding.
-enum class PostOpArithmetic { exact, binary32 };
+//   binary32_libm: an activation table built in binary32 with this system's libm, one entry per intermediate code
+//             (XNNPACK's LUT operators, src/operators/lut-elementwise-nc.c:102-119 at ae108ef; docs/xnnpack.md):
+//               x  = fl32(su * (u - zu))    (the code difference exact, one binary32 product);
+//               e  = F(x) in binary32, F calling the system's binary32 libm functions themselves (glibc's expf,
+//                    expm1f, tanhf are not correctly rounded; calling the same function is the rule):
+//                    sigmoid    x < 0 ? fl32(1 / fl32(1 + expf(-x))) : fl32(1 - fl32(1 / fl32(1 + expf(x))));
+//                    tanh       tanhf(x);
+//                    elu        x < 0 ? fl32(alpha * expm1f(x)) : x;
+//                    leaky_relu x < 0 ? fl32(x * alpha) : x;
+//                    relu, relu6 max(x, 0), min(max(x, 0), 6) (exact);
+//               t  = fl32(e * fl32(1/sy));
+//               y  = sat(round_half_even(t) + zy)   (lrintf in the default mode, the zero point after rounding).
+//             Requires output rounding half_to_even with the zero point after rounding.
+enum class PostOpArithmetic { exact, binary32, binary32_libm };
 
 struct IntermediateSpec {
   IntermediateKind kind = IntermediateKind::quantized;

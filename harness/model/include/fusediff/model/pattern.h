@@ -46,6 +46,13 @@ enum class Producer { conv2d, fully_connected };
 //                 t = fl32(fl32(c fl32(1/so)) + zo), saturate, round half to even. Any 8-bit types. oneDNN 2.6's
 //                 reorders and binary add (src/cpu/x64/jit_uni_reorder.cpp, injectors/jit_uni_binary_injector.cpp:
 //                 vsubps, vmulps, vaddps), which its backend names after itself (convention_names, model/backend.h).
+//   fixed_point_half_up: 8-bit codes, ratios ra = fl32(sa / so), rb = fl32(sb / so), each in [2^-10, 2^8); shift =
+//                 20 - e, e the binary32 exponent of max(ra, rb) (shift in [12, 30]); multipliers ma = rne(ra 2^shift),
+//                 mb = rne(rb 2^shift) (the scalings exact, lrintf ties to even; each < 2^21); then, in exact int32,
+//                 y = sat(floor((ma (a - za) + mb (b - zb) + 2^(shift - 1)) / 2^shift) + zo): one rounding, half
+//                 toward +infinity, of the multiplier-quantized sum. XNNPACK's add_nd_qs8 / add_nd_qu8 on x86
+//                 (src/params-init.c:4073-4095, the vadd / vaddc kernels; docs/xnnpack.md), named `xnnpack_add` by
+//                 its backend.
 // Two more add a residual code r to an f32 intermediate v (a kernel that never rounds u: a library's post-ops); their
 // result d is binary32, no code, and the activation reads it (Stage::f32_add_rule):
 //   f32_one_rounding:  d = fl32(v + sr (r - zr)), one rounding (r - zr exact in binary32, then one fused
@@ -62,7 +69,8 @@ enum class AddRule {
   ort_raw,
   binary32_unfused,
   f32_one_rounding,
-  f32_two_roundings
+  f32_two_roundings,
+  fixed_point_half_up
 };
 bool is_f32_add_rule(AddRule r);  // f32_one_rounding, f32_two_roundings: they read an f32 intermediate, not a code
 // Registers a backend's name for a rule; a name already taken, or a second name for one rule, is a programming error
@@ -74,7 +82,13 @@ void RegisterAddRuleName(std::string name, AddRule rule);
 //                from the zero point; input and output quantization must be equal (TFLite assumes it).
 //   ort_qlinear: dequantize, binary32 sum, / n, nearbyint(mean / so + zo), saturate.
 //   ort_global:  integer sum - zx n, one requantization by the binary32 multiplier sx / (so n), nearbyint, + zo.
-enum class AvgPoolRule { tflite, ort_qlinear, ort_global };
+//   fixed_point_half_away: 8-bit codes of one type, sx / so in [2^-8, 2^8); acc = sum (q - zx) over the n taps (exact),
+//                s = fl32(sx / fl32(so n)) = M 2^-sh exactly (M its 24-bit significand); y = sat(sign(acc)
+//                floor((|acc| M + 2^(sh - 1)) / 2^sh) + zo): the exact product acc s rounded half away from zero, in
+//                64-bit integers. XNNPACK's average_pooling2d_nhwc_qu8 on a window smaller than its padded input
+//                (the 9x / 9p8x kernels; src/operators/average-pooling-nhwc.c:221, src/params-init.c:1440-1480;
+//                docs/xnnpack.md).
+enum class AvgPoolRule { tflite, ort_qlinear, ort_global, fixed_point_half_away };
 
 // How a fully connected layer forms its real multiplier M = sx sw / su (../shared/conventions.md §3):
 //   double_product: in double throughout (TFLite per-channel FC, every conv);

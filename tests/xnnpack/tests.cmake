@@ -1,0 +1,20 @@
+# XNNPACK's tests (included by tests/CMakeLists.txt, in its scope): the xnnpack_tests suite and the CLI runs of the
+# XNNPACK backend. No test assumes the host's ISA: every rule XNNPACK declares is the same on each x86 branch
+# (docs/xnnpack.md, "Dispatch").
+if(NOT FUSEDIFF_WITH_XNNPACK)
+  return()
+endif()
+fusediff_add_test_suite(xnnpack_tests xnnpack fusediff::fused_xnnpack fusediff::reference fusediff::driver fusediff::cli)
+# The module's internal operator calls (fused/xnnpack/src/xnnpack_ops.h), tested directly.
+target_include_directories(xnnpack_tests PRIVATE ${PROJECT_SOURCE_DIR}/fused/xnnpack/src)
+# Every same-convention case passes at tolerance 0; the cross-convention ones are measurements.
+fusediff_add_cli_test(xnnpack_same_convention_passes 0 "conv2d\\+act xnnpack: 10 passed, 10 cross-convention"
+                      run --fused xnnpack --samples 3000)
+fusediff_add_cli_test(xnnpack_fc_passes 0 "fc\\+act xnnpack: 10 passed, 10 cross-convention"
+                      run --fused xnnpack --pattern fc+act --samples 2000)
+fusediff_add_cli_test(xnnpack_unsupported_activation_is_listed 0 "no 8-bit operator for gelu_erf"
+                      run --fused xnnpack --activation gelu_erf --samples 500)
+fusediff_add_cli_test(xnnpack_add_passes 0 "conv2d\\+add\\+act xnnpack: 2 passed, 2 cross-convention"
+                      run --fused xnnpack --pattern conv2d+add+act --activation sigmoid --samples 2000)
+fusediff_add_cli_test(xnnpack_pools_pass 0 "conv2d\\+act\\+avgpool xnnpack: 1 passed, 1 cross-convention"
+                      run --fused xnnpack --pattern conv2d+act+avgpool --activation relu --samples 2000)
