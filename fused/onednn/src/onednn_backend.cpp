@@ -5,7 +5,7 @@
 #include "fusediff/fused/onednn_defects.h"
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/fused/onednn_suite.h"
-#include "fusediff/model/backend.h"
+#include "fusediff/model/library_backend.h"
 
 namespace fusediff::fused::onednn {
 
@@ -17,15 +17,9 @@ namespace {
 constexpr std::string_view kFused = "onednn";
 constexpr std::string_view kUnfused = "onednn_unfused";
 
-class OneDnn final : public Backend {
+class OneDnn final : public LibraryBackend {
  public:
-  std::string_view name() const override { return kFused; }
-  std::vector<std::string> paths() const override { return {std::string(kFused), std::string(kUnfused)}; }
-  std::vector<std::string> words() const override { return paths(); }
-  void SelectPath(std::string_view word, CaseSpec& spec) const override { spec.backend = std::string(word); }
-  std::string PathWord(const CaseSpec& spec) const override { return spec.backend; }
-  // The fused, cross-convention and unfused comparisons of one graph see the same draws.
-  std::string SampleWord(const CaseSpec&) const override { return std::string(kFused); }
+  OneDnn() : LibraryBackend(kFused, kUnfused) {}
 
   KeyValues provenance() const override {
     return {{"library", "oneDNN"}, {"version", LibraryVersion()}, {"isa", EffectiveIsa()}};

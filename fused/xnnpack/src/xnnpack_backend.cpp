@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/model/library_backend.h"
 #include "xnnpack_path.h"
 
 #ifndef FUSEDIFF_XNNPACK_VERSION
@@ -124,15 +125,9 @@ std::vector<CaseSpec> Comparisons(const SuiteOptions& options, const std::string
   return specs;
 }
 
-class Xnnpack final : public Backend {
+class Xnnpack final : public LibraryBackend {
  public:
-  std::string_view name() const override { return kFused; }
-  std::vector<std::string> paths() const override { return {std::string(kFused), std::string(kUnfused)}; }
-  std::vector<std::string> words() const override { return paths(); }
-  void SelectPath(std::string_view word, CaseSpec& spec) const override { spec.backend = std::string(word); }
-  std::string PathWord(const CaseSpec& spec) const override { return spec.backend; }
-  // The fused, cross-convention and unfused comparisons of one graph see the same draws.
-  std::string SampleWord(const CaseSpec&) const override { return std::string(kFused); }
+  Xnnpack() : LibraryBackend(kFused, kUnfused) {}
 
   KeyValues provenance() const override { return {{"library", "XNNPACK"}, {"version", FUSEDIFF_XNNPACK_VERSION}}; }
   std::string LibraryDescription() const override { return std::string("XNNPACK ") + FUSEDIFF_XNNPACK_VERSION; }
