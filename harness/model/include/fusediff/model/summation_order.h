@@ -1,0 +1,109 @@
+#pragma once
+// Float summation order as a declared convention (issue 30, docs/summation-orders.md). std only.
+//
+// A float reduction's result depends on the order of its roundings. A kernel declares its order; the reference
+// emulates it exactly (reference/summation.h), so a correctly declared kernel passes at tolerance 0, and any other
+// order is a cross-convention measurement judged against the reordering bound.
+//
+// SummationOrder: how n terms t_0..t_{n-1} (a value x_i, or a product a_i b_i) are summed.
+//   sequential  s = (((0 + t_0) + t_1) + ...) + t_{n-1}, one rounding per addition.
+//   pairwise    n <= leaf: sequential; else sum(t[0, m)) + sum(t[m, n)) with m = n / 2 (floor), one rounding more.
+//   blocked     V = n / lanes full vectors (floor); U = unroll when V >= unroll, else 1 (oneDNN's rule,
+//               jit_uni_layer_normalization_kernels.cpp:368). Vector i, for i < (V / U) U, goes to accumulator
+//               i mod U, lane by lane; the U accumulators fold by halving (acc[j] += acc[j + m/2], m = U, U/2, .., 2);
+//               the remaining vectors (V mod U of them) add into accumulator 0, in order; its lanes fold by
+//               `lane_fold` (below) to one value; the scalar tail t[V lanes, n) adds to it in order.
+//               lane_fold is either "sequential" (l_0 + l_1 + ... + l_{lanes-1}) or a list of steps on m lanes:
+//                 halve     lane i = lane i + lane i + m/2   (vextractf128 + vaddps: "4+4")
+//                 adjacent  lane i = lane 2i + lane 2i + 1   (vhaddps)
+//               e.g. oneDNN's f32 jit: halve, adjacent, adjacent; "4+4, 2+2, 1+1" is halve, halve, halve.
+// Each term is rounded into the accumulator by its precision:
+//   contraction        none: t = P(a b) then s = A(s + t); fma: s = A(a b + s) with one rounding (binary32
+//                      accumulators only: std::fma on floats).
+//   product_precision  binary32: P = fl32; binary64: P = fl64 (exact for binary32 factors).
+//   accumulator        binary32: A = fl32 of the exact sum; binary64: A = fl64; bf16: A = the binary32 sum rounded
+//                      to nearest even in bfloat16 (a kernel that stores its accumulator in bf16).
+//   A binary32 accumulator adding a binary64 term computes fl32(fl64(s + t)), as C's `float += double` does.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fusediff {
+
+enum class SumShape { sequential, pairwise, blocked };
+enum class LaneFoldStep { halve, adjacent };
+enum class Contraction { none, fma };
+enum class ProductPrecision { binary32, binary64 };
+enum class AccumulatorPrecision { binary32, binary64, bf16 };
+
+struct SummationOrder {
+  SumShape shape = SumShape::sequential;
+  int leaf = 1;                         // pairwise only: largest block summed sequentially (>= 1)
+  int lanes = 1;                        // blocked only: a power of two, 1..64
+  int unroll = 1;                       // blocked only: accumulator vectors, a power of two, 1..64
+  std::vector<LaneFoldStep> lane_fold;  // blocked only: log2(lanes) steps, or empty for sequential across lanes
+  Contraction contraction = Contraction::none;
+  ProductPrecision product_precision = ProductPrecision::binary32;
+  AccumulatorPrecision accumulator = AccumulatorPrecision::binary32;
+  friend bool operator==(const SummationOrder&, const SummationOrder&) = default;
+};
+
+std::string_view to_string(SumShape s);              // "sequential", "pairwise", "blocked"
+std::string_view to_string(LaneFoldStep s);          // "halve", "adjacent"
+std::string_view to_string(Contraction c);           // "nofma", "fma"
+std::string_view to_string(ProductPrecision p);      // "prod32", "prod64"
+std::string_view to_string(AccumulatorPrecision a);  // "acc32", "acc64", "accbf16"
+SumShape parse_sum_shape(std::string_view text, std::string_view field);
+LaneFoldStep parse_lane_fold_step(std::string_view text, std::string_view field);
+Contraction parse_contraction(std::string_view text, std::string_view field);
+ProductPrecision parse_product_precision(std::string_view text, std::string_view field);
+AccumulatorPrecision parse_accumulator_precision(std::string_view text, std::string_view field);
+
+// Canonical text, every field in this order, ':'-separated (a key: equal orders print equally):
+//   "sequential:nofma:prod32:acc32"
+//   "pairwise(8):nofma:prod32:acc32"
+//   "blocked(8x8,halve.adjacent.adjacent):fma:prod32:acc32"   (lanes x unroll, lane fold or "sequential")
+// parse takes exactly this text; InputError names `field` and the part that is wrong.
+std::string format_summation_order(const SummationOrder& order);
+SummationOrder parse_summation_order(std::string_view text, std::string_view field);
+// Throws InputError naming `field` when the order's numbers break the rules above.
+void validate(const SummationOrder& order, std::string_view field);
+
+// ---- Mean and variance of a row x_0..x_{n-1} (binary32), and how LayerNorm's output is formed from them.
+//   two_pass        mu = fl32(S(x) / n); var = fl32(S((x - mu)^2) / n), where each centred value d_j = fl32(x_j - mu)
+//                   (its sign does not matter: d^2 is the same) and S sums by its declared order.
+//   mean_in_double  mu = fl32(fl64(S64(x)) / n) with S64 the sequential binary64 sum (the mean's order is
+//                   ignored); var as two_pass.
+//   welford         sequential binary32 Welford: for k = 1..n: d = x - m; m = m + d / k; M2 = M2 + d (x - m)
+//                   (every operation one binary32 rounding, no contraction); mu = m; var = fl32(M2 / n).
+//   one_pass        mu = fl32(S(x) / n); var = fl32(fl32(S(x^2) / n) - fl32(mu mu)) (E[x^2] - mu^2: the named,
+//                   wrong-but-used variant; a large mean cancels catastrophically).
+// Output, with r the inverse standard deviation:
+//   centered_times_inv  s = fl32(sqrt(fl32(var + eps))); r = fl32(1 / s); y = F(fl32(fl32(x - mu) r), gamma, beta)
+//                       (oneDNN's f32 jit: vsqrtps, vdivps, then vfmadd213ps);
+//   scale_times_inv     r as above; y = G(fl32(fl32(gamma r) fl32(x - mu)), beta)   (oneDNN's C++ kernel);
+//   scale_over_sqrt     s as above; y = G(fl32(fl32(gamma / s) fl32(x - mu)), beta) (oneDNN's lnorm_ref);
+//   where F(p, g, b) = fma(p, g, b) under output_contraction fma, else fl32(fl32(p g) + b); G(p, b) = fl32(p + b).
+enum class NormalizationStats { two_pass, mean_in_double, welford, one_pass };
+enum class NormalizationOutput { centered_times_inv, scale_times_inv, scale_over_sqrt };
+
+struct NormalizationOrder {
+  NormalizationStats stats = NormalizationStats::two_pass;
+  SummationOrder mean;      // two_pass, one_pass: the sum of x
+  SummationOrder variance;  // two_pass, mean_in_double: the sum of d^2; one_pass: the sum of x^2
+  NormalizationOutput output = NormalizationOutput::centered_times_inv;
+  Contraction output_contraction = Contraction::none;
+  friend bool operator==(const NormalizationOrder&, const NormalizationOrder&) = default;
+};
+
+std::string_view to_string(NormalizationStats s);   // "two_pass", "mean_in_double", "welford", "one_pass"
+std::string_view to_string(NormalizationOutput o);  // "centered_times_inv", "scale_times_inv", "scale_over_sqrt"
+NormalizationStats parse_normalization_stats(std::string_view text, std::string_view field);
+NormalizationOutput parse_normalization_output(std::string_view text, std::string_view field);
+
+// "STATS;mean=ORDER;var=ORDER;OUTPUT:fma|nofma", e.g.
+// "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma".
+std::string format_normalization_order(const NormalizationOrder& order);
+NormalizationOrder parse_normalization_order(std::string_view text, std::string_view field);
+
+}  // namespace fusediff

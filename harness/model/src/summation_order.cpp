@@ -1,0 +1,200 @@
+#include "fusediff/model/summation_order.h"
+
+#include <charconv>
+#include <system_error>
+#include <vector>
+#include <string>
+
+#include "fusediff/model/errors.h"
+#include "named_enum.h"
+
+namespace fusediff {
+
+namespace {
+using detail::Names;
+using detail::NameOf;
+using detail::ParseNamed;
+
+constexpr Names<SumShape, 3> kShapes{
+    {{"sequential", SumShape::sequential}, {"pairwise", SumShape::pairwise}, {"blocked", SumShape::blocked}}};
+constexpr Names<LaneFoldStep, 2> kFoldSteps{{{"halve", LaneFoldStep::halve}, {"adjacent", LaneFoldStep::adjacent}}};
+constexpr Names<Contraction, 2> kContractions{{{"nofma", Contraction::none}, {"fma", Contraction::fma}}};
+constexpr Names<ProductPrecision, 2> kProducts{
+    {{"prod32", ProductPrecision::binary32}, {"prod64", ProductPrecision::binary64}}};
+constexpr Names<AccumulatorPrecision, 3> kAccumulators{{{"acc32", AccumulatorPrecision::binary32},
+                                                        {"acc64", AccumulatorPrecision::binary64},
+                                                        {"accbf16", AccumulatorPrecision::bf16}}};
+constexpr Names<NormalizationStats, 4> kStats{{{"two_pass", NormalizationStats::two_pass},
+                                               {"mean_in_double", NormalizationStats::mean_in_double},
+                                               {"welford", NormalizationStats::welford},
+                                               {"one_pass", NormalizationStats::one_pass}}};
+constexpr Names<NormalizationOutput, 3> kOutputs{{{"centered_times_inv", NormalizationOutput::centered_times_inv},
+                                                  {"scale_times_inv", NormalizationOutput::scale_times_inv},
+                                                  {"scale_over_sqrt", NormalizationOutput::scale_over_sqrt}}};
+
+std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = text.find(sep, begin);
+    parts.push_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+    if (end == std::string_view::npos) break;
+    begin = end + 1;
+  }
+  return parts;
+}
+
+// 'TEXT', appended (not `"'" + std::string`: GCC 12's false -Wrestrict, bug 105329).
+std::string Quote(std::string_view text) {
+  std::string quoted("'");
+  return quoted.append(text).append("'");
+}
+
+[[noreturn]] void Fail(std::string_view field, const std::string& what) {
+  throw InputError(std::string(field) + ": " + what);
+}
+
+int ParsePositive(std::string_view text, std::string_view field, std::string_view what) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1) {
+    Fail(field, "expected a positive integer " + std::string(what) + ", got " + Quote(text));
+  }
+  return value;
+}
+
+bool IsPow2UpTo64(int v) { return v >= 1 && v <= 64 && (v & (v - 1)) == 0; }
+
+int Log2(int v) {
+  int k = 0;
+  while ((1 << k) < v) ++k;
+  return k;
+}
+
+// "pairwise(8)" or "blocked(8x8,halve.adjacent.adjacent)" or "sequential".
+void ParseShape(std::string_view text, std::string_view field, SummationOrder& order) {
+  const size_t open = text.find('(');
+  order.shape = ParseNamed(text.substr(0, open), field, "summation shape", kShapes);
+  const bool wants_args = order.shape != SumShape::sequential;
+  if ((open != std::string_view::npos) != wants_args || (wants_args && !text.ends_with(")"))) {
+    Fail(field, Quote(text) + ": expected sequential, pairwise(LEAF) or blocked(LANESxUNROLL,FOLD)");
+  }
+  if (!wants_args) return;
+  const std::string_view args = text.substr(open + 1, text.size() - open - 2);
+  if (order.shape == SumShape::pairwise) {
+    order.leaf = ParsePositive(args, field, "leaf size");
+    return;
+  }
+  const size_t comma = args.find(',');
+  const size_t x = args.find('x');
+  if (comma == std::string_view::npos || x == std::string_view::npos || x > comma) {
+    Fail(field, Quote(text) + ": expected blocked(LANESxUNROLL,FOLD)");
+  }
+  order.lanes = ParsePositive(args.substr(0, x), field, "lane count");
+  order.unroll = ParsePositive(args.substr(x + 1, comma - x - 1), field, "unroll");
+  const std::string_view fold = args.substr(comma + 1);
+  if (fold == "sequential") return;
+  for (const std::string_view step : Split(fold, '.')) {
+    order.lane_fold.push_back(ParseNamed(step, field, "lane fold step", kFoldSteps));
+  }
+}
+}  // namespace
+
+std::string_view to_string(SumShape s) { return NameOf(s, kShapes); }
+std::string_view to_string(LaneFoldStep s) { return NameOf(s, kFoldSteps); }
+std::string_view to_string(Contraction c) { return NameOf(c, kContractions); }
+std::string_view to_string(ProductPrecision p) { return NameOf(p, kProducts); }
+std::string_view to_string(AccumulatorPrecision a) { return NameOf(a, kAccumulators); }
+std::string_view to_string(NormalizationStats s) { return NameOf(s, kStats); }
+std::string_view to_string(NormalizationOutput o) { return NameOf(o, kOutputs); }
+
+SumShape parse_sum_shape(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "summation shape", kShapes);
+}
+LaneFoldStep parse_lane_fold_step(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "lane fold step", kFoldSteps);
+}
+Contraction parse_contraction(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "contraction", kContractions);
+}
+ProductPrecision parse_product_precision(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "product precision", kProducts);
+}
+AccumulatorPrecision parse_accumulator_precision(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "accumulator precision", kAccumulators);
+}
+NormalizationStats parse_normalization_stats(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "normalization statistics", kStats);
+}
+NormalizationOutput parse_normalization_output(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "normalization output", kOutputs);
+}
+
+void validate(const SummationOrder& order, std::string_view field) {
+  if (order.shape == SumShape::pairwise && order.leaf < 1) Fail(field, "pairwise leaf size must be >= 1");
+  if (order.shape == SumShape::blocked) {
+    if (!IsPow2UpTo64(order.lanes)) Fail(field, "blocked lane count must be a power of two in 1..64");
+    if (!IsPow2UpTo64(order.unroll)) Fail(field, "blocked unroll must be a power of two in 1..64");
+    if (!order.lane_fold.empty() && static_cast<int>(order.lane_fold.size()) != Log2(order.lanes)) {
+      Fail(field, "a lane fold of " + std::to_string(order.lanes) + " lanes takes " +
+                      std::to_string(Log2(order.lanes)) + " steps, got " + std::to_string(order.lane_fold.size()));
+    }
+  }
+  if (order.contraction == Contraction::fma && order.accumulator != AccumulatorPrecision::binary32) {
+    Fail(field, "fma contraction is declared for binary32 accumulators only");
+  }
+}
+
+std::string format_summation_order(const SummationOrder& order) {
+  // Appended piece by piece: GCC 12 warns falsely on `literal + std::string&&` (-Wrestrict, GCC bug 105329).
+  std::string text(to_string(order.shape));
+  if (order.shape == SumShape::pairwise) text.append("(").append(std::to_string(order.leaf)).append(")");
+  if (order.shape == SumShape::blocked) {
+    text.append("(").append(std::to_string(order.lanes)).append("x").append(std::to_string(order.unroll)).append(",");
+    if (order.lane_fold.empty()) text.append("sequential");
+    for (size_t i = 0; i < order.lane_fold.size(); ++i) {
+      text.append(i == 0 ? "" : ".").append(to_string(order.lane_fold[i]));
+    }
+    text.append(")");
+  }
+  text.append(":").append(to_string(order.contraction)).append(":").append(to_string(order.product_precision));
+  return text.append(":").append(to_string(order.accumulator));
+}
+
+SummationOrder parse_summation_order(std::string_view text, std::string_view field) {
+  const std::vector<std::string_view> parts = Split(text, ':');
+  if (parts.size() != 4) {
+    Fail(field, Quote(text) + ": expected SHAPE:fma|nofma:prod32|prod64:acc32|acc64|accbf16");
+  }
+  SummationOrder order;
+  ParseShape(parts[0], std::string(field) + ".shape", order);
+  order.contraction = parse_contraction(parts[1], std::string(field) + ".contraction");
+  order.product_precision = parse_product_precision(parts[2], std::string(field) + ".product_precision");
+  order.accumulator = parse_accumulator_precision(parts[3], std::string(field) + ".accumulator");
+  validate(order, field);
+  return order;
+}
+
+std::string format_normalization_order(const NormalizationOrder& order) {
+  return std::string(to_string(order.stats)) + ";mean=" + format_summation_order(order.mean) +
+         ";var=" + format_summation_order(order.variance) + ";" + std::string(to_string(order.output)) + ":" +
+         std::string(to_string(order.output_contraction));
+}
+
+NormalizationOrder parse_normalization_order(std::string_view text, std::string_view field) {
+  const std::vector<std::string_view> parts = Split(text, ';');
+  if (parts.size() != 4 || !parts[1].starts_with("mean=") || !parts[2].starts_with("var=")) {
+    Fail(field, Quote(text) + ": expected STATS;mean=ORDER;var=ORDER;OUTPUT:fma|nofma");
+  }
+  NormalizationOrder order;
+  order.stats = parse_normalization_stats(parts[0], std::string(field) + ".stats");
+  order.mean = parse_summation_order(parts[1].substr(5), std::string(field) + ".mean");
+  order.variance = parse_summation_order(parts[2].substr(4), std::string(field) + ".var");
+  const std::vector<std::string_view> out = Split(parts[3], ':');
+  if (out.size() != 2) Fail(std::string(field) + ".output", "expected OUTPUT:fma|nofma, got " + Quote(parts[3]));
+  order.output = parse_normalization_output(out[0], std::string(field) + ".output");
+  order.output_contraction = parse_contraction(out[1], std::string(field) + ".output_contraction");
+  return order;
+}
+
+}  // namespace fusediff

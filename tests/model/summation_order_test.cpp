@@ -1,0 +1,96 @@
+// The declared summation and normalization orders (model/summation_order.h): canonical text round-trips, and bad
+// text is an InputError that names the field and what was expected.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fusediff/model/errors.h"
+#include "fusediff/model/summation_order.h"
+
+namespace fusediff {
+namespace {
+
+SummationOrder OneDnnJitMean() {
+  SummationOrder order;
+  order.shape = SumShape::blocked;
+  order.lanes = 8;
+  order.unroll = 8;
+  order.lane_fold = {LaneFoldStep::halve, LaneFoldStep::adjacent, LaneFoldStep::adjacent};
+  return order;
+}
+
+TEST(SummationOrder, CanonicalTextRoundTrips) {
+  for (const std::string text : {"sequential:nofma:prod32:acc32", "pairwise(8):nofma:prod64:acc64",
+                                 "blocked(8x8,halve.adjacent.adjacent):fma:prod32:acc32",
+                                 "blocked(4x1,sequential):nofma:prod32:accbf16"}) {
+    EXPECT_EQ(format_summation_order(parse_summation_order(text, "order")), text);
+  }
+  EXPECT_EQ(format_summation_order(OneDnnJitMean()), "blocked(8x8,halve.adjacent.adjacent):nofma:prod32:acc32");
+  EXPECT_EQ(parse_summation_order("blocked(8x8,halve.adjacent.adjacent):nofma:prod32:acc32", "o"), OneDnnJitMean());
+}
+
+void ExpectError(const std::string& text, const std::string& expected) {
+  try {
+    parse_summation_order(text, "lnorm.mean");
+    FAIL() << text << " parsed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+TEST(SummationOrder, BadTextNamesTheField) {
+  ExpectError("sequential:nofma:prod32", "lnorm.mean: 'sequential:nofma:prod32': expected SHAPE:");
+  ExpectError("random:nofma:prod32:acc32", "lnorm.mean.shape: unknown summation shape 'random'");
+  ExpectError("pairwise(0):nofma:prod32:acc32", "lnorm.mean.shape: expected a positive integer leaf size, got '0'");
+  ExpectError("pairwise:nofma:prod32:acc32", "lnorm.mean.shape: 'pairwise': expected sequential, pairwise(LEAF)");
+  ExpectError("blocked(6x1,sequential):nofma:prod32:acc32", "lnorm.mean: blocked lane count must be a power of two");
+  ExpectError("blocked(8x1,halve.halve):nofma:prod32:acc32", "a lane fold of 8 lanes takes 3 steps, got 2");
+  ExpectError("blocked(8x1,halve.twist.halve):nofma:prod32:acc32", "unknown lane fold step 'twist'");
+  ExpectError("sequential:fused:prod32:acc32", "lnorm.mean.contraction: unknown contraction 'fused' (expected nofma, fma)");
+  ExpectError("sequential:fma:prod32:acc64", "fma contraction is declared for binary32 accumulators only");
+  ExpectError("sequential:nofma:prod16:acc32", "lnorm.mean.product_precision: unknown product precision 'prod16'");
+  ExpectError("sequential:nofma:prod32:acc16", "lnorm.mean.accumulator: unknown accumulator precision 'acc16'");
+}
+
+TEST(NormalizationOrder, CanonicalTextRoundTrips) {
+  NormalizationOrder order;
+  order.stats = NormalizationStats::two_pass;
+  order.mean = OneDnnJitMean();
+  order.variance = OneDnnJitMean();
+  order.variance.contraction = Contraction::fma;
+  order.output = NormalizationOutput::centered_times_inv;
+  order.output_contraction = Contraction::fma;
+  const std::string text = format_normalization_order(order);
+  EXPECT_EQ(text,
+            "two_pass;mean=blocked(8x8,halve.adjacent.adjacent):nofma:prod32:acc32;"
+            "var=blocked(8x8,halve.adjacent.adjacent):fma:prod32:acc32;centered_times_inv:fma");
+  EXPECT_EQ(parse_normalization_order(text, "lnorm"), order);
+  for (const auto stats : {NormalizationStats::two_pass, NormalizationStats::mean_in_double,
+                           NormalizationStats::welford, NormalizationStats::one_pass}) {
+    EXPECT_EQ(parse_normalization_stats(to_string(stats), "s"), stats);
+  }
+}
+
+TEST(NormalizationOrder, BadTextNamesTheField) {
+  const auto error = [](const std::string& text) {
+    try {
+      parse_normalization_order(text, "lnorm");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  EXPECT_NE(error("two_pass;sequential:nofma:prod32:acc32").find("lnorm: 'two_pass;sequential"), std::string::npos);
+  EXPECT_NE(error("three_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma")
+                .find("lnorm.stats: unknown normalization statistics 'three_pass'"),
+            std::string::npos);
+  EXPECT_NE(error("welford;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;rsqrt:nofma")
+                .find("lnorm.output: unknown normalization output 'rsqrt'"),
+            std::string::npos);
+  EXPECT_NE(error("welford;mean=sequential:nofma:prod32:acc32;var=pairwise(x):nofma:prod32:acc32;scale_over_sqrt:nofma")
+                .find("lnorm.var.shape: expected a positive integer leaf size, got 'x'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusediff
