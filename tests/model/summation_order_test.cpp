@@ -21,12 +21,12 @@ SummationOrder OneDnnJitMean() {
 
 TEST(SummationOrder, CanonicalTextRoundTrips) {
   for (const std::string text : {"sequential:nofma:prod32:acc32", "pairwise(8):nofma:prod64:acc64",
-                                 "blocked(8x8,halve.adjacent.adjacent):fma:prod32:acc32",
-                                 "blocked(4x1,sequential):nofma:prod32:accbf16"}) {
+                                 "blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32",
+                                 "blocked(4x1,sequential,tail_into_lane0):nofma:prod32:accbf16"}) {
     EXPECT_EQ(format_summation_order(parse_summation_order(text, "order")), text);
   }
-  EXPECT_EQ(format_summation_order(OneDnnJitMean()), "blocked(8x8,halve.adjacent.adjacent):nofma:prod32:acc32");
-  EXPECT_EQ(parse_summation_order("blocked(8x8,halve.adjacent.adjacent):nofma:prod32:acc32", "o"), OneDnnJitMean());
+  EXPECT_EQ(format_summation_order(OneDnnJitMean()), "blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32");
+  EXPECT_EQ(parse_summation_order("blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32", "o"), OneDnnJitMean());
 }
 
 void ExpectError(const std::string& text, const std::string& expected) {
@@ -43,9 +43,11 @@ TEST(SummationOrder, BadTextNamesTheField) {
   ExpectError("random:nofma:prod32:acc32", "lnorm.mean.shape: unknown summation shape 'random'");
   ExpectError("pairwise(0):nofma:prod32:acc32", "lnorm.mean.shape: expected a positive integer leaf size, got '0'");
   ExpectError("pairwise:nofma:prod32:acc32", "lnorm.mean.shape: 'pairwise': expected sequential, pairwise(LEAF)");
-  ExpectError("blocked(6x1,sequential):nofma:prod32:acc32", "lnorm.mean: blocked lane count must be a power of two");
-  ExpectError("blocked(8x1,halve.halve):nofma:prod32:acc32", "a lane fold of 8 lanes takes 3 steps, got 2");
-  ExpectError("blocked(8x1,halve.twist.halve):nofma:prod32:acc32", "unknown lane fold step 'twist'");
+  ExpectError("blocked(6x1,sequential,tail_after_fold):nofma:prod32:acc32", "lnorm.mean: blocked lane count must be a power of two");
+  ExpectError("blocked(8x1,halve.halve,tail_after_fold):nofma:prod32:acc32", "a lane fold of 8 lanes takes 3 steps, got 2");
+  ExpectError("blocked(8x1,halve.twist.halve,tail_after_fold):nofma:prod32:acc32", "unknown lane fold step 'twist'");
+  ExpectError("blocked(8x1,sequential):nofma:prod32:acc32", "'blocked(8x1,sequential)': expected blocked(LANESxUNROLL,FOLD,TAIL)");
+  ExpectError("blocked(8x1,sequential,tail_first):nofma:prod32:acc32", "unknown blocked tail 'tail_first' (expected tail_after_fold, tail_into_lane0)");
   ExpectError("sequential:fused:prod32:acc32", "lnorm.mean.contraction: unknown contraction 'fused' (expected nofma, fma)");
   ExpectError("sequential:fma:prod32:acc64", "fma contraction is declared for binary32 accumulators only");
   ExpectError("sequential:nofma:prod16:acc32", "lnorm.mean.product_precision: unknown product precision 'prod16'");
@@ -62,8 +64,8 @@ TEST(NormalizationOrder, CanonicalTextRoundTrips) {
   order.output_contraction = Contraction::fma;
   const std::string text = format_normalization_order(order);
   EXPECT_EQ(text,
-            "two_pass;mean=blocked(8x8,halve.adjacent.adjacent):nofma:prod32:acc32;"
-            "var=blocked(8x8,halve.adjacent.adjacent):fma:prod32:acc32;centered_times_inv:fma");
+            "two_pass;mean=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
+            "var=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma");
   EXPECT_EQ(parse_normalization_order(text, "lnorm"), order);
   for (const auto stats : {NormalizationStats::two_pass, NormalizationStats::mean_in_double,
                            NormalizationStats::welford, NormalizationStats::one_pass}) {

@@ -152,3 +152,9 @@ set_tests_properties(cli.onednn_without_vnni_is_documented cli.onednn_without_vn
 # The same finding as a command: one process per cap, side by side, with the verdicts per cap.
 fusediff_add_cli_test(isa_matrix 0 "SSE41 \\(sse41\\): 0 pass, [1-9][0-9]* documented_behaviour, [0-9]+ known_defect, 0 fail"
                       run --fused onednn --activation gelu_erf --samples 3000 --isa SSE41,AVX2)
+# LayerNorm's declared summation orders (docs/summation-orders.md) bit for bit, per implementation, under every cap:
+# the jit kernel from AVX2 up, the C++ kernel below it, lnorm_ref (column-major rows) everywhere.
+foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
+  add_test(NAME onednn.layer_norm_order.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormOrder.*)
+  set_tests_properties(onednn.layer_norm_order.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 120)
+endforeach()

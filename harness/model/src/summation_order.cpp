@@ -18,6 +18,8 @@ using detail::ParseNamed;
 constexpr Names<SumShape, 3> kShapes{
     {{"sequential", SumShape::sequential}, {"pairwise", SumShape::pairwise}, {"blocked", SumShape::blocked}}};
 constexpr Names<LaneFoldStep, 2> kFoldSteps{{{"halve", LaneFoldStep::halve}, {"adjacent", LaneFoldStep::adjacent}}};
+constexpr Names<BlockedTail, 2> kTails{
+    {{"tail_after_fold", BlockedTail::after_fold}, {"tail_into_lane0", BlockedTail::into_lane0}}};
 constexpr Names<Contraction, 2> kContractions{{{"nofma", Contraction::none}, {"fma", Contraction::fma}}};
 constexpr Names<ProductPrecision, 2> kProducts{
     {{"prod32", ProductPrecision::binary32}, {"prod64", ProductPrecision::binary64}}};
@@ -71,13 +73,13 @@ int Log2(int v) {
   return k;
 }
 
-// "pairwise(8)" or "blocked(8x8,halve.adjacent.adjacent)" or "sequential".
+// "pairwise(8)" or "blocked(8x8,halve.adjacent.adjacent,tail_after_fold)" or "sequential".
 void ParseShape(std::string_view text, std::string_view field, SummationOrder& order) {
   const size_t open = text.find('(');
   order.shape = ParseNamed(text.substr(0, open), field, "summation shape", kShapes);
   const bool wants_args = order.shape != SumShape::sequential;
   if ((open != std::string_view::npos) != wants_args || (wants_args && !text.ends_with(")"))) {
-    Fail(field, Quote(text) + ": expected sequential, pairwise(LEAF) or blocked(LANESxUNROLL,FOLD)");
+    Fail(field, Quote(text) + ": expected sequential, pairwise(LEAF) or blocked(LANESxUNROLL,FOLD,TAIL)");
   }
   if (!wants_args) return;
   const std::string_view args = text.substr(open + 1, text.size() - open - 2);
@@ -85,14 +87,15 @@ void ParseShape(std::string_view text, std::string_view field, SummationOrder& o
     order.leaf = ParsePositive(args, field, "leaf size");
     return;
   }
-  const size_t comma = args.find(',');
-  const size_t x = args.find('x');
-  if (comma == std::string_view::npos || x == std::string_view::npos || x > comma) {
-    Fail(field, Quote(text) + ": expected blocked(LANESxUNROLL,FOLD)");
+  const std::vector<std::string_view> fields = Split(args, ',');
+  const size_t x = fields[0].find('x');
+  if (fields.size() != 3 || x == std::string_view::npos) {
+    Fail(field, Quote(text) + ": expected blocked(LANESxUNROLL,FOLD,TAIL)");
   }
-  order.lanes = ParsePositive(args.substr(0, x), field, "lane count");
-  order.unroll = ParsePositive(args.substr(x + 1, comma - x - 1), field, "unroll");
-  const std::string_view fold = args.substr(comma + 1);
+  order.lanes = ParsePositive(fields[0].substr(0, x), field, "lane count");
+  order.unroll = ParsePositive(fields[0].substr(x + 1), field, "unroll");
+  order.tail = ParseNamed(fields[2], field, "blocked tail", kTails);
+  const std::string_view fold = fields[1];
   if (fold == "sequential") return;
   for (const std::string_view step : Split(fold, '.')) {
     order.lane_fold.push_back(ParseNamed(step, field, "lane fold step", kFoldSteps));
@@ -102,6 +105,7 @@ void ParseShape(std::string_view text, std::string_view field, SummationOrder& o
 
 std::string_view to_string(SumShape s) { return NameOf(s, kShapes); }
 std::string_view to_string(LaneFoldStep s) { return NameOf(s, kFoldSteps); }
+std::string_view to_string(BlockedTail t) { return NameOf(t, kTails); }
 std::string_view to_string(Contraction c) { return NameOf(c, kContractions); }
 std::string_view to_string(ProductPrecision p) { return NameOf(p, kProducts); }
 std::string_view to_string(AccumulatorPrecision a) { return NameOf(a, kAccumulators); }
@@ -113,6 +117,9 @@ SumShape parse_sum_shape(std::string_view text, std::string_view field) {
 }
 LaneFoldStep parse_lane_fold_step(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "lane fold step", kFoldSteps);
+}
+BlockedTail parse_blocked_tail(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "blocked tail", kTails);
 }
 Contraction parse_contraction(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "contraction", kContractions);
@@ -155,7 +162,7 @@ std::string format_summation_order(const SummationOrder& order) {
     for (size_t i = 0; i < order.lane_fold.size(); ++i) {
       text.append(i == 0 ? "" : ".").append(to_string(order.lane_fold[i]));
     }
-    text.append(")");
+    text.append(",").append(to_string(order.tail)).append(")");
   }
   text.append(":").append(to_string(order.contraction)).append(":").append(to_string(order.product_precision));
   return text.append(":").append(to_string(order.accumulator));

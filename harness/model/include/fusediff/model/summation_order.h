@@ -12,7 +12,10 @@
 //               jit_uni_layer_normalization_kernels.cpp:368). Vector i, for i < (V / U) U, goes to accumulator
 //               i mod U, lane by lane; the U accumulators fold by halving (acc[j] += acc[j + m/2], m = U, U/2, .., 2);
 //               the remaining vectors (V mod U of them) add into accumulator 0, in order; its lanes fold by
-//               `lane_fold` (below) to one value; the scalar tail t[V lanes, n) adds to it in order.
+//               `lane_fold` (below) to one value. The scalar tail t[V lanes, n) adds in order, by `tail`:
+//                 after_fold   to the folded value (oneDNN's jit: jit_uni_layer_normalization_kernels.cpp:402);
+//                 into_lane0   to lane 0 of accumulator 0, before the lane fold (GCC's `omp simd` reduction: the
+//                              scalar epilogue runs on the private copy of lane 0, measured on oneDNN's C++ kernel).
 //               lane_fold is either "sequential" (l_0 + l_1 + ... + l_{lanes-1}) or a list of steps on m lanes:
 //                 halve     lane i = lane i + lane i + m/2   (vextractf128 + vaddps: "4+4")
 //                 adjacent  lane i = lane 2i + lane 2i + 1   (vhaddps)
@@ -32,6 +35,7 @@ namespace fusediff {
 
 enum class SumShape { sequential, pairwise, blocked };
 enum class LaneFoldStep { halve, adjacent };
+enum class BlockedTail { after_fold, into_lane0 };
 enum class Contraction { none, fma };
 enum class ProductPrecision { binary32, binary64 };
 enum class AccumulatorPrecision { binary32, binary64, bf16 };
@@ -42,6 +46,7 @@ struct SummationOrder {
   int lanes = 1;                        // blocked only: a power of two, 1..64
   int unroll = 1;                       // blocked only: accumulator vectors, a power of two, 1..64
   std::vector<LaneFoldStep> lane_fold;  // blocked only: log2(lanes) steps, or empty for sequential across lanes
+  BlockedTail tail = BlockedTail::after_fold;  // blocked only
   Contraction contraction = Contraction::none;
   ProductPrecision product_precision = ProductPrecision::binary32;
   AccumulatorPrecision accumulator = AccumulatorPrecision::binary32;
@@ -50,11 +55,13 @@ struct SummationOrder {
 
 std::string_view to_string(SumShape s);              // "sequential", "pairwise", "blocked"
 std::string_view to_string(LaneFoldStep s);          // "halve", "adjacent"
+std::string_view to_string(BlockedTail t);           // "tail_after_fold", "tail_into_lane0"
 std::string_view to_string(Contraction c);           // "nofma", "fma"
 std::string_view to_string(ProductPrecision p);      // "prod32", "prod64"
 std::string_view to_string(AccumulatorPrecision a);  // "acc32", "acc64", "accbf16"
 SumShape parse_sum_shape(std::string_view text, std::string_view field);
 LaneFoldStep parse_lane_fold_step(std::string_view text, std::string_view field);
+BlockedTail parse_blocked_tail(std::string_view text, std::string_view field);
 Contraction parse_contraction(std::string_view text, std::string_view field);
 ProductPrecision parse_product_precision(std::string_view text, std::string_view field);
 AccumulatorPrecision parse_accumulator_precision(std::string_view text, std::string_view field);
@@ -62,7 +69,8 @@ AccumulatorPrecision parse_accumulator_precision(std::string_view text, std::str
 // Canonical text, every field in this order, ':'-separated (a key: equal orders print equally):
 //   "sequential:nofma:prod32:acc32"
 //   "pairwise(8):nofma:prod32:acc32"
-//   "blocked(8x8,halve.adjacent.adjacent):fma:prod32:acc32"   (lanes x unroll, lane fold or "sequential")
+//   "blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32"   (lanes x unroll, lane fold or
+//   "sequential", tail)
 // parse takes exactly this text; InputError names `field` and the part that is wrong.
 std::string format_summation_order(const SummationOrder& order);
 SummationOrder parse_summation_order(std::string_view text, std::string_view field);

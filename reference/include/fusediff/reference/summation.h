@@ -1,0 +1,47 @@
+#pragma once
+// Declared float summation orders, emulated exactly (model/summation_order.h, docs/summation-orders.md), the
+// LayerNorm row under a declared NormalizationOrder, and the rigorous reordering bound. No I/O; never calls fused/.
+//
+// Emulation: every rounding the order declares is one IEEE operation on float or double, nearest even (the build
+// uses -ffp-contract=off and SSE arithmetic, so the compiler neither contracts nor keeps excess precision; fma is
+// std::fma). A kernel that follows its declared order therefore matches bit for bit.
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "fusediff/model/summation_order.h"
+
+namespace fusediff::reference {
+
+// The sum of x_0..x_{n-1} in `order`'s order and precisions; the accumulator's value (a binary32 or bf16
+// accumulator's value is exact in double). The empty sum is +0.
+double SumInOrder(const SummationOrder& order, std::span<const float> x);
+// The sum of the products a_i b_i (a and b of equal length) in `order`'s order, contraction and precisions.
+double DotInOrder(const SummationOrder& order, std::span<const float> a, std::span<const float> b);
+
+// One LayerNorm row: y_j = (x_j - mu) / sqrt(var + eps) gamma_j + beta_j by the declared order's roundings, and the
+// row's mean and (biased) variance as the kernel stores them.
+struct LayerNormRow {
+  std::vector<float> y;
+  float mean = 0;
+  float variance = 0;
+};
+LayerNormRow LayerNormInOrder(const NormalizationOrder& order, std::span<const float> x, std::span<const float> gamma,
+                              std::span<const float> beta, float eps);
+
+// gamma_k = k u / (1 - k u) with u = 2^-24, rounded upward (k u < 1/2 required: k < 2^23).
+double GammaUpper(size_t k);
+// |computed - exact| for a sum of n binary32 terms in any order (any tree, binary32 or binary64 accumulators, with or
+// without fma): <= gamma_{n-1} sum |x_i| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §4.2).
+// Evaluated upward: the result is >= the real bound (docs/summation-orders.md, "Evaluating the bound").
+double SumReorderingBound(std::span<const float> x);
+// The same for the products a_i b_i: each product has at most one rounding more (or none under fma): gamma_n
+// sum |a_i b_i| (Higham §3.1), plus n 2^-150 for products that underflow.
+double DotReorderingBound(std::span<const float> a, std::span<const float> b);
+
+// True when every partial sum of x, in every order, is exact in binary32: all x_i are integer multiples of 2^e,
+// with 2^e the smallest power of two among their lowest set bits, and sum |x_i| <= 2^(24 + e). Then every order
+// returns the exact sum (benchdnn-style rows).
+bool SumIsExactInEveryOrder(std::span<const float> x);
+
+}  // namespace fusediff::reference

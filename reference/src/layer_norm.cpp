@@ -1,0 +1,160 @@
+// LayerNorm rows under a declared NormalizationOrder, the reordering bounds, and the exact-in-every-order test.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "fusediff/reference/summation.h"
+
+namespace fusediff::reference {
+
+namespace {
+
+// S / n in the accumulator's precision, then stored in binary32: binary32 (and bf16, whose kernels divide in
+// binary32): fl32(S / n); binary64: fl32(fl64(S / n)). n <= 2^24 converts to binary32 exactly.
+float DivideByCount(double sum, size_t n, AccumulatorPrecision acc) {
+  if (acc == AccumulatorPrecision::binary64) return static_cast<float>(sum / static_cast<double>(n));
+  return static_cast<float>(sum) / static_cast<float>(n);
+}
+
+// mu = fl32(fl64(S64 / n)), S64 the sequential binary64 sum of x (every x exact in double).
+float MeanInDouble(std::span<const float> x) {
+  double sum = 0;
+  for (const float v : x) sum += v;
+  return static_cast<float>(sum / static_cast<double>(x.size()));
+}
+
+struct Stats {
+  float mean = 0;
+  float variance = 0;
+};
+
+// Sequential binary32 Welford (model/summation_order.h): one binary32 rounding per operation, no contraction.
+Stats Welford(std::span<const float> x) {
+  float m = 0, m2 = 0;
+  for (size_t k = 1; k <= x.size(); ++k) {
+    const float d = x[k - 1] - m;
+    m = m + d / static_cast<float>(k);
+    m2 = m2 + d * (x[k - 1] - m);
+  }
+  return {m, m2 / static_cast<float>(x.size())};
+}
+
+// var = S(d^2) / n with d_j = fl32(x_j - mu) summed by the variance order.
+float CenteredVariance(const SummationOrder& order, std::span<const float> x, float mean) {
+  std::vector<float> d(x.size());
+  for (size_t j = 0; j < x.size(); ++j) d[j] = x[j] - mean;  // fl32
+  return DivideByCount(DotInOrder(order, d, d), x.size(), order.accumulator);
+}
+
+Stats RowStats(const NormalizationOrder& order, std::span<const float> x) {
+  switch (order.stats) {
+    case NormalizationStats::welford: return Welford(x);
+    case NormalizationStats::mean_in_double: {
+      const float mean = MeanInDouble(x);
+      return {mean, CenteredVariance(order.variance, x, mean)};
+    }
+    case NormalizationStats::two_pass: {
+      const float mean = DivideByCount(SumInOrder(order.mean, x), x.size(), order.mean.accumulator);
+      return {mean, CenteredVariance(order.variance, x, mean)};
+    }
+    case NormalizationStats::one_pass: {
+      const float mean = DivideByCount(SumInOrder(order.mean, x), x.size(), order.mean.accumulator);
+      const float mean_square = DivideByCount(DotInOrder(order.variance, x, x), x.size(), order.variance.accumulator);
+      return {mean, mean_square - mean * mean};  // fl32(fl32(E[x^2]) - fl32(mu mu))
+    }
+  }
+  throw std::logic_error("unknown normalization statistics");
+}
+
+// p g + b: one rounding under fma, else fl32(fl32(p g) + b).
+float MulAdd(float p, float g, float b, Contraction c) { return c == Contraction::fma ? std::fma(p, g, b) : p * g + b; }
+
+}  // namespace
+
+LayerNormRow LayerNormInOrder(const NormalizationOrder& order, std::span<const float> x, std::span<const float> gamma,
+                              std::span<const float> beta, float eps) {
+  if (x.empty() || gamma.size() != x.size() || beta.size() != x.size()) {
+    throw std::invalid_argument("LayerNormInOrder: x empty, or gamma / beta not of x's length");
+  }
+  const Stats stats = RowStats(order, x);
+  const float s = std::sqrt(stats.variance + eps);  // fl32(sqrt(fl32(var + eps)))
+  const float r = 1.0f / s;                         // fl32(1 / s)
+  LayerNormRow row{std::vector<float>(x.size()), stats.mean, stats.variance};
+  for (size_t j = 0; j < x.size(); ++j) {
+    const float centered = x[j] - stats.mean;  // fl32
+    switch (order.output) {
+      case NormalizationOutput::centered_times_inv:
+        row.y[j] = MulAdd(centered * r, gamma[j], beta[j], order.output_contraction);
+        break;
+      case NormalizationOutput::scale_times_inv:
+        row.y[j] = MulAdd(gamma[j] * r, centered, beta[j], order.output_contraction);
+        break;
+      case NormalizationOutput::scale_over_sqrt:
+        row.y[j] = MulAdd(gamma[j] / s, centered, beta[j], order.output_contraction);
+        break;
+    }
+  }
+  return row;
+}
+
+double GammaUpper(size_t k) {
+  if (k == 0) return 0;
+  if (k >= (size_t{1} << 23)) throw std::invalid_argument("GammaUpper: k u must stay below 1/2");
+  const double ku = static_cast<double>(k) * 0x1p-24;  // exact: k < 2^23
+  return std::nextafter(ku / (1 - ku), std::numeric_limits<double>::infinity());  // 1 - ku exact; one rounding
+}
+
+namespace {
+// gamma sum_i t_i (t_i >= 0, each exact in double) bounded above: the binary64 sum has relative error below
+// gamma^(53)_{n-1}, the product and the factor one rounding each; (1 + (2n + 4) 2^-52) covers all three for
+// n < 2^40 (docs/summation-orders.md, "Evaluating the bound"), and two steps up cover the last roundings.
+double UpperProduct(double gamma, double abs_sum, size_t n) {
+  const double factor = 1 + static_cast<double>(2 * n + 4) * 0x1p-52;
+  const double inf = std::numeric_limits<double>::infinity();
+  return std::nextafter(std::nextafter(gamma * abs_sum * factor, inf), inf);
+}
+}  // namespace
+
+double SumReorderingBound(std::span<const float> x) {
+  if (x.size() < 2) return 0;
+  double abs_sum = 0;
+  for (const float v : x) abs_sum += std::fabs(static_cast<double>(v));
+  return UpperProduct(GammaUpper(x.size() - 1), abs_sum, x.size());
+}
+
+double DotReorderingBound(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) throw std::invalid_argument("DotReorderingBound: a and b differ in length");
+  double abs_sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) abs_sum += std::fabs(static_cast<double>(a[i]) * b[i]);  // exact product
+  // gamma_{n+1}: one product rounding per term, n - 1 additions, and one step more for fl32(fl64(s + t)) (a
+  // binary64 product into a binary32 accumulator rounds twice: u + 2^-53 per step, within one more gamma step).
+  const double underflow = static_cast<double>(a.size()) * 0x1p-149;
+  return UpperProduct(GammaUpper(a.size() + 1), abs_sum, a.size()) + underflow;
+}
+
+bool SumIsExactInEveryOrder(std::span<const float> x) {
+  int low = std::numeric_limits<int>::max();  // the exponent of the lowest set bit among all x_i
+  for (const float v : x) {
+    if (!std::isfinite(v)) return false;
+    if (v == 0) continue;
+    int e = 0;
+    const double f = std::frexp(static_cast<double>(v), &e);            // |v| = |f| 2^e, |f| in [1/2, 1)
+    const auto m = static_cast<uint32_t>(std::ldexp(std::fabs(f), 24));  // |v| = m 2^(e - 24), m < 2^24
+    low = std::min(low, e - 24 + std::countr_zero(m));
+  }
+  uint64_t units = 0;  // sum |x_i| / 2^low, exact, stopped above 2^24
+  for (const float v : x) {
+    if (v == 0) continue;
+    const double scaled = std::ldexp(std::fabs(static_cast<double>(v)), -low);  // an integer (exact)
+    if (scaled > 0x1p24) return false;
+    units += static_cast<uint64_t>(scaled);
+    if (units > (uint64_t{1} << 24)) return false;
+  }
+  return true;
+}
+
+}  // namespace fusediff::reference

@@ -1,0 +1,175 @@
+// oneDNN 2.6.3's f32 layer_normalization_forward against the reference's emulation of its declared order
+// (docs/summation-orders.md), bit for bit: y, mean and variance of every row. The declared order is picked by the
+// implementation that ran (impl_info_str) and the ISA oneDNN dispatches to, never by the host CPU: ctest runs this
+// under each DNNL_MAX_CPU_ISA cap (tests/onednn/tests.cmake).
+#include <gtest/gtest.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fusediff/fused/onednn_kernel.h"
+#include "fusediff/model/summation_order.h"
+#include "fusediff/reference/summation.h"
+
+namespace fusediff {
+namespace {
+
+using dnnl::memory;
+
+bool AtLeastAvx2(dnnl::cpu_isa isa) {
+  using I = dnnl::cpu_isa;
+  for (const I i : {I::avx2, I::avx2_vnni, I::avx512_core, I::avx512_core_vnni, I::avx512_core_bf16,
+                    I::avx512_core_amx}) {
+    if (isa == i) return true;
+  }
+  return false;
+}
+
+// The declared order of each implementation (docs/summation-orders.md, with oneDNN 2.6.3's file:line):
+//   simple_layer_normalization, AVX2 and above: the f32 jit kernel (x64/jit_uni_layer_normalization_kernels.cpp);
+//   simple_layer_normalization below AVX2: the C++ kernel's `omp simd` reductions (simple_layer_normalization_
+//   kernels.cpp:45-56), the order GCC gave Debian's build;
+//   lnorm_ref: sequential (ref_layer_normalization.cpp:107-126).
+std::optional<NormalizationOrder> DeclaredOrder(const std::string& impl, dnnl::cpu_isa isa) {
+  const auto order = [](const char* text) { return parse_normalization_order(text, "oneDNN layer norm"); };
+  if (impl == "simple_layer_normalization:any" && AtLeastAvx2(isa)) {
+    return order("two_pass;mean=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
+                 "var=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma");
+  }
+  if (impl == "simple_layer_normalization:any") {
+    return order("two_pass;mean=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;"
+                 "var=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;scale_times_inv:nofma");
+  }
+  if (impl == "lnorm_ref:any") {
+    return order("two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma");
+  }
+  return std::nullopt;
+}
+
+// Rows of one length in three regimes: centred (N(0, 1)), a large mean with a small spread (1000 + N(0, 0.01)),
+// and wide magnitudes (+-2^U(-20, 20)).
+std::vector<float> Rows(std::mt19937_64& rng, int64_t rows, int64_t length) {
+  std::normal_distribution<float> normal(0, 1);
+  std::uniform_real_distribution<float> exponent(-20, 20);
+  std::vector<float> x(static_cast<size_t>(rows * length));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < length; ++c) {
+      float& v = x[static_cast<size_t>(r * length + c)];
+      switch (r % 3) {
+        case 0: v = normal(rng); break;
+        case 1: v = 1000 + 0.01f * normal(rng); break;
+        default: v = std::exp2(exponent(rng)) * (normal(rng) < 0 ? -1.0f : 1.0f); break;
+      }
+    }
+  }
+  return x;
+}
+
+struct LnormRun {
+  std::string impl;
+  std::vector<float> y, mean, variance;
+};
+
+// oneDNN's forward_training (mean and variance are outputs) with use_scale | use_shift on rows x rows x length,
+// row-major (`ab`, the simple implementation) or column-major (`ba`: only lnorm_ref takes it).
+LnormRun RunOneDnn(const std::vector<float>& x, const std::vector<float>& gamma, const std::vector<float>& beta,
+                   int64_t rows, int64_t length, float eps, bool column_major) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const memory::desc data({rows, length}, memory::data_type::f32,
+                          column_major ? memory::format_tag::ba : memory::format_tag::ab);
+  const memory::desc stat({rows}, memory::data_type::f32, memory::format_tag::a);
+  const dnnl::layer_normalization_forward::desc desc(
+      dnnl::prop_kind::forward_training, data, stat, eps,
+      dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
+  const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine);
+  LnormRun run{pd.impl_info_str(), std::vector<float>(x.size()), std::vector<float>(rows), std::vector<float>(rows)};
+  std::vector<float> src = x;  // in memory order
+  if (column_major) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < length; ++c) src[c * rows + r] = x[r * length + c];
+  }
+  std::vector<float> dst(x.size()), g = gamma, b = beta;
+  const memory::desc channel({length}, memory::data_type::f32, memory::format_tag::a);
+  dnnl::layer_normalization_forward(pd).execute(
+      stream, {{DNNL_ARG_SRC, memory(data, engine, src.data())},
+               {DNNL_ARG_DST, memory(data, engine, dst.data())},
+               {DNNL_ARG_SCALE, memory(channel, engine, g.data())},
+               {DNNL_ARG_SHIFT, memory(channel, engine, b.data())},
+               {DNNL_ARG_MEAN, memory(stat, engine, run.mean.data())},
+               {DNNL_ARG_VARIANCE, memory(stat, engine, run.variance.data())}});
+  stream.wait();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < length; ++c) {
+      run.y[r * length + c] = column_major ? dst[c * rows + r] : dst[r * length + c];
+    }
+  return run;
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+struct Tally {
+  int64_t rows = 0, exact_rows = 0;
+  std::string first_mismatch;
+};
+
+// Every row of one length, emulated under the implementation's declared order, compared bit for bit.
+void CompareLength(std::mt19937_64& rng, int64_t rows, int64_t length, bool column_major, Tally& tally,
+                   std::string& impl) {
+  const std::vector<float> x = Rows(rng, rows, length);
+  std::vector<float> gamma(static_cast<size_t>(length)), beta(static_cast<size_t>(length));
+  std::normal_distribution<float> normal(0, 1);
+  for (int64_t c = 0; c < length; ++c) {
+    gamma[c] = 1 + 0.5f * normal(rng);
+    beta[c] = normal(rng);
+  }
+  const float eps = 1e-5f;
+  const LnormRun run = RunOneDnn(x, gamma, beta, rows, length, eps, column_major);
+  impl = run.impl;
+  const std::optional<NormalizationOrder> order = DeclaredOrder(run.impl, dnnl::get_effective_cpu_isa());
+  ASSERT_TRUE(order.has_value()) << "no declared order for oneDNN's " << run.impl;
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::span<const float> row(x.data() + r * length, static_cast<size_t>(length));
+    const reference::LayerNormRow want = reference::LayerNormInOrder(*order, row, gamma, beta, eps);
+    bool exact = SameBits(want.mean, run.mean[r]) && SameBits(want.variance, run.variance[r]);
+    for (int64_t c = 0; c < length && exact; ++c) exact = SameBits(want.y[c], run.y[r * length + c]);
+    ++tally.rows;
+    tally.exact_rows += exact ? 1 : 0;
+    if (!exact && tally.first_mismatch.empty()) {
+      tally.first_mismatch = "length " + std::to_string(length) + " row " + std::to_string(r) + ": mean " +
+                             std::to_string(run.mean[r]) + " vs " + std::to_string(want.mean) + ", variance " +
+                             std::to_string(run.variance[r]) + " vs " + std::to_string(want.variance);
+    }
+  }
+}
+
+const std::vector<int64_t> kLengths{1,   2,   3,   5,   7,   8,   9,   15,  16,   17,   31,   63,   64,   65,  72,
+                                    100, 127, 128, 129, 255, 511, 512, 513, 768,  1000, 1023, 1024, 1025, 2047,
+                                    2048, 3000, 4095, 4096};
+
+void CheckEveryLength(bool column_major) {
+  std::mt19937_64 rng(30);
+  Tally tally;
+  std::string impl;
+  for (const int64_t length : kLengths) {
+    CompareLength(rng, length >= 1024 ? 30 : 120, length, column_major, tally, impl);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  std::printf("oneDNN layer norm %s at %s: %lld of %lld rows bit-exact (y, mean, variance) under its declared order\n",
+              impl.c_str(), fused::onednn::EffectiveIsa().c_str(), static_cast<long long>(tally.exact_rows),
+              static_cast<long long>(tally.rows));
+  EXPECT_EQ(tally.exact_rows, tally.rows) << impl << ": first: " << tally.first_mismatch;
+}
+
+TEST(OneDnnLayerNormOrder, SimpleImplementationIsBitExactUnderItsDeclaredOrder) { CheckEveryLength(false); }
+
+TEST(OneDnnLayerNormOrder, ReferenceImplementationIsBitExactUnderItsDeclaredOrder) { CheckEveryLength(true); }
+
+}  // namespace
+}  // namespace fusediff

@@ -1,0 +1,261 @@
+// Declared summation orders (reference/summation.h): worked examples where orders differ, the reordering bound
+// against the exact sum (exact integers: Boost.Multiprecision) over random rows, permutations and orders, and the
+// rows whose sums are exact in every order.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <boost/multiprecision/cpp_int.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "fusediff/model/summation_order.h"
+#include "fusediff/reference/summation.h"
+
+namespace fusediff::reference {
+namespace {
+
+using boost::multiprecision::cpp_int;
+
+SummationOrder Order(const char* text) { return parse_summation_order(text, "order"); }
+
+// v 2^scale as an exact integer (v a multiple of 2^-scale: every binary32 sum of binary32 values is a multiple
+// of 2^-149, every sum of their products a multiple of 2^-298).
+cpp_int Scaled(double v, int scale) {
+  int e = 0;
+  const double f = std::frexp(v, &e);
+  const auto m = static_cast<int64_t>(std::ldexp(f, 53));  // v = m 2^(e - 53), exact
+  const int shift = e - 53 + scale;
+  cpp_int big = m;
+  if (shift >= 0) return big << shift;
+  const cpp_int unit = cpp_int(1) << -shift;
+  if (big % unit != 0) ADD_FAILURE() << v << " is not a multiple of 2^-" << scale;
+  return big / unit;
+}
+
+// ceil(v 2^scale) for v >= 0.
+cpp_int ScaledCeil(double v, int scale) {
+  int e = 0;
+  const double f = std::frexp(v, &e);
+  const auto m = static_cast<int64_t>(std::ldexp(f, 53));
+  const int shift = e - 53 + scale;
+  if (shift >= 0) return cpp_int(m) << shift;
+  const cpp_int unit = cpp_int(1) << -shift;
+  return (cpp_int(m) + unit - 1) / unit;
+}
+
+cpp_int ExactSum(const std::vector<float>& x) {
+  cpp_int sum = 0;
+  for (const float v : x) sum += Scaled(v, 149);
+  return sum;
+}
+
+cpp_int ExactDot(const std::vector<float>& a, const std::vector<float>& b) {
+  cpp_int sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += Scaled(a[i], 149) * Scaled(b[i], 149);
+  return sum;
+}
+
+TEST(SummationOrder, WorkedExamplesWhereOrdersDiffer) {
+  // 2^24 + 1 ties to 2^24 (even): left to right loses both ones, the pairwise tree keeps them (1 + 1 = 2).
+  const std::vector<float> x{0x1p24f, 1, 1};
+  EXPECT_EQ(SumInOrder(Order("sequential:nofma:prod32:acc32"), x), 0x1p24);
+  EXPECT_EQ(SumInOrder(Order("pairwise(1):nofma:prod32:acc32"), x), 0x1p24 + 2);
+  EXPECT_EQ(SumInOrder(Order("sequential:nofma:prod32:acc64"), x), 0x1p24 + 2);
+  // Eight lanes: 2^24 in lane 0, ones in lanes 1..7, and one tail element. halve.adjacent.adjacent: lane 0 + lane 4
+  // ties to 2^24, the other pairs make 2, 2, 2; then 2^24 + 2, 4; then 2^24 + 6; the tail makes 2^24 + 7, a tie
+  // that rounds to even, 2^24 + 8. The sequential lane fold and left to right lose every one.
+  std::vector<float> row(9, 1.0f);
+  row[0] = 0x1p24f;
+  EXPECT_EQ(SumInOrder(Order("blocked(8x1,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32"), row), 0x1p24 + 8);
+  EXPECT_EQ(SumInOrder(Order("blocked(8x1,sequential,tail_after_fold):nofma:prod32:acc32"), row), 0x1p24);
+  EXPECT_EQ(SumInOrder(Order("sequential:nofma:prod32:acc32"), row), 0x1p24);
+  // bf16 accumulator: 256 + 1 rounds to 256 (8 significant bits).
+  EXPECT_EQ(SumInOrder(Order("sequential:nofma:prod32:accbf16"), std::vector<float>{256, 1, 1}), 256);
+  // fma keeps the product exact: -(1 + 2^-12) plus (1 + 2^-13)^2 = 1 + 2^-12 + 2^-26 leaves 2^-26 only with fma.
+  const std::vector<float> a{1, 1 + 0x1p-13f}, b{-(1 + 0x1p-12f), 1 + 0x1p-13f};
+  EXPECT_EQ(DotInOrder(Order("sequential:fma:prod32:acc32"), a, b), 0x1p-26);
+  EXPECT_EQ(DotInOrder(Order("sequential:nofma:prod32:acc32"), a, b), 0);
+}
+
+// lanes 8 with halve.adjacent.adjacent, 9 vectors and unroll 8: vectors 0..7 into accumulators 0..7, the halving
+// fold, vector 8 into accumulator 0, then the lanes, then the tail: checked against the same steps written out.
+TEST(SummationOrder, BlockedFollowsItsDeclaredSteps) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1000, 1000);
+  std::vector<float> x(8 * 9 + 3);
+  for (float& v : x) v = dist(rng);
+  float acc[8][8] = {};
+  for (int v = 0; v < 8; ++v)
+    for (int l = 0; l < 8; ++l) acc[v][l] += x[v * 8 + l];
+  for (int m = 8; m > 1; m /= 2)
+    for (int j = 0; j < m / 2; ++j)
+      for (int l = 0; l < 8; ++l) acc[j][l] += acc[j + m / 2][l];
+  for (int l = 0; l < 8; ++l) acc[0][l] += x[64 + l];
+  float h[4];
+  for (int l = 0; l < 4; ++l) h[l] = acc[0][l] + acc[0][l + 4];
+  float sum = (h[0] + h[1]) + (h[2] + h[3]);
+  for (size_t i = 72; i < x.size(); ++i) sum += x[i];
+  EXPECT_EQ(SumInOrder(Order("blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32"), x), sum);
+  // tail_into_lane0 (GCC's omp simd reduction): four lanes, the tail into lane 0, then lane 0 + lane 1 + ...
+  float lane[4] = {};
+  for (size_t v = 0; v < x.size() / 4; ++v)
+    for (int l = 0; l < 4; ++l) lane[l] += x[v * 4 + l];
+  for (size_t i = x.size() / 4 * 4; i < x.size(); ++i) lane[0] += x[i];
+  EXPECT_EQ(SumInOrder(Order("blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32"), x),
+            ((lane[0] + lane[1]) + lane[2]) + lane[3]);
+}
+
+// A random binary32 value: a 24-bit significand and an exponent in [-40, 40], either sign; some exact zeros.
+float RandomValue(std::mt19937_64& rng) {
+  const uint32_t m = static_cast<uint32_t>(rng() % (1u << 24));
+  const int e = static_cast<int>(rng() % 81) - 40 - 23;
+  const float v = std::ldexp(static_cast<float>(m), e);
+  return (rng() & 1) ? -v : v;
+}
+
+// A random order: any shape, lane count, unroll, fold; contraction and product precision (binary32 or binary64
+// accumulators: the bound does not cover bf16 ones).
+SummationOrder RandomOrder(std::mt19937_64& rng, bool products) {
+  SummationOrder order;
+  order.shape = static_cast<SumShape>(rng() % 3);
+  order.leaf = 1 + static_cast<int>(rng() % 16);
+  order.lanes = 1 << (rng() % 5);
+  order.unroll = 1 << (rng() % 4);
+  if (rng() % 2) {
+    for (int m = order.lanes; m > 1; m /= 2) order.lane_fold.push_back(static_cast<LaneFoldStep>(rng() % 2));
+  }
+  order.tail = static_cast<BlockedTail>(rng() % 2);
+  order.accumulator = (rng() % 4 == 0) ? AccumulatorPrecision::binary64 : AccumulatorPrecision::binary32;
+  if (products) {
+    order.product_precision = static_cast<ProductPrecision>(rng() % 2);
+    if (order.accumulator == AccumulatorPrecision::binary32 && rng() % 2) order.contraction = Contraction::fma;
+  }
+  return order;
+}
+
+RC_GTEST_PROP(SummationBound, AnyOrderOfAnyPermutationStaysWithinGammaNMinus1, ()) {
+  std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+  const size_t n = *rc::gen::inRange<size_t>(1, 1200);
+  std::vector<float> x(n);
+  for (float& v : x) v = (rng() % 8 == 0) ? 0.0f : RandomValue(rng);
+  const cpp_int exact = ExactSum(x);
+  const double bound = SumReorderingBound(x);
+  std::shuffle(x.begin(), x.end(), rng);
+  const SummationOrder first = RandomOrder(rng, false), second = RandomOrder(rng, false);
+  const cpp_int s1 = Scaled(SumInOrder(first, x), 149), s2 = Scaled(SumInOrder(second, x), 149);
+  RC_ASSERT(abs(s1 - exact) <= ScaledCeil(bound, 149));
+  RC_ASSERT(abs(s1 - s2) <= ScaledCeil(bound, 149) * 2);
+  RC_TAG(n < 64 ? "n < 64" : "n >= 64");
+}
+
+RC_GTEST_PROP(SummationBound, AnyOrderOfProductsStaysWithinGammaN, ()) {
+  std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+  const size_t n = *rc::gen::inRange<size_t>(1, 800);
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = RandomValue(rng);
+    b[i] = RandomValue(rng);
+  }
+  const cpp_int exact = ExactDot(a, b);
+  const double bound = DotReorderingBound(a, b);
+  const SummationOrder order = RandomOrder(rng, true);
+  RC_ASSERT(abs(Scaled(DotInOrder(order, a, b), 298) - exact) <= ScaledCeil(bound, 298));
+  RC_TAG(to_string(order.contraction));
+}
+
+// The bound is attained closely enough to matter: 2^24 followed by ones loses every one left to right.
+TEST(SummationBound, IsNearlyAttained) {
+  std::vector<float> x(1001, 1.0f);
+  x[0] = 0x1p24f;
+  const double error = 1000;  // sequential: 2^24 + 1 ties to 2^24 each time
+  EXPECT_EQ(SumInOrder(Order("sequential:nofma:prod32:acc32"), x), 0x1p24);
+  EXPECT_LE(error, SumReorderingBound(x));
+  EXPECT_GT(error, SumReorderingBound(x) / 2);  // within a factor 2: the bound is not loose here
+}
+
+// benchdnn-style rows: k_j 2^e with sum |k_j| <= 2^24: every order returns the exact sum; one unit more and an
+// order exists that rounds (the check says so).
+std::vector<float> ExactRow(std::mt19937_64& rng, size_t n, int e) {
+  std::vector<float> x(n);
+  const uint64_t budget = (uint64_t{1} << 24) / n;  // |k_j| <= budget keeps sum |k_j| <= 2^24
+  for (float& v : x) {
+    const auto k = static_cast<int64_t>(rng() % (budget + 1));
+    v = std::ldexp(static_cast<float>((rng() & 1) ? -k : k), e);
+  }
+  return x;
+}
+
+RC_GTEST_PROP(ExactRows, EveryOrderReturnsTheExactSum, ()) {
+  std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+  const size_t n = *rc::gen::inRange<size_t>(1, 5000);
+  const int e = *rc::gen::inRange(-60, 40);
+  std::vector<float> x = ExactRow(rng, n, e);
+  RC_ASSERT(SumIsExactInEveryOrder(x));
+  const cpp_int exact = ExactSum(x);
+  for (int i = 0; i < 4; ++i) RC_ASSERT(Scaled(SumInOrder(RandomOrder(rng, false), x), 149) == exact);
+}
+
+TEST(ExactRows, TheConditionIsSharp) {
+  std::vector<float> x{0x1p24f, 1};  // sum |k| = 2^24 + 1 units of 2^0
+  EXPECT_FALSE(SumIsExactInEveryOrder(x));
+  EXPECT_NE(SumInOrder(Order("sequential:nofma:prod32:acc32"), x), 0x1p24 + 1);
+  x = {0x1p23f, 0x1p23f - 1, 1};  // exactly 2^24 units
+  EXPECT_TRUE(SumIsExactInEveryOrder(x));
+  x = {0.5f, 0x1p23f};  // units of 2^-1: 2^24 + 1 of them
+  EXPECT_FALSE(SumIsExactInEveryOrder(x));
+  EXPECT_FALSE(SumIsExactInEveryOrder(std::vector<float>{1, INFINITY}));
+  EXPECT_TRUE(SumIsExactInEveryOrder(std::vector<float>{}));
+}
+
+NormalizationOrder NormOrder(NormalizationStats stats, const char* mean, const char* var) {
+  return NormalizationOrder{stats, Order(mean), Order(var), NormalizationOutput::centered_times_inv, Contraction::fma};
+}
+
+// On rows mu0 + k_j 2^e with the k_j in +- pairs (sum k_j = 0), every two-pass order and the double mean give the
+// same mean (mu0, exactly) and the same variance (one rounding of an exact sum), so the same output.
+TEST(ExactRows, MeanAndVarianceMatchAcrossOrders) {
+  std::mt19937_64 rng(11);
+  for (const size_t n : {1u, 2u, 7u, 64u, 768u, 1000u, 4096u}) {
+    const float mu0 = 12.0f;  // with e = -6: 768 2^-6 units, n of them stay below 2^24 units
+    std::vector<float> x(n, mu0), gamma(n, 1.5f), beta(n, -0.25f);
+    for (size_t j = 0; j + 1 < n; j += 2) {
+      const float d = std::ldexp(static_cast<float>(rng() % 64), -6);
+      x[j] = mu0 + d;
+      x[j + 1] = mu0 - d;
+    }
+    std::shuffle(x.begin(), x.end(), rng);
+    const LayerNormRow a = LayerNormInOrder(NormOrder(NormalizationStats::two_pass, "sequential:nofma:prod32:acc32",
+                                                      "sequential:nofma:prod32:acc32"),
+                                            x, gamma, beta, 1e-5f);
+    const LayerNormRow b = LayerNormInOrder(
+        NormOrder(NormalizationStats::two_pass, "blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32",
+                  "blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32"),
+        x, gamma, beta, 1e-5f);
+    const LayerNormRow c = LayerNormInOrder(NormOrder(NormalizationStats::mean_in_double, "sequential:nofma:prod32:acc32",
+                                                      "pairwise(4):fma:prod32:acc32"),
+                                            x, gamma, beta, 1e-5f);
+    EXPECT_EQ(a.mean, mu0) << n;
+    EXPECT_EQ(b.mean, mu0) << n;
+    EXPECT_EQ(c.mean, mu0) << n;
+    EXPECT_EQ(a.variance, b.variance) << n;
+    EXPECT_EQ(a.variance, c.variance) << n;
+    EXPECT_EQ(a.y, b.y) << n;
+    EXPECT_EQ(a.y, c.y) << n;
+  }
+}
+
+// The named wrong-but-used variant: E[x^2] - mu^2 at a large mean loses the variance entirely; two-pass keeps it.
+TEST(NormalizationOrder, OnePassCancelsAtALargeMean) {
+  std::vector<float> x{10000.0f, 10000.5f, 9999.5f, 10000.0f}, gamma(4, 1.0f), beta(4, 0.0f);
+  const char* seq = "sequential:nofma:prod32:acc32";
+  const LayerNormRow two = LayerNormInOrder(NormOrder(NormalizationStats::two_pass, seq, seq), x, gamma, beta, 0);
+  const LayerNormRow one = LayerNormInOrder(NormOrder(NormalizationStats::one_pass, seq, seq), x, gamma, beta, 0);
+  EXPECT_EQ(two.variance, 0.125f);
+  EXPECT_NE(one.variance, 0.125f);
+}
+
+}  // namespace
+}  // namespace fusediff::reference
