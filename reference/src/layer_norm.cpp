@@ -96,6 +96,9 @@ LayerNormRow LayerNormInOrder(const NormalizationOrder& order, std::span<const f
       case NormalizationOutput::scale_over_sqrt:
         row.y[j] = MulAdd(gamma[j] / s, centered, beta[j], order.output_contraction);
         break;
+      case NormalizationOutput::centered_over_sqrt:
+        row.y[j] = MulAdd(centered / s, gamma[j], beta[j], order.output_contraction);
+        break;
     }
   }
   return row;

@@ -71,6 +71,11 @@ TEST(NormalizationOrder, CanonicalTextRoundTrips) {
                            NormalizationStats::welford, NormalizationStats::one_pass}) {
     EXPECT_EQ(parse_normalization_stats(to_string(stats), "s"), stats);
   }
+  for (const auto output : {NormalizationOutput::centered_times_inv, NormalizationOutput::scale_times_inv,
+                            NormalizationOutput::scale_over_sqrt, NormalizationOutput::centered_over_sqrt}) {
+    EXPECT_EQ(parse_normalization_output(to_string(output), "o"), output);
+  }
+  EXPECT_EQ(to_string(NormalizationOutput::centered_over_sqrt), "centered_over_sqrt");
 }
 
 TEST(NormalizationOrder, BadTextNamesTheField) {

@@ -30,9 +30,10 @@ constexpr Names<NormalizationStats, 4> kStats{{{"two_pass", NormalizationStats::
                                                {"mean_in_double", NormalizationStats::mean_in_double},
                                                {"welford", NormalizationStats::welford},
                                                {"one_pass", NormalizationStats::one_pass}}};
-constexpr Names<NormalizationOutput, 3> kOutputs{{{"centered_times_inv", NormalizationOutput::centered_times_inv},
+constexpr Names<NormalizationOutput, 4> kOutputs{{{"centered_times_inv", NormalizationOutput::centered_times_inv},
                                                   {"scale_times_inv", NormalizationOutput::scale_times_inv},
-                                                  {"scale_over_sqrt", NormalizationOutput::scale_over_sqrt}}};
+                                                  {"scale_over_sqrt", NormalizationOutput::scale_over_sqrt},
+                                                  {"centered_over_sqrt", NormalizationOutput::centered_over_sqrt}}};
 
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;

@@ -91,9 +91,11 @@ void validate(const SummationOrder& order, std::string_view field);
 //                       (oneDNN's f32 jit: vsqrtps, vdivps, then vfmadd213ps);
 //   scale_times_inv     r as above; y = G(fl32(fl32(gamma r) fl32(x - mu)), beta)   (oneDNN's C++ kernel);
 //   scale_over_sqrt     s as above; y = G(fl32(fl32(gamma / s) fl32(x - mu)), beta) (oneDNN's lnorm_ref);
+//   centered_over_sqrt  s as above; y = F(fl32(fl32(x - mu) / s), gamma, beta) (ONNX Runtime 1.30's short rows,
+//                       measured: docs/summation-orders.md);
 //   where F(p, g, b) = fma(p, g, b) under output_contraction fma, else fl32(fl32(p g) + b); G(p, b) = fl32(p + b).
 enum class NormalizationStats { two_pass, mean_in_double, welford, one_pass };
-enum class NormalizationOutput { centered_times_inv, scale_times_inv, scale_over_sqrt };
+enum class NormalizationOutput { centered_times_inv, scale_times_inv, scale_over_sqrt, centered_over_sqrt };
 
 struct NormalizationOrder {
   NormalizationStats stats = NormalizationStats::two_pass;
@@ -105,7 +107,8 @@ struct NormalizationOrder {
 };
 
 std::string_view to_string(NormalizationStats s);   // "two_pass", "mean_in_double", "welford", "one_pass"
-std::string_view to_string(NormalizationOutput o);  // "centered_times_inv", "scale_times_inv", "scale_over_sqrt"
+std::string_view to_string(NormalizationOutput o);  // "centered_times_inv", "scale_times_inv", "scale_over_sqrt",
+                                                    // "centered_over_sqrt"
 NormalizationStats parse_normalization_stats(std::string_view text, std::string_view field);
 NormalizationOutput parse_normalization_output(std::string_view text, std::string_view field);
 
