@@ -5,13 +5,17 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "fusediff/cli/cli.h"
 #include "fusediff/fused/xnnpack_backend.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
+#include "fusediff/reports/reports.h"
+#include "shard_env.h"
 #include "xnnpack_ops.h"
 #include "xnnpack_path.h"
 
@@ -211,6 +215,31 @@ TEST(XnnpackPool, AverageMatchesTheDeclaredRuleAndRefusesTheGlobalPath) {
   EXPECT_FALSE(RunAveragePool(x, Shape4{1, 2, 2, 1}, 2, 2, 0, QuantParams{type, 0.1f, 3}, QuantParams{type, 0.1f, 3}, y,
                               &pooled, &why));
   EXPECT_NE(why.find("global path"), std::string::npos) << why;
+}
+
+// In the run itself every case with a table activation reads XNNPACK's table back, all 256 input codes, before its
+// first draw, and it matches the declared rule; a clamp activation has no table to read.
+TEST(XnnpackTables, TheRunReadsEveryTableBackBeforeItsDraws) {
+  test_support::ClearShardVariables();
+  const std::string json = ::testing::TempDir() + "xnnpack_readback.json";
+  for (const char* activation : {"tanh", "relu"}) {
+    std::ostringstream out, err;
+    const int code = cli::Main({"fusediff", "run", "--fused", "xnnpack", "--activation", activation, "--samples", "500",
+                                "--json", json},
+                               out, err);
+    ASSERT_EQ(code, cli::kExitPass) << out.str() << err.str();
+    const RunResult results = reports::ReadResultsFile(json);
+    ASSERT_FALSE(results.cases.empty());
+    for (const CaseResult& c : results.cases) {
+      if (std::string_view(activation) == "relu") {
+        EXPECT_FALSE(c.table_readback) << c.spec.name;
+        continue;
+      }
+      ASSERT_TRUE(c.table_readback) << c.spec.name;
+      EXPECT_EQ(c.table_readback->codes, 256u) << c.spec.name;
+      EXPECT_EQ(c.table_readback->mismatches, 0u) << c.spec.name;
+    }
+  }
 }
 
 // The backend's refusals name what XNNPACK cannot express.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "fusediff/model/pattern.h"
@@ -63,6 +65,7 @@ bool Expressible(const CaseSpec& spec, std::string* why) {
 // One operator after the producer.
 struct Node {
   StageKind kind = StageKind::activation;
+  bool table = false;                 // activation: a table operator (else a clamp)
   size_t stage = 0;                   // the pattern stage (add: its residual operand)
   std::unique_ptr<ElementwiseOp> op;  // clamp, table, add
   QuantParams residual, in, out;      // add: r, u, s; avg_pool: in, out
@@ -122,6 +125,21 @@ class XnnpackPath final : public FusedPath {
   int32_t max_batch() const override { return 16; }
   RunInfo last_run() const override { return last_; }
   bool concurrent() const override { return false; }  // the operators after the producer are the path's own
+  // The table operator run on every code of its input type, qmin..qmax.
+  std::optional<std::vector<int32_t>> ReadTable() override {
+    const auto table = std::find_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.table; });
+    if (table == nodes_.end()) return std::nullopt;
+    const QuantType type = table->in.type;
+    Code8 x, y;
+    x.is_signed = type.scalar == ScalarType::int8;
+    x.resize(type.code_count());
+    for (int32_t u = type.qmin(); u <= type.qmax(); ++u) x.set(static_cast<size_t>(u - type.qmin()), u);
+    std::string why;
+    if (!table->op->Run(x, y, &why)) throw std::runtime_error("reading back " + table->op->name() + ": " + why);
+    std::vector<int32_t> codes(x.size);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = y.get(i);
+    return codes;
+  }
 
  private:
   bool fc_;
@@ -144,6 +162,8 @@ bool AddActivation(const Convention& c, const QuantParams& in, bool unfused, int
     // No operator fuses a table: both graphs run it as its own operator.
     node.op = ElementwiseOp::Table(a, in, out, why);
     if (!node.op) return false;
+    node.table = true;
+    node.in = in;
     nodes.push_back(std::move(node));
     return true;
   }
