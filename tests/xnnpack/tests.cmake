@@ -33,3 +33,9 @@ endfunction()
 # Max pooling with dilation reads past its input (docs/xnnpack.md, "Max pooling with dilation reads past its input"):
 # exit 0 and the signature while XNNPACK has the defect, 1 once fixed (then update docs/xnnpack.md).
 fusediff_xnnpack_repro(maxpool_dilation_overread "defect: max pooling with dilation reads input row 4")
+# The declared rules, each shown on XNNPACK's operators by a program that knows nothing of fusediff (docs/xnnpack.md,
+# "Declared rules"): exit 0 and "rule holds" while XNNPACK computes them, 1 when an output differs.
+fusediff_xnnpack_repro(requantization_rule "rule holds: y = clamp\\(rne\\(fl32\\(fl32\\(acc\\) s\\)\\) \\+ zo\\)")
+fusediff_xnnpack_repro(table_rule "rule holds: [0-9]+/[0-9]+ table entries are the binary32 glibc lrintf rule")
+fusediff_xnnpack_repro(add_multiply_rule "rule holds: [0-9]+/[0-9]+ add and multiply outputs")
+fusediff_xnnpack_repro(pool_rules "rule holds: [0-9]+/[0-9]+ pooling outputs")
