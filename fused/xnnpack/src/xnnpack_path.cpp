@@ -258,12 +258,6 @@ std::unique_ptr<FusedPath> CreateXnnpackPath(const CaseSpec& spec, std::string* 
         Refuse(why, "XNNPACK has average_pooling2d_nhwc_qu8 only (no qs8 average pooling at ae108ef)");
         return nullptr;
       }
-      if (stage.window.padding != 0) {
-        Refuse(why,
-               "XNNPACK's average pooling counts padding in the divisor (count_include_pad); the pattern's "
-               "average never does");
-        return nullptr;
-      }
       if (same && stage.pool_rule != AvgPoolRule::fixed_point_half_away) {
         Refuse(why, "XNNPACK's average pooling computes " + std::string(to_string(AvgPoolRule::fixed_point_half_away)) +
                         ", not " + std::string(to_string(stage.pool_rule)));
