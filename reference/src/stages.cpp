@@ -358,7 +358,8 @@ StageRounding pool_ort_global(std::span<const int32_t> taps, const QuantParams& 
                 r.tie_distance);
 }
 
-// fixed_point_half_away (model/pattern.h): XNNPACK's average pooling on a window smaller than its padded input. s is a
+// fixed_point_half_away (model/pattern.h): XNNPACK's average pooling on a window smaller than its padded input; `taps`
+// holds the whole window, a padding tap as the code zx (the caller's: reference/src/stages/pool.cpp). s is a
 // normal binary32 in [2^-12, 2^8) for these ratios and windows, so s = M 2^-sh with 0 < sh <= 62 and the product
 // acc M (|acc| < 2^16 2^8, M < 2^24) is exact in int128.
 StageRounding pool_fixed_point_half_away(std::span<const int32_t> taps, const QuantParams& qi, const QuantParams& qo) {

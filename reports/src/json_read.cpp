@@ -497,6 +497,19 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
   c.stats.nondeterministic_worst = WorstCases(capacity);
   ReadWorst(f["worst"], c.stats.worst, c.worst);
   if (f.has("draws")) c.stats.draws = ReadDraws(f["draws"], c.stats.overall);
+  if (f.has("table_readback")) {
+    const Field t = f["table_readback"];
+    TableReadback& r = c.table_readback.emplace();
+    r.codes = t["codes"].u64();
+    r.mismatches = t["mismatches"].u64();
+    if (r.mismatches > r.codes) t["mismatches"].fail("mismatches <= codes");
+    if (r.mismatches > 0) {
+      const Field first = t["first"];
+      r.first_code = first["code"].i32();
+      r.first_library = first["library"].i32();
+      r.first_declared = first["declared"].i32();
+    }
+  }
   if (f.has("batchnorm_error_bins")) {  // format 4
     const Field bins = f["batchnorm_error_bins"];
     c.batchnorm_bins.emplace();

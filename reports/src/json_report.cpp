@@ -286,6 +286,14 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
     }
     if (!tallies.empty()) j[kind == LedgerKind::known_defect ? "known_defects" : "documented_behaviours"] = std::move(tallies);
   }
+  if (c.table_readback) {  // the path's own table, read back and checked before any draw (model/results.h)
+    const TableReadback& t = *c.table_readback;
+    ordered_json readback{{"codes", t.codes}, {"mismatches", t.mismatches}};
+    if (t.mismatches > 0) {
+      readback["first"] = {{"code", t.first_code}, {"library", t.first_library}, {"declared", t.first_declared}};
+    }
+    j["table_readback"] = std::move(readback);
+  }
   if (c.batchnorm_bins) {
     // bit_width(|u - zu|) and floor(log2 |gamma| / sqrt(var + eps)) bins (model/error_bins.h).
     ordered_json bins;

@@ -2,11 +2,14 @@
 // `mutants`, `report`): what a new backend needs of fusediff, and a check that nothing else must change for it
 // (docs/architecture.md, "Adding a backend"). It puts the built-in kernels behind a backend of its own, twice:
 //   test_ref:    the kernels as they are (and the catalog's mutants, injected where the built-in path injects them);
-//   test_defect: one deliberate defect, every output code that is 5 modulo 16 comes out one higher.
+//   test_defect: one deliberate defect, every output code that is 5 modulo 16 comes out one higher;
+//   test_table:  the kernels as they are, reading back a library-built table (FusedPath::ReadTable): the declared
+//                table with input code 0's entry one higher.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -15,6 +18,7 @@
 #include "fusediff/cli/cli.h"
 #include "fusediff/fused/fused_path.h"
 #include "fusediff/model/backend.h"
+#include "fusediff/reference/reference.h"
 #include "fusediff/reports/reports.h"
 #include "shard_env.h"
 
@@ -23,7 +27,9 @@ namespace {
 
 class WrappedPath final : public FusedPath {
  public:
-  WrappedPath(std::unique_ptr<FusedPath> inner, bool defect) : inner_(std::move(inner)), defect_(defect) {}
+  WrappedPath(std::unique_ptr<FusedPath> inner, bool defect, std::optional<std::vector<int32_t>> table)
+      : inner_(std::move(inner)), defect_(defect), table_(std::move(table)) {}
+  std::optional<std::vector<int32_t>> ReadTable() override { return table_; }
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
     if (!inner_->Run(draw, y, rejected)) return false;
     if (defect_) {
@@ -36,12 +42,23 @@ class WrappedPath final : public FusedPath {
  private:
   std::unique_ptr<FusedPath> inner_;
   bool defect_;
+  std::optional<std::vector<int32_t>> table_;
 };
+
+// test_table's table: the declared one (the reference's, at the activation's input codes) with code 0's entry + 1.
+std::vector<int32_t> WrongTable(const CaseSpec& spec) {
+  const Convention act = activation_convention(spec.pattern, declared_convention(spec));
+  const reference::ActivationTable table(act);
+  const QuantType type = act.intermediate.q.type;
+  std::vector<int32_t> codes;
+  for (int32_t u = type.qmin(); u <= type.qmax(); ++u) codes.push_back(table.at(u).y + (u == 0 ? 1 : 0));
+  return codes;
+}
 
 class TestBackend final : public Backend {
  public:
   std::string_view name() const override { return "test"; }
-  std::vector<std::string> paths() const override { return {"test_ref", "test_defect"}; }
+  std::vector<std::string> paths() const override { return {"test_ref", "test_defect", "test_table"}; }
   std::vector<std::string> words() const override { return paths(); }
   void SelectPath(std::string_view word, CaseSpec& spec) const override { spec.backend = std::string(word); }
   std::string PathWord(const CaseSpec& spec) const override { return spec.backend; }
@@ -54,7 +71,9 @@ class TestBackend final : public Backend {
     builtin.backend = std::string(kBuiltInPath);
     std::unique_ptr<FusedPath> inner = fused::BuiltInBackend().CreatePath(builtin, why);
     if (!inner) return nullptr;
-    return std::make_unique<WrappedPath>(std::move(inner), spec.backend == "test_defect");
+    std::optional<std::vector<int32_t>> table;
+    if (spec.backend == "test_table") table = WrongTable(spec);
+    return std::make_unique<WrappedPath>(std::move(inner), spec.backend == "test_defect", std::move(table));
   }
 };
 
@@ -137,6 +156,34 @@ TEST(TestBackend, ItsDefectFailsAndReplays) {
   const auto [y_reference, y_fused] = ReplayedOutputs(replay.out);
   EXPECT_EQ(y_reference % 16, 5) << replay.out;
   EXPECT_EQ(y_fused, y_reference + 1) << replay.out;
+}
+
+// A path whose own table differs from the declared one fails each case before any draw, naming the first differing
+// input code, and the results say so; the honest path's cases read back no table.
+TEST(TestBackend, AWrongTableFailsBeforeAnyDraw) {
+  const std::string json = ::testing::TempDir() + "test_backend_table.json";
+  const CliRun run =
+      RunCli({"run", "--fused", "test_table", "--activation", "sigmoid", "--samples", "2000", "--json", json});
+  EXPECT_EQ(run.code, cli::kExitFail) << run.out << run.err;
+  const RunResult results = reports::ReadResultsFile(json);
+  ASSERT_FALSE(results.cases.empty());
+  for (const CaseResult& c : results.cases) {
+    ASSERT_TRUE(c.table_readback) << c.spec.name;
+    EXPECT_EQ(c.table_readback->codes, c.spec.convention.intermediate.q.type.code_count()) << c.spec.name;
+    EXPECT_EQ(c.table_readback->mismatches, 1u) << c.spec.name;
+    EXPECT_EQ(c.table_readback->first_code, 0) << c.spec.name;
+    EXPECT_EQ(c.table_readback->first_library, c.table_readback->first_declared + 1) << c.spec.name;
+    EXPECT_EQ(c.verdict, Verdict::fail) << c.spec.name;
+    EXPECT_EQ(c.stats.overall.count(), 0u) << c.spec.name;  // no draw ran
+    const std::string expected = "the library's table differs from the declared one on 1 of " +
+                                 std::to_string(c.table_readback->codes) + " input codes (first: input code 0: library " +
+                                 std::to_string(c.table_readback->first_library) + ", declared " +
+                                 std::to_string(c.table_readback->first_declared) + "); no draw ran";
+    EXPECT_EQ(c.reason, expected) << c.spec.name;
+  }
+  const CliRun honest = RunCli({"run", "--fused", "test_ref", "--activation", "sigmoid", "--samples", "500", "--json", json});
+  ASSERT_EQ(honest.code, cli::kExitPass) << honest.out << honest.err;
+  for (const CaseResult& c : reports::ReadResultsFile(json).cases) EXPECT_FALSE(c.table_readback) << c.spec.name;
 }
 
 // A catalog mutant injected into the backend's path is found and shrunk, and its replay line runs on that path.

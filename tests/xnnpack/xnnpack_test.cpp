@@ -5,13 +5,17 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "fusediff/cli/cli.h"
 #include "fusediff/fused/xnnpack_backend.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/reference/reference.h"
 #include "fusediff/reference/stages.h"
+#include "fusediff/reports/reports.h"
+#include "shard_env.h"
 #include "xnnpack_ops.h"
 #include "xnnpack_path.h"
 
@@ -211,6 +215,70 @@ TEST(XnnpackPool, AverageMatchesTheDeclaredRuleAndRefusesTheGlobalPath) {
   EXPECT_FALSE(RunAveragePool(x, Shape4{1, 2, 2, 1}, 2, 2, 0, QuantParams{type, 0.1f, 3}, QuantParams{type, 0.1f, 3}, y,
                               &pooled, &why));
   EXPECT_NE(why.find("global path"), std::string::npos) << why;
+}
+
+// With padding the operator counts every tap of the window, a padding tap as zx (average-pooling-nhwc.c:193, 221):
+// fixed_point_half_away over the whole window, against the reference fed the window with its padding taps as zx.
+TEST(XnnpackPool, PaddedAverageCountsPaddingAsTheZeroPoint) {
+  std::mt19937_64 rng(10);
+  const QuantType type{ScalarType::uint8, false};
+  std::uniform_int_distribution<int32_t> code(0, 255);
+  const int32_t H = 5, W = 4, C = 2, K = 3, S = 2, P = 1, OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+  int padded_windows_that_differ_from_tflite = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    const QuantParams in{type, static_cast<float>(std::exp2(std::uniform_real_distribution<double>(-8, 0)(rng))),
+                         code(rng)};
+    Code8 x, y;
+    x.is_signed = false;
+    x.resize(static_cast<size_t>(H * W * C));
+    for (size_t i = 0; i < x.size; ++i) x.set(i, code(rng));
+    Shape4 pooled;
+    std::string why;
+    ASSERT_TRUE(RunAveragePool(x, Shape4{1, H, W, C}, K, S, P, in, in, y, &pooled, &why)) << why;
+    ASSERT_EQ(pooled.elements(), static_cast<size_t>(OH * OW * C));
+    for (int32_t oy = 0; oy < OH; ++oy)
+      for (int32_t ox = 0; ox < OW; ++ox)
+        for (int32_t c = 0; c < C; ++c) {
+          std::vector<int32_t> window, inside;
+          for (int32_t ky = 0; ky < K; ++ky)
+            for (int32_t kx = 0; kx < K; ++kx) {
+              const int32_t iy = oy * S - P + ky, ix = ox * S - P + kx;
+              const bool in_bounds = iy >= 0 && iy < H && ix >= 0 && ix < W;
+              window.push_back(in_bounds ? x.get(static_cast<size_t>((iy * W + ix) * C + c)) : in.zero_point);
+              if (in_bounds) inside.push_back(window.back());
+            }
+          const int32_t got = y.get(static_cast<size_t>((oy * OW + ox) * C + c));
+          ASSERT_EQ(got, reference::AveragePool(AvgPoolRule::fixed_point_half_away, window, in, in).code);
+          if (inside.size() < window.size())
+            padded_windows_that_differ_from_tflite += got != reference::AveragePool(AvgPoolRule::tflite, inside, in, in).code;
+        }
+  }
+  EXPECT_GT(padded_windows_that_differ_from_tflite, 0);  // TFLite divides by the in-bounds taps only
+}
+
+// In the run itself every case with a table activation reads XNNPACK's table back, all 256 input codes, before its
+// first draw, and it matches the declared rule; a clamp activation has no table to read.
+TEST(XnnpackTables, TheRunReadsEveryTableBackBeforeItsDraws) {
+  test_support::ClearShardVariables();
+  const std::string json = ::testing::TempDir() + "xnnpack_readback.json";
+  for (const char* activation : {"tanh", "relu"}) {
+    std::ostringstream out, err;
+    const int code = cli::Main({"fusediff", "run", "--fused", "xnnpack", "--activation", activation, "--samples", "500",
+                                "--json", json},
+                               out, err);
+    ASSERT_EQ(code, cli::kExitPass) << out.str() << err.str();
+    const RunResult results = reports::ReadResultsFile(json);
+    ASSERT_FALSE(results.cases.empty());
+    for (const CaseResult& c : results.cases) {
+      if (std::string_view(activation) == "relu") {
+        EXPECT_FALSE(c.table_readback) << c.spec.name;
+        continue;
+      }
+      ASSERT_TRUE(c.table_readback) << c.spec.name;
+      EXPECT_EQ(c.table_readback->codes, 256u) << c.spec.name;
+      EXPECT_EQ(c.table_readback->mismatches, 0u) << c.spec.name;
+    }
+  }
 }
 
 // The backend's refusals name what XNNPACK cannot express.

@@ -2,6 +2,7 @@
 #include "fusediff/fused/xnnpack_backend.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusediff/model/errors.h"
@@ -58,10 +59,11 @@ QuantParams RangeIn(const QuantType& type, double lo, double hi) {
 }
 
 // The pattern's stages as XNNPACK's operators take them: the add's residual spans half the activation's input domain
-// around 0 and its sum has u's quantization (as the built-in pattern cases); 2x2 pools with stride 2 and no padding
-// (XNNPACK's average counts padding); an average pool keeps its input's quantization. The graph's add and average
-// rules: XNNPACK's own (same convention), TFLite's (`cross`).
-Pattern XnnpackPattern(const std::string& name, ActivationKind kind, const Convention& c, bool cross) {
+// around 0 and its sum has u's quantization (as the built-in pattern cases); pools of `window`; an average pool keeps
+// its input's quantization. The graph's add and average rules: XNNPACK's own (same convention; its average counts
+// padding), TFLite's (`cross`; it does not).
+Pattern XnnpackPattern(const std::string& name, ActivationKind kind, const Convention& c, bool cross,
+                       const PoolWindow& window) {
   Pattern p = parse_pattern_name(name, "--pattern");
   for (Stage& stage : p.stages) {
     if (stage.kind == StageKind::add) {
@@ -71,7 +73,7 @@ Pattern XnnpackPattern(const std::string& name, ActivationKind kind, const Conve
       stage.residual = RangeIn(c.intermediate.q.type, -0.5 * half, 0.5 * half);
       stage.out = c.intermediate.q;
     } else if (stage.kind == StageKind::max_pool || stage.kind == StageKind::avg_pool) {
-      stage.window = PoolWindow{2, 2, 0};
+      stage.window = window;
       stage.pool_rule = cross ? AvgPoolRule::tflite : AvgPoolRule::fixed_point_half_away;
       stage.out = c.output.q;
     }
@@ -100,26 +102,31 @@ std::vector<CaseSpec> Comparisons(const SuiteOptions& options, const std::string
   if (pattern == "conv2d+act+avgpool") std::erase(types, QuantType{ScalarType::int8, false});  // qu8 only
   if (types.empty() && full) types.push_back(QuantType{ScalarType::int8, false});
   if (!full && types.size() > 1) std::erase_if(types, [&](const QuantType& t) { return t.scalar != type_of_default; });
+  // Pools: 2x2 with stride 2; an average also 3x3 with stride 2 and padding 1 (its corners count 5 padding taps).
+  std::vector<std::pair<PoolWindow, std::string>> windows = {{PoolWindow{2, 2, 0}, ""}};
+  if (pattern == "conv2d+act+avgpool") windows.emplace_back(PoolWindow{3, 2, 1}, "pad1.");
   for (const QuantType& type : types) {
     Convention c = SuiteConvention(options, kind, type, kGraphDefaults);
     if (!options.output) c.output.q = OperatorOutput(kind, c.intermediate.q);
     validate(c);
-    for (const Comparison3& k : comparisons) {
-      if (options.backend == kUnfused && k.path != kUnfused) continue;
-      if (!full && k.path == kUnfused && IsTableActivation(kind)) continue;
-      CaseSpec spec;
-      spec.mix = options.mix;
-      spec.source = SampleSource::conv;
-      spec.convention = c;
-      spec.pattern = XnnpackPattern(pattern, kind, c, k.comparison == Comparison::cross_convention);
-      spec.backend = std::string(k.path);
-      spec.comparison = k.comparison;
-      spec.mutant = options.mutant;
-      spec.samples = options.samples;
-      const std::string prefix = pattern == "conv2d+act" ? "" : pattern + ".";
-      spec.name =
-          prefix + std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." + k.label + ".conv";
-      specs.push_back(std::move(spec));
+    for (const auto& [window, infix] : windows) {
+      for (const Comparison3& k : comparisons) {
+        if (options.backend == kUnfused && k.path != kUnfused) continue;
+        if (!full && k.path == kUnfused && IsTableActivation(kind)) continue;
+        CaseSpec spec;
+        spec.mix = options.mix;
+        spec.source = SampleSource::conv;
+        spec.convention = c;
+        spec.pattern = XnnpackPattern(pattern, kind, c, k.comparison == Comparison::cross_convention, window);
+        spec.backend = std::string(k.path);
+        spec.comparison = k.comparison;
+        spec.mutant = options.mutant;
+        spec.samples = options.samples;
+        const std::string prefix = pattern == "conv2d+act" ? "" : pattern + "." + infix;
+        spec.name =
+            prefix + std::string(to_string(kind)) + "." + to_string(c.intermediate.q.type) + "." + k.label + ".conv";
+        specs.push_back(std::move(spec));
+      }
     }
   }
   return specs;

@@ -303,6 +303,32 @@ ElementwiseOp::~ElementwiseOp() {
 
 namespace {
 enum OpKind { kClamp = 1, kSigmoid, kTanh, kElu, kLeaky, kAdd };
+
+// sigmoid and tanh: one output quantization each, and the same create signature.
+struct FixedOutputTable {
+  ActivationKind kind;
+  OpKind op_kind;
+  const char* name_s8;
+  const char* name_u8;
+  float scale;
+  const char* scale_text;
+  int32_t zero_point_s8, zero_point_u8;
+  decltype(&xnn_create_sigmoid_nc_qs8) create_s8;
+  decltype(&xnn_create_sigmoid_nc_qu8) create_u8;
+};
+// sigmoid: lut-elementwise-nc.c:243-255, 280-292; tanh: :321-333, 358-369.
+const FixedOutputTable kFixedOutputTables[] = {
+    {ActivationKind::sigmoid, kSigmoid, "sigmoid_nc_qs8", "sigmoid_nc_qu8", 0x1p-8f, "1/256", -128, 0,
+     xnn_create_sigmoid_nc_qs8, xnn_create_sigmoid_nc_qu8},
+    {ActivationKind::tanh, kTanh, "tanh_nc_qs8", "tanh_nc_qu8", 0x1p-7f, "1/128", 0, 128, xnn_create_tanh_nc_qs8,
+     xnn_create_tanh_nc_qu8}};
+
+const FixedOutputTable* FindFixedOutputTable(ActivationKind kind) {
+  for (const FixedOutputTable& t : kFixedOutputTables) {
+    if (t.kind == kind) return &t;
+  }
+  return nullptr;
+}
 }  // namespace
 
 std::unique_ptr<ElementwiseOp> ElementwiseOp::Clamp(bool is_signed, int32_t lo, int32_t hi, std::string* why) {
@@ -338,52 +364,30 @@ std::unique_ptr<ElementwiseOp> ElementwiseOp::Table(const Activation& a, const Q
   const auto lou = static_cast<uint8_t>(lo), hiu = static_cast<uint8_t>(hi);
   xnn_operator_t op = nullptr;
   xnn_status s = xnn_status_success;
-  switch (a.kind) {
-    case ActivationKind::sigmoid:
-      e->kind_ = kSigmoid;
-      e->name_ = s8 ? "sigmoid_nc_qs8" : "sigmoid_nc_qu8";
-      // Only output scale 1/256 with zero point -128 (qs8) / 0 (qu8): lut-elementwise-nc.c:243-255, 280-292.
-      if (out.scale != 0x1p-8f || out.zero_point != (s8 ? -128 : 0)) {
-        if (why)
-          *why = "XNNPACK's " + e->name_ + " takes output scale 1/256 with zero point " + (s8 ? "-128" : "0") + " only";
-        return nullptr;
-      }
-      s = s8 ? xnn_create_sigmoid_nc_qs8(1, 1, 1, zx8, in.scale, zo8, out.scale, lo8, hi8, 0, &op)
-             : xnn_create_sigmoid_nc_qu8(1, 1, 1, zxu, in.scale, zou, out.scale, lou, hiu, 0, &op);
-      break;
-    case ActivationKind::tanh:
-      e->kind_ = kTanh;
-      e->name_ = s8 ? "tanh_nc_qs8" : "tanh_nc_qu8";
-      // Only output scale 1/128 with zero point 0 (qs8) / 128 (qu8): lut-elementwise-nc.c:321-333, 358-369.
-      if (out.scale != 0x1p-7f || out.zero_point != (s8 ? 0 : 128)) {
-        if (why)
-          *why = "XNNPACK's " + e->name_ + " takes output scale 1/128 with zero point " + (s8 ? "0" : "128") + " only";
-        return nullptr;
-      }
-      s = s8 ? xnn_create_tanh_nc_qs8(1, 1, 1, zx8, in.scale, zo8, out.scale, lo8, hi8, 0, &op)
-             : xnn_create_tanh_nc_qu8(1, 1, 1, zxu, in.scale, zou, out.scale, lou, hiu, 0, &op);
-      break;
-    case ActivationKind::elu:
-      e->kind_ = kElu;
-      e->name_ = "elu_nc_qs8";
-      if (!s8) {
-        if (why) *why = "XNNPACK has elu_nc_qs8 only (no qu8 elu at ae108ef)";
-        return nullptr;
-      }
-      s = xnn_create_elu_nc_qs8(1, 1, 1, a.alpha, zx8, in.scale, zo8, out.scale, lo8, hi8, 0, &op);
-      break;
-    case ActivationKind::leaky_relu:
-      e->kind_ = kLeaky;
-      e->name_ = "leaky_relu_nc_qu8";
-      if (s8) {
-        if (why) *why = "XNNPACK has leaky_relu_nc_qu8 only (no qs8 leaky relu at ae108ef)";
-        return nullptr;
-      }
-      s = xnn_create_leaky_relu_nc_qu8(1, 1, 1, a.alpha, zxu, in.scale, zou, out.scale, lou, hiu, 0, &op);
-      break;
-    default:
-      if (why) *why = "XNNPACK has no 8-bit operator for " + std::string(to_string(a.kind));
+  if (const FixedOutputTable* t = FindFixedOutputTable(a.kind)) {
+    e->kind_ = t->op_kind;
+    e->name_ = s8 ? t->name_s8 : t->name_u8;
+    const int32_t zo = s8 ? t->zero_point_s8 : t->zero_point_u8;
+    if (out.scale != t->scale || out.zero_point != zo) {
+      if (why) *why = "XNNPACK's " + e->name_ + " takes output scale " + t->scale_text + " with zero point " +
+                      std::to_string(zo) + " only";
       return nullptr;
+    }
+    s = s8 ? t->create_s8(1, 1, 1, zx8, in.scale, zo8, out.scale, lo8, hi8, 0, &op)
+           : t->create_u8(1, 1, 1, zxu, in.scale, zou, out.scale, lou, hiu, 0, &op);
+  } else if (a.kind == ActivationKind::elu && s8) {
+    e->kind_ = kElu;
+    e->name_ = "elu_nc_qs8";
+    s = xnn_create_elu_nc_qs8(1, 1, 1, a.alpha, zx8, in.scale, zo8, out.scale, lo8, hi8, 0, &op);
+  } else if (a.kind == ActivationKind::leaky_relu && !s8) {
+    e->kind_ = kLeaky;
+    e->name_ = "leaky_relu_nc_qu8";
+    s = xnn_create_leaky_relu_nc_qu8(1, 1, 1, a.alpha, zxu, in.scale, zou, out.scale, lou, hiu, 0, &op);
+  } else {
+    if (why) *why = a.kind == ActivationKind::elu          ? "XNNPACK has elu_nc_qs8 only (no qu8 elu at ae108ef)"
+                    : a.kind == ActivationKind::leaky_relu ? "XNNPACK has leaky_relu_nc_qu8 only (no qs8 leaky relu at ae108ef)"
+                                                           : "XNNPACK has no 8-bit operator for " + std::string(to_string(a.kind));
+    return nullptr;
   }
   e->op_ = op;
   if (!Check(s, "create " + e->name_, why)) return nullptr;

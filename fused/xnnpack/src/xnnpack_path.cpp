@@ -1,8 +1,11 @@
-// XNNPACK's fused and unfused graphs of conv2d+act and fc+act (xnnpack_path.h).
+// XNNPACK's fused and unfused graphs of its patterns (xnnpack_path.h): the producer, then one node per operator.
 #include "xnnpack_path.h"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "fusediff/model/pattern.h"
@@ -60,19 +63,109 @@ bool Expressible(const CaseSpec& spec, std::string* why) {
   return true;
 }
 
-// One operator after the producer.
-struct Node {
-  StageKind kind = StageKind::activation;
-  size_t stage = 0;                   // the pattern stage (add: its residual operand)
-  std::unique_ptr<ElementwiseOp> op;  // clamp, table, add
-  QuantParams residual, in, out;      // add: r, u, s; avg_pool: in, out
-  PoolWindow window;                  // pools
-  int32_t lo = 0, hi = 0;             // add, max_pool: the output clamp
+// One operator after the producer, created once per case: it reads `a` (NHWC, *shape) and writes `b`, updating
+// *shape where it pools. One implementation per stage kind.
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual bool Run(const PatternDraw& draw, const Code8& a, Shape4* shape, Code8& b, std::string* why) = 0;
+  virtual const std::string& name() const = 0;
+  // What a node needs once every node exists (an add's operator takes the clamp a later relu gives it).
+  virtual bool Finish(std::string* /*why*/) { return true; }
+  // The table operator, for a node that is one (FusedPath::ReadTable), and the quantization it reads.
+  virtual const ElementwiseOp* table() const { return nullptr; }
+  virtual QuantParams table_input() const { return {}; }
+};
+
+// activation: a table operator (sigmoid, tanh, elu, leaky_relu) or, unfused, the clamp of relu / relu6.
+class ElementwiseNode final : public Node {
+ public:
+  ElementwiseNode(std::unique_ptr<ElementwiseOp> op, bool table, const QuantParams& in)
+      : op_(std::move(op)), table_(table), in_(in) {}
+  bool Run(const PatternDraw&, const Code8& a, Shape4*, Code8& b, std::string* why) override {
+    return op_->Run(a, b, why);
+  }
+  const std::string& name() const override { return op_->name(); }
+  const ElementwiseOp* table() const override { return table_ ? op_.get() : nullptr; }
+  QuantParams table_input() const override { return in_; }
+
+ private:
+  std::unique_ptr<ElementwiseOp> op_;
+  bool table_;
+  QuantParams in_;
+};
+
+// add: add_nd of u and the stage's residual operand, into s, clamped to [lo, hi] (a fused relu / relu6 narrows it).
+class AddNode final : public Node {
+ public:
+  int32_t lo, hi;  // the output clamp, until Finish
+
+  AddNode(size_t stage, const QuantParams& in, const QuantParams& residual, const QuantParams& out)
+      : lo(out.type.qmin()), hi(out.type.qmax()), stage_(stage), in_(in), residual_q_(residual), out_(out) {}
+  bool Finish(std::string* why) override {
+    op_ = ElementwiseOp::Add(in_, residual_q_, out_, lo, hi, why);
+    return op_ != nullptr;
+  }
+  bool Run(const PatternDraw& draw, const Code8& a, Shape4*, Code8& b, std::string* why) override {
+    const std::vector<int32_t>& r = draw.operands(stage_).codes;
+    residual_.is_signed = a.is_signed;
+    residual_.resize(r.size());
+    for (size_t i = 0; i < r.size(); ++i) residual_.set(i, r[i]);
+    return op_->Run(a, residual_, b, why);
+  }
+  const std::string& name() const override { return op_->name(); }
+
+ private:
+  size_t stage_;
+  QuantParams in_, residual_q_, out_;
+  std::unique_ptr<ElementwiseOp> op_;
+  Code8 residual_;
+};
+
+// max_pool: max_pooling2d_nhwc_s8 / u8 (created per draw: the channel count is a creation parameter).
+class MaxPoolNode final : public Node {
+ public:
+  MaxPoolNode(const PoolWindow& window, const QuantParams& in)
+      : window_(window), lo_(in.type.qmin()), hi_(in.type.qmax()),
+        name_(in.type.scalar == ScalarType::int8 ? "max_pooling2d_nhwc_s8" : "max_pooling2d_nhwc_u8") {}
+  bool Run(const PatternDraw&, const Code8& a, Shape4* shape, Code8& b, std::string* why) override {
+    Shape4 pooled;
+    if (!RunMaxPool(a, *shape, window_.kernel, window_.stride, window_.padding, lo_, hi_, b, &pooled, why)) return false;
+    *shape = pooled;
+    return true;
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  PoolWindow window_;
+  int32_t lo_, hi_;
+  std::string name_;
+};
+
+// avg_pool: average_pooling2d_nhwc_qu8 from `in` to `out` (created per draw).
+class AvgPoolNode final : public Node {
+ public:
+  AvgPoolNode(const PoolWindow& window, const QuantParams& in, const QuantParams& out)
+      : window_(window), in_(in), out_(out) {}
+  bool Run(const PatternDraw&, const Code8& a, Shape4* shape, Code8& b, std::string* why) override {
+    Shape4 pooled;
+    if (!RunAveragePool(a, *shape, window_.kernel, window_.stride, window_.padding, in_, out_, b, &pooled, why)) {
+      return false;
+    }
+    *shape = pooled;
+    return true;
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  PoolWindow window_;
+  QuantParams in_, out_;
+  std::string name_ = "average_pooling2d_nhwc_qu8";
 };
 
 class XnnpackPath final : public FusedPath {
  public:
-  XnnpackPath(bool fc, ProducerOutput producer, std::vector<Node> nodes)
+  XnnpackPath(bool fc, ProducerOutput producer, std::vector<std::unique_ptr<Node>> nodes)
       : fc_(fc), producer_(producer), nodes_(std::move(nodes)) {}
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
@@ -81,35 +174,10 @@ class XnnpackPath final : public FusedPath {
     const ConvCase& conv = draw.conv;
     Shape4 shape{static_cast<size_t>(conv.batch()), static_cast<size_t>(conv.output_height()),
                  static_cast<size_t>(conv.output_width()), static_cast<size_t>(conv.output_channels())};
-    for (const Node& node : nodes_) {
-      bool ok = true;
-      std::string name;
-      if (node.kind == StageKind::add) {
-        const std::vector<int32_t>& r = draw.operands(node.stage).codes;
-        residual_.is_signed = a_.is_signed;
-        residual_.resize(r.size());
-        for (size_t i = 0; i < r.size(); ++i) residual_.set(i, r[i]);
-        ok = node.op->Run(a_, residual_, b_, rejected);
-        name = node.op->name();
-      } else if (node.kind == StageKind::max_pool) {
-        Shape4 pooled;
-        ok = RunMaxPool(a_, shape, node.window.kernel, node.window.stride, node.window.padding, node.lo, node.hi, b_,
-                        &pooled, rejected);
-        shape = pooled;
-        name = a_.is_signed ? "max_pooling2d_nhwc_s8" : "max_pooling2d_nhwc_u8";
-      } else if (node.kind == StageKind::avg_pool) {
-        Shape4 pooled;
-        ok = RunAveragePool(a_, shape, node.window.kernel, node.window.stride, node.window.padding, node.in, node.out,
-                            b_, &pooled, rejected);
-        shape = pooled;
-        name = "average_pooling2d_nhwc_qu8";
-      } else {
-        ok = node.op->Run(a_, b_, rejected);
-        name = node.op->name();
-      }
-      if (!ok) return false;
+    for (const std::unique_ptr<Node>& node : nodes_) {
+      if (!node->Run(draw, a_, &shape, b_, rejected)) return false;
       std::swap(a_, b_);
-      implementation += " + " + name;
+      implementation += " + " + node->name();
     }
     for (size_t i = 0; i < y.size(); ++i) y[i] = a_.get(i);
     last_.implementation = implementation;
@@ -122,29 +190,71 @@ class XnnpackPath final : public FusedPath {
   int32_t max_batch() const override { return 16; }
   RunInfo last_run() const override { return last_; }
   bool concurrent() const override { return false; }  // the operators after the producer are the path's own
+  // The table operator run on every code of its input type, qmin..qmax.
+  std::optional<std::vector<int32_t>> ReadTable() override {
+    const auto node = std::find_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->table() != nullptr; });
+    if (node == nodes_.end()) return std::nullopt;
+    const QuantType type = (*node)->table_input().type;
+    Code8 x, y;
+    x.is_signed = type.scalar == ScalarType::int8;
+    x.resize(type.code_count());
+    for (int32_t u = type.qmin(); u <= type.qmax(); ++u) x.set(static_cast<size_t>(u - type.qmin()), u);
+    std::string why;
+    const ElementwiseOp& op = *(*node)->table();
+    if (!op.Run(x, y, &why)) throw std::runtime_error("reading back " + op.name() + ": " + why);
+    std::vector<int32_t> codes(x.size);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = y.get(i);
+    return codes;
+  }
 
  private:
   bool fc_;
   ProducerOutput producer_;
-  std::vector<Node> nodes_;
-  Code8 a_, b_, residual_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  Code8 a_, b_;
   RunInfo last_;
   std::vector<std::string> seen_;
 };
 
-// The activation as XNNPACK runs it, reading boundary `in`: a table node, or relu / relu6 as the clamp [*lo, *hi]
-// of the operator before it (fused: `fused_clamp`, the producer's or the add's) or a clamp node (unfused).
-bool AddActivation(const Convention& c, const QuantParams& in, bool unfused, int32_t* fused_lo, int32_t* fused_hi,
-                   std::vector<Node>& nodes, std::string* why) {
+// The nodes of a case's pattern, built stage by stage. A fused relu / relu6 becomes the clamp of the operator before
+// it (`clamp_lo`, `clamp_hi`: the producer's, or the add's), so it adds no node.
+struct NodeBuilder {
+  const Convention& c;
+  bool unfused, same;
+  QuantParams current;
+  int32_t* clamp_lo;
+  int32_t* clamp_hi;
+  std::vector<std::unique_ptr<Node>> nodes;
+
+  bool OnActivation(const Stage& stage, size_t i, std::string* why);
+  bool OnAdd(const Stage& stage, size_t i, std::string* why);
+  bool OnMaxPool(const Stage& stage, size_t i, std::string* why);
+  bool OnAvgPool(const Stage& stage, size_t i, std::string* why);
+  // Stage i's node(s), by its kind.
+  bool OnStage(const Stage& stage, size_t i, std::string* why) {
+    using Build = bool (NodeBuilder::*)(const Stage&, size_t, std::string*);
+    static const std::pair<StageKind, Build> kBuilders[] = {{StageKind::activation, &NodeBuilder::OnActivation},
+                                                            {StageKind::add, &NodeBuilder::OnAdd},
+                                                            {StageKind::max_pool, &NodeBuilder::OnMaxPool},
+                                                            {StageKind::avg_pool, &NodeBuilder::OnAvgPool}};
+    for (const auto& [kind, build] : kBuilders) {
+      if (kind == stage.kind) return (this->*build)(stage, i, why);
+    }
+    return Refuse(why, "XNNPACK's paths have no operator for stage " + std::string(to_string(stage.kind)));
+  }
+};
+
+// The activation as XNNPACK runs it, reading boundary `current`: a table node, or relu / relu6 as the clamp of the
+// operator before it (fused) or a clamp node (unfused).
+bool NodeBuilder::OnActivation(const Stage&, size_t, std::string* why) {
   const Activation& a = c.activation;
-  const QuantParams& out = c.output.q;
-  Node node;
-  node.kind = StageKind::activation;
+  const QuantParams in = current, &out = c.output.q;
+  current = out;
   if (IsTableActivation(a.kind)) {
     // No operator fuses a table: both graphs run it as its own operator.
-    node.op = ElementwiseOp::Table(a, in, out, why);
-    if (!node.op) return false;
-    nodes.push_back(std::move(node));
+    std::unique_ptr<ElementwiseOp> op = ElementwiseOp::Table(a, in, out, why);
+    if (!op) return false;
+    nodes.push_back(std::make_unique<ElementwiseNode>(std::move(op), true, in));
     return true;
   }
   if (a.kind != ActivationKind::relu && a.kind != ActivationKind::relu6) {
@@ -172,13 +282,26 @@ bool AddActivation(const Convention& c, const QuantParams& in, bool unfused, int
                            std::to_string(hi) + "] is constant");
   }
   if (!unfused) {
-    *fused_lo = lo;
-    *fused_hi = hi;
+    *clamp_lo = lo;
+    *clamp_hi = hi;
     return true;
   }
-  node.op = ElementwiseOp::Clamp(in.type.scalar == ScalarType::int8, lo, hi, why);
-  if (!node.op) return false;
+  std::unique_ptr<ElementwiseOp> op = ElementwiseOp::Clamp(in.type.scalar == ScalarType::int8, lo, hi, why);
+  if (!op) return false;
+  nodes.push_back(std::make_unique<ElementwiseNode>(std::move(op), false, in));
+  return true;
+}
+
+bool NodeBuilder::OnAdd(const Stage& stage, size_t i, std::string* why) {
+  if (same && stage.add_rule != AddRule::fixed_point_half_up) {
+    return Refuse(why, "XNNPACK's add_nd computes " + std::string(to_string(AddRule::fixed_point_half_up)) + ", not " +
+                           std::string(to_string(stage.add_rule)));
+  }
+  auto node = std::make_unique<AddNode>(i, current, stage.residual, stage.out);
+  clamp_lo = &node->lo;  // a node's address outlives the vector's growth
+  clamp_hi = &node->hi;
   nodes.push_back(std::move(node));
+  current = stage.out;
   return true;
 }
 
@@ -187,84 +310,44 @@ bool CheckWindow(const PoolWindow& w, std::string* why) {
   if (w.kernel < 2) return Refuse(why, "XNNPACK's pooling operators refuse a 1x1 window");
   return true;
 }
+
+bool NodeBuilder::OnMaxPool(const Stage& stage, size_t, std::string* why) {
+  if (!CheckWindow(stage.window, why)) return false;
+  nodes.push_back(std::make_unique<MaxPoolNode>(stage.window, current));
+  return true;
+}
+
+bool NodeBuilder::OnAvgPool(const Stage& stage, size_t, std::string* why) {
+  if (!CheckWindow(stage.window, why)) return false;
+  if (current.type.scalar != ScalarType::uint8 || stage.out.type.scalar != ScalarType::uint8) {
+    return Refuse(why, "XNNPACK has average_pooling2d_nhwc_qu8 only (no qs8 average pooling at ae108ef)");
+  }
+  if (same && stage.pool_rule != AvgPoolRule::fixed_point_half_away) {
+    return Refuse(why, "XNNPACK's average pooling computes " +
+                           std::string(to_string(AvgPoolRule::fixed_point_half_away)) + ", not " +
+                           std::string(to_string(stage.pool_rule)));
+  }
+  nodes.push_back(std::make_unique<AvgPoolNode>(stage.window, current, stage.out));
+  current = stage.out;
+  return true;
+}
 }  // namespace
 
 std::unique_ptr<FusedPath> CreateXnnpackPath(const CaseSpec& spec, std::string* why) {
   if (!Expressible(spec, why) || !Initialize(why)) return nullptr;
   const Convention& c = spec.convention;
-  const bool unfused = spec.backend == kUnfused;
-  const bool same = spec.comparison == Comparison::same_convention;
   const QuantParams& u = c.intermediate.q;
   ProducerOutput producer{u, u.type.qmin(), u.type.qmax()};
-  int32_t* clamp_lo = &producer.lo;  // the clamp of the operator a fused relu / relu6 goes into
-  int32_t* clamp_hi = &producer.hi;
-  std::vector<Node> nodes;
-  nodes.reserve(spec.pattern.stages.size() + 1);  // the clamp pointers below stay valid
-  QuantParams current = u;
+  NodeBuilder build{c, spec.backend == kUnfused, spec.comparison == Comparison::same_convention, u, &producer.lo,
+                    &producer.hi, {}};
   for (size_t i = 0; i < spec.pattern.stages.size(); ++i) {
-    const Stage& stage = spec.pattern.stages[i];
-    if (stage.kind == StageKind::activation) {
-      if (!AddActivation(c, current, unfused, clamp_lo, clamp_hi, nodes, why)) return nullptr;
-      current = c.output.q;
-    } else if (stage.kind == StageKind::add) {
-      if (same && stage.add_rule != AddRule::fixed_point_half_up) {
-        Refuse(why, "XNNPACK's add_nd computes " + std::string(to_string(AddRule::fixed_point_half_up)) + ", not " +
-                        std::string(to_string(stage.add_rule)));
-        return nullptr;
-      }
-      Node node;
-      node.kind = StageKind::add;
-      node.stage = i;
-      node.residual = stage.residual;
-      node.in = current;
-      node.out = stage.out;
-      node.lo = stage.out.type.qmin();
-      node.hi = stage.out.type.qmax();
-      nodes.push_back(std::move(node));
-      clamp_lo = &nodes.back().lo;
-      clamp_hi = &nodes.back().hi;
-      current = stage.out;
-    } else if (stage.kind == StageKind::max_pool) {
-      if (!CheckWindow(stage.window, why)) return nullptr;
-      Node node;
-      node.kind = StageKind::max_pool;
-      node.window = stage.window;
-      node.lo = current.type.qmin();
-      node.hi = current.type.qmax();
-      nodes.push_back(std::move(node));
-    } else {  // avg_pool
-      if (!CheckWindow(stage.window, why)) return nullptr;
-      if (current.type.scalar != ScalarType::uint8 || stage.out.type.scalar != ScalarType::uint8) {
-        Refuse(why, "XNNPACK has average_pooling2d_nhwc_qu8 only (no qs8 average pooling at ae108ef)");
-        return nullptr;
-      }
-      if (stage.window.padding != 0) {
-        Refuse(why,
-               "XNNPACK's average pooling counts padding in the divisor (count_include_pad); the pattern's "
-               "average never does");
-        return nullptr;
-      }
-      if (same && stage.pool_rule != AvgPoolRule::fixed_point_half_away) {
-        Refuse(why, "XNNPACK's average pooling computes " + std::string(to_string(AvgPoolRule::fixed_point_half_away)) +
-                        ", not " + std::string(to_string(stage.pool_rule)));
-        return nullptr;
-      }
-      Node node;
-      node.kind = StageKind::avg_pool;
-      node.window = stage.window;
-      node.in = current;
-      node.out = stage.out;
-      nodes.push_back(std::move(node));
-      current = stage.out;
-    }
+    if (!build.OnStage(spec.pattern.stages[i], i, why)) return nullptr;
   }
-  // The adds' operators, with their clamps now known.
-  for (Node& node : nodes) {
-    if (node.kind != StageKind::add) continue;
-    node.op = ElementwiseOp::Add(node.in, node.residual, node.out, node.lo, node.hi, why);
-    if (!node.op) return nullptr;
+  for (const std::unique_ptr<Node>& node : build.nodes) {  // the adds' operators, with their clamps now known
+    if (!node->Finish(why)) return nullptr;
   }
-  return std::make_unique<XnnpackPath>(spec.pattern.producer == Producer::fully_connected, producer, std::move(nodes));
+  return std::make_unique<XnnpackPath>(spec.pattern.producer == Producer::fully_connected, producer,
+                                       std::move(build.nodes));
 }
 
 }  // namespace fusediff::fused::xnnpack

@@ -31,6 +31,7 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
       table = &*c->owned_table_;
     }
   }
+  c->table_ = table;
   // The knee half-width is the graph's activation input LSB, whatever the reference's intermediate.
   const double knee_scale = activation_convention(spec.pattern, spec.convention).intermediate.q.scale;
   c->reference_ = std::make_unique<reference::GraphReference>(spec.pattern, c->reference_convention_, table, knee_scale);
@@ -49,6 +50,40 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
     if (key == "isa") c->library_isa_ = value;
   }
   return c;
+}
+
+std::optional<TableReadback> DrawComparison::ReadBackTable() {
+  std::optional<std::vector<int32_t>> library = path_->ReadTable();
+  if (!library) return std::nullopt;
+  const Convention declared = activation_convention(spec_.pattern, declared_convention(spec_));
+  if (declared.intermediate.kind != IntermediateKind::quantized) {
+    throw std::logic_error("DrawComparison: a path read back a table, but its declared activation input is f32");
+  }
+  // The reference's own table where it runs the declared convention at the activation, else one built for it.
+  std::optional<reference::ActivationTable> own;
+  const reference::ActivationTable* table = table_;
+  if (!table || activation_table_key(declared) !=
+                    activation_table_key(activation_convention(spec_.pattern, reference_convention_))) {
+    table = &own.emplace(declared);
+  }
+  const QuantType type = declared.intermediate.q.type;
+  if (library->size() != type.code_count()) {
+    throw std::logic_error("DrawComparison: the path read back " + std::to_string(library->size()) +
+                           " table entries for " + std::to_string(type.code_count()) + " input codes");
+  }
+  TableReadback r;
+  r.codes = library->size();
+  for (int32_t u = type.qmin(); u <= type.qmax(); ++u) {
+    const int32_t got = (*library)[static_cast<size_t>(u - type.qmin())];
+    const int32_t want = table->at(u).y;
+    if (got == want) continue;
+    if (r.mismatches++ == 0) {
+      r.first_code = u;
+      r.first_library = got;
+      r.first_declared = want;
+    }
+  }
+  return r;
 }
 
 PatternDraw DrawComparison::Draw(uint64_t seed, uint64_t stream, uint32_t draw,

@@ -11,6 +11,7 @@
 #include "fusediff/model/fused_path.h"
 #include "fusediff/generators/conv_generator.h"
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/results.h"
 #include "fusediff/reference/graph.h"
 #include "table_cache.h"
 
@@ -63,6 +64,10 @@ class DrawComparison {
   // cannot tell anything from a second run (the built-in kernels).
   uint32_t repetitions(std::optional<uint32_t> requested) const;
 
+  // The path's own table (FusedPath::ReadTable) checked code by code against the table of the path's declared
+  // convention at the activation (the reference's own, from its definition); nullopt where the path has none.
+  std::optional<TableReadback> ReadBackTable();
+
   FusedPath& path() { return *path_; }
   const CaseSpec& spec() const { return spec_; }
   bool f32_reference() const { return f32_; }
@@ -89,6 +94,7 @@ class DrawComparison {
   const Backend* backend_ = nullptr;
   std::unique_ptr<FusedPath> path_;
   std::optional<reference::ActivationTable> owned_table_;
+  const reference::ActivationTable* table_ = nullptr;  // the reference's (owned_table_ or the caller's cache)
   std::unique_ptr<reference::GraphReference> reference_;
   std::unique_ptr<reference::GraphReference> declared_;  // cross-convention cases with an f32 declared convention
   generators::ConvShapeLimits limits_;

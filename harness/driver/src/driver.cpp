@@ -286,6 +286,14 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     result.reason = why;
     return result;
   }
+  // A library-built table is checked against the declaration before any draw: a mismatch fails the case here.
+  result.table_readback = comparison->ReadBackTable();
+  if (result.table_readback && result.table_readback->mismatches > 0) {
+    result.implementation = join_implementations(comparison->path().implementations());
+    finish_case_result(result, options.seed);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
   const std::optional<QuantType> key = comparison->key_type();
   const int32_t key_min = key ? key->qmin() : 0;
   // A library that parallelises itself, and the f32 evaluator (it counts escalations), run on one thread.

@@ -103,6 +103,15 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour) +
                               withheld_samples(result, LedgerKind::documented_behaviour);
   if (result.verdict == Verdict::unsupported) return;
+  if (result.table_readback && result.table_readback->mismatches > 0) {  // checked before any draw ran
+    const TableReadback& t = *result.table_readback;
+    result.verdict = Verdict::fail;
+    result.reason = "the library's table differs from the declared one on " + std::to_string(t.mismatches) + " of " +
+                    std::to_string(t.codes) + " input codes (first: input code " + std::to_string(t.first_code) +
+                    ": library " + std::to_string(t.first_library) + ", declared " +
+                    std::to_string(t.first_declared) + "); no draw ran";
+    return;
+  }
   if (result.stats.nondeterministic > 0) {
     // Checked before the value comparison and whatever the comparison: the path disagrees with itself.
     result.verdict = Verdict::nondeterministic;
@@ -214,6 +223,9 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   }
   into.withheld_samples += part.withheld_samples;
   merge_known_defects(into.known_defects, part.known_defects);
+  if (into.table_readback != part.table_readback) {  // one table per case: every part reads the same back
+    throw InputError("case '" + into.spec.name + "': the parts read back different tables");
+  }
   if (part.batchnorm_bins) {
     if (!into.batchnorm_bins) into.batchnorm_bins.emplace();
     into.batchnorm_bins->merge(*part.batchnorm_bins);

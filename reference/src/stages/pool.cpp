@@ -1,7 +1,8 @@
 // Reference of stage kinds `maxpool` and `avgpool`: windows over the spatial grid, in-bounds taps only (padding is
-// never a candidate for the max nor counted in the average). A max pool's element is the first window element
-// holding the maximum; an average pool's keeps its first tap's accumulator, the union of its taps' regions and
-// its own rounding's (stages.h AveragePool).
+// never a candidate for the max, and counted in the average only by the rule that counts it, fixed_point_half_away:
+// a padding tap is then the input's zero-point code, model/pattern.h). A max pool's element is the first window
+// element holding the maximum; an average pool's keeps its first in-bounds tap's accumulator, the union of those
+// taps' regions and its own rounding's (stages.h AveragePool).
 #include <algorithm>
 
 #include "fusediff/reference/stage_eval.h"
@@ -27,6 +28,7 @@ class PoolReference final : public ReferenceStage {
         for (int32_t px = 0; px < pooled.shape.width; ++px) {
           for (int32_t ch = 0; ch < pooled.shape.channels; ++ch) {
             Gather(t, stage.window, n, py, px, ch, w);
+            if (CountsPadding(stage)) w.taps.resize(WindowTaps(stage.window), in.in.zero_point);
             pooled.e[pooled.index(n, py, px, ch)] = Pool(stage, in.in, w);
           }
         }
@@ -40,6 +42,11 @@ class PoolReference final : public ReferenceStage {
     std::vector<int32_t> taps;
     std::vector<const GraphElement*> members;
   };
+
+  bool CountsPadding(const Stage& stage) const {
+    return average_ && stage.pool_rule == AvgPoolRule::fixed_point_half_away;
+  }
+  static size_t WindowTaps(const PoolWindow& pw) { return static_cast<size_t>(pw.kernel) * static_cast<size_t>(pw.kernel); }
 
   static void Gather(const GraphTensor& t, const PoolWindow& pw, int32_t n, int32_t py, int32_t px, int32_t ch,
                      Window& w) {

@@ -4,6 +4,7 @@
 // It sits in the model, beside the backend registry, so that a backend module depends on the model alone.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class FusedPath {
   virtual bool concurrent() const { return true; }
   // The path's code-level steps (CodeSteps above); null: it runs whole draws only.
   virtual const CodeSteps* code_steps() const { return nullptr; }
+  // A path whose activation is a per-code table the library builds itself (XNNPACK's table operators) reads it
+  // back: the library's output code for every input code of the activation's input type, qmin..qmax in order,
+  // computed by running its own operator on them. The driver checks it against the declared table once per case,
+  // before any draw runs. nullopt: no such table (nothing to check).
+  virtual std::optional<std::vector<int32_t>> ReadTable() { return std::nullopt; }
 };
 
 }  // namespace fusediff

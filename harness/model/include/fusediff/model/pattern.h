@@ -82,12 +82,13 @@ void RegisterAddRuleName(std::string name, AddRule rule);
 //                from the zero point; input and output quantization must be equal (TFLite assumes it).
 //   ort_qlinear: dequantize, binary32 sum, / n, nearbyint(mean / so + zo), saturate.
 //   ort_global:  integer sum - zx n, one requantization by the binary32 multiplier sx / (so n), nearbyint, + zo.
-//   fixed_point_half_away: 8-bit codes of one type, sx / so in [2^-8, 2^8); acc = sum (q - zx) over the n taps (exact),
-//                s = fl32(sx / fl32(so n)) = M 2^-sh exactly (M its 24-bit significand); y = sat(sign(acc)
-//                floor((|acc| M + 2^(sh - 1)) / 2^sh) + zo): the exact product acc s rounded half away from zero, in
-//                64-bit integers. XNNPACK's average_pooling2d_nhwc_qu8 on a window smaller than its padded input
-//                (the 9x / 9p8x kernels; src/operators/average-pooling-nhwc.c:221, src/params-init.c:1440-1480;
-//                docs/xnnpack.md).
+//   fixed_point_half_away: 8-bit codes of one type, sx / so in [2^-8, 2^8); the window's n = kernel^2 taps, padding
+//                included: a padding tap reads the code zx (real 0; the only rule that counts padding); acc = sum
+//                (q - zx) over the n taps (exact), s = fl32(sx / fl32(so n)) = M 2^-sh exactly (M its 24-bit
+//                significand); y = sat(sign(acc) floor((|acc| M + 2^(sh - 1)) / 2^sh) + zo): the exact product acc s
+//                rounded half away from zero, in 64-bit integers. XNNPACK's average_pooling2d_nhwc_qu8 on a window
+//                smaller than its padded input (the 9x / 9p8x kernels; src/operators/average-pooling-nhwc.c:193 (the
+//                padding buffer of zx), :221, src/params-init.c:1440-1480; docs/xnnpack.md).
 enum class AvgPoolRule { tflite, ort_qlinear, ort_global, fixed_point_half_away };
 
 // How a fully connected layer forms its real multiplier M = sx sw / su (../shared/conventions.md §3):
@@ -101,7 +102,8 @@ enum class MultiplierRule { double_product, float_product };
 //                  match it exactly: what catches a fold that quantizes wrongly).
 enum class FcReference { graph, declared_fold };
 
-// A 2-D pooling window over the spatial dimensions, square, padding on every side (never counted in an average).
+// A 2-D pooling window over the spatial dimensions, square, padding on every side (counted in an average by
+// AvgPoolRule::fixed_point_half_away only).
 struct PoolWindow {
   int32_t kernel = 2;
   int32_t stride = 2;

@@ -50,6 +50,17 @@ struct KnownDefectTally {
   bool no_longer_reproduces() const { return predicted_samples > 0 && stats.overall.count() == 0; }
 };
 
+// A library-built per-code table read back before any draw (FusedPath::ReadTable) and checked against the declared
+// convention's table: the input codes checked, how many differ, and the first that does.
+struct TableReadback {
+  uint64_t codes = 0;
+  uint64_t mismatches = 0;
+  int32_t first_code = 0;      // when mismatches > 0: the lowest differing input code,
+  int32_t first_library = 0;   // the library's output code for it
+  int32_t first_declared = 0;  // and the declared table's
+  friend bool operator==(const TableReadback&, const TableReadback&) = default;
+};
+
 struct CaseResult {
   CaseSpec spec;
   Tolerance tolerance;
@@ -76,6 +87,9 @@ struct CaseResult {
   uint64_t first_withheld_sample = 0;
   std::string withheld_reason;
   std::vector<KnownDefectTally> known_defects;  // the ledger entries whose conditions some draw met, by id
+  // The path's own table, read back before the draws (FusedPath::ReadTable); unset where the path has none. A
+  // mismatch fails the case and no draw runs.
+  std::optional<TableReadback> table_readback;
   // conv2d+batchnorm+act: the judged samples' |e| against |u| and the channel gain (model/error_bins.h); else unset.
   std::optional<BatchNormErrorBins> batchnorm_bins;
   bool complete = true;                     // false when the run was interrupted inside this case
