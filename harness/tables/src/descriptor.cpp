@@ -125,6 +125,11 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
       st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
       st.out = ParseStageTensor(fs, o, "out", "the layer's output tensor");
       d.facts.fc_input_flattened = !ParseChoice(fs, o, "input", "flattened", "strided");
+    } else if (st.kind == StageKind::batchnorm && st.bn_reads_codes) {
+      // After the activation (conv2d+act+batchnorm): its eps and output boundary; its fold is what the gate refuses.
+      fs.CheckObject(o, "the BatchNorm after the activation", {"eps", "out"});
+      if (o.contains("eps")) st.bn_eps = static_cast<float>(fs.Number(o.at("eps"), "eps"));
+      st.out = ParseStageTensor(fs, o, "out", "the BatchNorm's output tensor");
     } else if (st.kind == StageKind::batchnorm) {
       fs.Fail("batchnorm", "no batchnorm stage: a fused-op descriptor cannot state a fold (measure it with "
               "`fusediff run --pattern conv2d+batchnorm+act`)");
@@ -271,8 +276,11 @@ std::string FormatDescriptor(const FusedOpDescriptor& d) {
     if (d.facts.intermediate_consumers != 1) pattern["intermediate_consumers"] = d.facts.intermediate_consumers;
     for (const Stage& st : d.pattern.stages) {
       nlohmann::ordered_json o;
-      if (st.kind == StageKind::activation || st.kind == StageKind::batchnorm) continue;  // no fields (never parsed)
-      if (st.kind == StageKind::add) {
+      if (st.kind == StageKind::activation || (st.kind == StageKind::batchnorm && !st.bn_reads_codes)) continue;
+      if (st.kind == StageKind::batchnorm) {  // after the activation
+        o["eps"] = st.bn_eps;
+        o["out"] = QuantToJson(st.out);
+      } else if (st.kind == StageKind::add) {
         o["rule"] = std::string(to_string(st.add_rule));
         o["residual"] = QuantToJson(st.residual);
         o["residual_shape"] = d.facts.residual_broadcast ? "broadcast" : "same";
