@@ -11,6 +11,7 @@
 
 #include "fusediff/fused/stage_kernel.h"
 #include "fusediff/model/case_spec.h"
+#include "fusediff/model/errors.h"
 #include "fusediff/reference/stages.h"
 
 namespace fusediff {

@@ -134,7 +134,8 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
       fs.Fail("batchnorm", "no batchnorm stage: a fused-op descriptor cannot state a fold (measure it with "
               "`fusediff run --pattern conv2d+batchnorm+act`)");
     } else {
-      fs.Fail(name, "a fused-op descriptor states the stages act, add, maxpool, avgpool and fc only");
+      fs.Fail(name, "a fused-op descriptor states the stages act, add, maxpool, avgpool, fc and a batchnorm after the "
+                          "activation only");
     }
   }
 }
