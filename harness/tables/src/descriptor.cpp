@@ -79,7 +79,8 @@ bool ParseChoice(const Fields& f, const json& object, std::string_view field, st
 // reads. Every stage the name lists needs its object (an activation needs none), and only those.
 void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
   f.CheckObject(object, "the fusion pattern",
-                {"name", "fusion", "multiplier", "intermediate_consumers", "add", "maxpool", "avgpool", "fc"});
+                {"name", "fusion", "multiplier", "intermediate_consumers", "add", "maxpool", "avgpool", "fc",
+                 "batchnorm"});
   d.pattern = parse_pattern_name(f.String(object, "name"), f.Name("name"));
   if (object.contains("fusion")) d.fusion = parse_fusion(f.String(object, "fusion"), f.Name("fusion"));
   if (object.contains("multiplier")) {
@@ -91,7 +92,7 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
     if (consumers < 1 || consumers > 1 << 20) f.Fail("intermediate_consumers", std::to_string(consumers) + " (expected >= 1)");
     d.facts.intermediate_consumers = static_cast<int32_t>(consumers);
   }
-  for (const char* stage_name : {"add", "maxpool", "avgpool", "fc"}) {
+  for (const char* stage_name : {"add", "maxpool", "avgpool", "fc", "batchnorm"}) {
     bool listed = false;
     for (const Stage& st : d.pattern.stages) listed = listed || to_string(st.kind) == stage_name;
     if (object.contains(stage_name) && !listed) {
