@@ -54,8 +54,8 @@ TEST(NormChains, TheSuiteJudgesTheKeptPathsAndMeasuresTheSkippingFusions) {
       ++measured;
     }
   }
-  EXPECT_EQ(kept, 9u);      // batchnorm x 3 activations; mul (tflite, onnx_spec, tflite per channel) x 2
-  EXPECT_EQ(measured, 5u);  // the fold x 3; the affine x 2
+  EXPECT_EQ(kept, 12u);     // --pattern: batchnorm x 3 activations; mul (tflite, onnx_spec, tflite per channel) x 3
+  EXPECT_EQ(measured, 6u);  // the fold x 3; the affine x 3
 }
 
 TEST(NormChains, EachNewMutantIsDetectedShrunkToOneElementAndReplays) {
