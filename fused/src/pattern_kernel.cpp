@@ -52,6 +52,7 @@ struct PatternKernel::Impl {
   const Stage* add_stage = nullptr;
   const Stage* fc_stage = nullptr;
   const Stage* bn_stage = nullptr;
+  const Stage* mul_stage = nullptr;
   FoldScale fold_scale = FoldScaleOwn;
   FoldSteps bn_fold_steps = FoldStepsOf(Mutant::none);
 
@@ -68,6 +69,8 @@ struct PatternKernel::Impl {
   bool RunFolded(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
   bool RunBatchNormFold(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) const;
   bool RunBatchNormAfterActivation(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
+  bool RunBatchNormFoldAcrossActivation(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
+  bool RunMulAddAffine(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
 
   std::string SelectPlan();
   std::string CreateStageKernels();
@@ -219,6 +222,52 @@ bool PatternKernel::Impl::RunBatchNormAfterActivation(const PatternDraw& draw, s
   return true;
 }
 
+// conv2d+act+batchnorm folded across the activation (Fusion::fold, illegal: bn-fold-before-activation; and mutant
+// bn-fold-across-activation): t = BN(acc sx sw[k]) in double, u = round(t / su) half away from zero, the table
+// over u, then the activation's output code requantized into the BatchNorm's boundary (half away from zero).
+bool PatternKernel::Impl::RunBatchNormFoldAcrossActivation(const PatternDraw& draw, std::span<int32_t> y,
+                                                           std::string*) const {
+  const BatchNormParams& bn = draw.operands(spec.pattern, StageKind::batchnorm).bn;
+  const size_t channels = static_cast<size_t>(draw.conv.output_channels());
+  validate(bn, channels, bn_stage->bn_eps, "pattern draw: batchnorm");
+  const ProducerOut producer = RunProducer(draw);
+  const QuantParams& u = spec.convention.intermediate.q;
+  const QuantParams& act = spec.convention.output.q;
+  const QuantParams& out = bn_stage->out;
+  for (size_t i = 0; i < producer.acc.size(); ++i) {
+    const size_t k = i % channels;
+    const double c = double(producer.acc[i]) * draw.conv.input_quant().scale * draw.conv.weight_scales()[k];
+    const double t = double(bn.gamma[k]) * (c - bn.mean[k]) / std::sqrt(double(bn.var[k]) + bn_stage->bn_eps) + bn.beta[k];
+    const int32_t a = activation->ApplyTable(RoundToType(t / u.scale, u.zero_point, u.type));
+    y[i] = RoundToType(double(act.scale) * (a - act.zero_point) / out.scale, out.zero_point, out.type);
+  }
+  return true;
+}
+
+// conv2d+mul+add+act as one affine map (Fusion::mul_add_affine; and mutant mul-skip-output-rounding, which computes
+// the same where keep_all is declared): s = round((su (u - zu) sb (b - zb) + sr (r - zr)) / ss) + zs in double, half
+// away from zero, then the table over s. u is kept; the product's rounding and saturation are not.
+bool PatternKernel::Impl::RunMulAddAffine(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
+  const ProducerOut producer = RunProducer(draw);
+  const size_t n = producer.u.size(), channels = static_cast<size_t>(draw.conv.output_channels());
+  const std::vector<int32_t>& b = draw.operands(spec.pattern, StageKind::mul).codes;
+  const std::vector<int32_t>& r = draw.operands(spec.pattern, StageKind::add).codes;
+  const Stage& mul = *mul_stage;
+  const bool per_channel = mul.mul_operand == MulOperand::per_channel;
+  if (r.size() != n || b.size() != (per_channel ? channels : n)) {
+    throw InputError("PatternKernel::Run: the mul's or the add's input does not match the conv output");
+  }
+  const QuantParams& u = spec.convention.intermediate.q;
+  const Stage& add = *add_stage;
+  for (size_t i = 0; i < n; ++i) {
+    const double product = double(u.scale) * (producer.u[i] - u.zero_point) * double(mul.mul_input.scale) *
+                           (b[per_channel ? i % channels : i] - mul.mul_input.zero_point);
+    const double real = product + double(add.residual.scale) * (r[i] - add.residual.zero_point);
+    y[i] = activation->ApplyTable(RoundToType(real / add.out.scale, add.out.zero_point, add.out.type));
+  }
+  return true;
+}
+
 // One kernel per stage, each reading the boundary the previous one writes.
 std::string PatternKernel::Impl::CreateStageKernels() {
   QuantParams in = spec.convention.intermediate.q;
@@ -242,7 +291,15 @@ std::string PatternKernel::Impl::CreateStageKernels() {
 std::string PatternKernel::Impl::SelectPlan() {
   const Convention& c = spec.convention;
   const Mutant m = spec.mutant;
-  if (bn_stage) {
+  if (bn_stage && bn_stage->bn_reads_codes && (spec.fusion == Fusion::fold || m == Mutant::bn_fold_across_activation)) {
+    plan = &Impl::RunBatchNormFoldAcrossActivation;
+    return {};
+  }
+  if (mul_stage && add_stage && (spec.fusion == Fusion::mul_add_affine || m == Mutant::mul_skip_output_rounding)) {
+    plan = &Impl::RunMulAddAffine;
+    return {};
+  }
+  if (bn_stage && !bn_stage->bn_reads_codes) {
     plan = m == Mutant::bn_after_activation ? &Impl::RunBatchNormAfterActivation : &Impl::RunBatchNormFold;
     bn_fold_steps = FoldStepsOf(m);
     return {};
@@ -314,6 +371,7 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   k.add_stage = find_stage(k.spec.pattern, StageKind::add);
   k.fc_stage = find_stage(k.spec.pattern, StageKind::fully_connected);
   k.bn_stage = find_stage(k.spec.pattern, StageKind::batchnorm);
+  k.mul_stage = find_stage(k.spec.pattern, StageKind::mul);
   std::string why;
   k.producer = FusedKernel::Create(c, TableKind::lut, Mutant::none, &why);
   if (!k.producer) return reject("pattern " + pattern_name(p) + ": " + why);

@@ -375,6 +375,31 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       }
       break;
     }
+    case Mutant::bn_fold_across_activation: {
+      spec.pattern = parse_pattern_name("conv2d+act+batchnorm", "mutant");
+      spec.pattern.stages[1].out = JitteredQuant(rng, c.output.q.type, -4.0, 4.0);
+      break;
+    }
+    case Mutant::mul_skip_output_rounding:
+    case Mutant::mul_ignores_input_zero_point: {
+      spec.pattern = parse_pattern_name("conv2d+mul+add+act", "mutant");
+      Stage& mul = spec.pattern.stages[0];
+      Stage& add = spec.pattern.stages[1];
+      const bool tflite = rng.chance(1, 2);
+      mul.mul_rule = tflite ? MulRule::tflite : MulRule::onnx_spec;
+      add.add_rule = tflite ? AddRule::tflite : AddRule::onnx_spec;
+      mul.mul_operand = rng.chance(1, 4) ? MulOperand::per_channel : MulOperand::tensor;
+      // u spans the activation's input domain, b [-2, 2], the product twice u's span; one 8-bit type (TFLite's).
+      const QuantType type = c.intermediate.q.type;
+      const double mid = 0.5 * (domain.input_lo + domain.input_hi), half = 0.5 * (domain.input_hi - domain.input_lo);
+      c.intermediate.q = JitteredQuant(rng, type, mid - half, mid + half);
+      mul.mul_input = JitteredQuant(rng, type, -2.0, 2.0);
+      if (mul.mul_input.zero_point == 0) mul.mul_input.zero_point = 5;
+      mul.out = JitteredQuant(rng, type, -2.0 * half, 2.0 * half);
+      add.residual = JitteredQuant(rng, type, -0.5 * half, 0.5 * half);
+      add.out = JitteredQuant(rng, type, domain.input_lo, domain.input_hi);
+      break;
+    }
     default:
       place_registered_mutant(spec);  // a stage kind's mutant (model/mutants.h)
       break;
@@ -525,6 +550,77 @@ int32_t AimResidual(CounterRng& rng, Region region, double real_u, const Stage& 
   return best;
 }
 
+// mul's second input code b for a pivot whose input code is a (in: a's quantization): a product nearest a rounding tie
+// of the mul's output (quant_boundary), just past or at an end of its type (saturation); uniform elsewhere.
+int32_t AimMulInput(CounterRng& rng, Region region, int32_t a, const QuantParams& in, const Stage& mul) {
+  const QuantParams& qb = mul.mul_input;
+  const QuantParams& o = mul.out;
+  if (region != Region::quant_boundary && region != Region::saturation) {
+    return static_cast<int32_t>(rng.uniform_int(qb.type.qmin(), qb.type.qmax()));
+  }
+  const double ratio = double(in.scale) * double(qb.scale) / double(o.scale);
+  const bool high = rng.chance(1, 2);
+  int32_t best = qb.zero_point;
+  double best_score = std::numeric_limits<double>::infinity();
+  for (int32_t b = qb.type.qmin(); b <= qb.type.qmax(); ++b) {
+    const double t = ratio * (double(a) - in.zero_point) * (double(b) - qb.zero_point);
+    const double edge = high ? o.type.qmax() + 0.5 - o.zero_point : o.type.qmin() - 0.5 - o.zero_point;
+    const double score = region == Region::quant_boundary ? std::abs(std::abs(t - std::floor(t)) - 0.5) : std::abs(t - edge);
+    if (score < best_score) {
+      best_score = score;
+      best = b;
+    }
+  }
+  return best;
+}
+
+// A BatchNorm after the activation (Stage::bn_reads_codes), per channel k, on inputs x = s_in (q - z_in) spanning
+// the activation's output range R and an output boundary so; g = gamma / sqrt(var + eps) is the channel's gain.
+// The pivot's aimed region picks the channel's parameters:
+//   bulk:           g = U(1/2, 1) so / s_in-span ratio (the output spans most of its range), mean and beta inside;
+//   saturation:     g 4 to 16 times that, or beta past an end of the output range: most outputs saturate;
+//   quant_boundary: g = so / (2 s_in) and beta - g mean a multiple of so (each within binary32's rounding): every
+//                   other input code lands within about 2^-20 LSB of a rounding tie;
+//   knee:           var near or below eps (0, eps/4, eps, 2 eps), gamma scaled so that g stays in the bulk's range:
+//                   the regime where a dropped or misplaced eps shows most.
+void AimBatchNormOnCodes(CounterRng& rng, const std::vector<Region>& aimed, const QuantParams& in, const Stage& stage,
+                         int32_t channels, BatchNormParams& params) {
+  const double span_in = double(in.scale) * (double(in.type.qmax()) - in.type.qmin());
+  const double span_out = double(stage.out.scale) * (double(stage.out.type.qmax()) - stage.out.type.qmin());
+  const double lo_in = double(in.scale) * (in.type.qmin() - in.zero_point);
+  const double lo_out = double(stage.out.scale) * (stage.out.type.qmin() - stage.out.zero_point);
+  const double eps = stage.bn_eps;
+  params = BatchNormParams{};
+  for (int32_t k = 0; k < channels; ++k) {
+    const Region region = static_cast<size_t>(k) < aimed.size() ? aimed[static_cast<size_t>(k)] : Region::bulk;
+    double var = std::pow(10.0, -2.0 + 2.5 * rng.uniform01());
+    double gain = (0.5 + 0.5 * rng.uniform01()) * span_out / span_in * (rng.chance(1, 4) ? -1.0 : 1.0);
+    double mean = lo_in + span_in * rng.uniform01();
+    double centre = lo_out + span_out * (0.25 + 0.5 * rng.uniform01());  // BN(mean) = beta
+    switch (region) {
+      case Region::saturation:
+        if (rng.chance(1, 2)) gain *= 4.0 + 12.0 * rng.uniform01();
+        else centre = rng.chance(1, 2) ? lo_out + 1.2 * span_out : lo_out - 0.2 * span_out;
+        break;
+      case Region::quant_boundary:
+        gain = double(stage.out.scale) / (2.0 * in.scale);
+        mean = 0;
+        centre = double(stage.out.scale) * std::round((lo_out + 0.5 * span_out) / stage.out.scale);
+        break;
+      case Region::knee: {
+        constexpr double kVarOverEps[] = {0.0, 0.25, 1.0, 2.0};
+        var = kVarOverEps[rng.uniform_int(0, 3)] * eps;
+        break;
+      }
+      case Region::bulk: break;
+    }
+    params.var.push_back(static_cast<float>(var));
+    params.gamma.push_back(static_cast<float>(gain * std::sqrt(double(params.var.back()) + eps)));
+    params.mean.push_back(static_cast<float>(mean));
+    params.beta.push_back(static_cast<float>(centre));
+  }
+}
+
 // BatchNorm parameters for the stage's regime (model/batchnorm.h BnRegime), and the conv rescaled under them so
 // that each channel's pivot keeps the u it was aimed at. Per channel k, with z the conv's real output as the
 // targeted draw aimed it (z = acc sx sw ~ su (code - zu)):
@@ -601,26 +697,51 @@ PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t dr
                 DrawFormulation(seed, case_stream, draw, limits)};
   CounterRng rng(seed, case_stream, draw, StreamPurpose::pattern);
   const ConvCase& conv = d.conv;
+  // The code each pivot's later stage reads (approximately, from the producer's aim): u, then mul's product.
+  const QuantParams& u = convention.intermediate.q;
+  std::vector<int32_t> pivot_code(static_cast<size_t>(conv.output_channels()));
+  for (int32_t k = 0; k < conv.output_channels(); ++k) {
+    const double acc = double(PivotPartialSum(conv, d.input, k) + conv.bias()[static_cast<size_t>(k)]);
+    const double m = RealMultiplier(convention, conv.input_quant().scale, conv.weight_scales()[static_cast<size_t>(k)]);
+    pivot_code[static_cast<size_t>(k)] = static_cast<int32_t>(
+        std::clamp(std::round(acc * m) + u.zero_point, double(u.type.qmin()), double(u.type.qmax())));
+  }
+  QuantParams add_reads = u;  // the boundary the add reads
+  if (const Stage* mul = find_stage(pattern, StageKind::mul)) {
+    const QuantType& type = mul->mul_input.type;
+    std::vector<int32_t>& b = d.operands_of(pattern, StageKind::mul).codes;
+    const bool per_channel = mul->mul_operand == MulOperand::per_channel;
+    b.resize(per_channel ? static_cast<size_t>(conv.output_channels()) : conv.output_elements());
+    for (int32_t& code : b) code = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
+    const double ratio = double(u.scale) * double(mul->mul_input.scale) / double(mul->out.scale);
+    for (int32_t k = 0; k < conv.output_channels(); ++k) {
+      int32_t& pivot = pivot_code[static_cast<size_t>(k)];
+      int32_t& code = b[static_cast<size_t>(k)];  // the pivot (0, 0, 0, k) is element k, and channel k's constant
+      code = AimMulInput(rng, targeted.aimed[static_cast<size_t>(k)], pivot, u, *mul);
+      const double product = std::round(ratio * (double(pivot) - u.zero_point) * (double(code) - mul->mul_input.zero_point));
+      pivot = static_cast<int32_t>(std::clamp(product + mul->out.zero_point, double(mul->out.type.qmin()),
+                                              double(mul->out.type.qmax())));
+    }
+    add_reads = mul->out;
+  }
   if (const Stage* add = find_stage(pattern, StageKind::add)) {
     const QuantType& type = add->residual.type;
     std::vector<int32_t>& residual = d.operands_of(pattern, StageKind::add).codes;
     residual.resize(conv.output_elements());
     for (int32_t& r : residual) r = static_cast<int32_t>(rng.uniform_int(type.qmin(), type.qmax()));
     const Convention act = activation_convention(pattern, convention);
-    const QuantParams& u = convention.intermediate.q;
     for (int32_t k = 0; k < conv.output_channels(); ++k) {
       const Region region = targeted.aimed[static_cast<size_t>(k)];
       if (region == Region::bulk) continue;
-      // The pivot (0, 0, 0, k) is output element k (NHWK). Its u, approximately, as the aim needs it.
-      const double acc = double(PivotPartialSum(conv, d.input, k) + conv.bias()[static_cast<size_t>(k)]);
-      const double code = std::clamp(std::round(acc * RealMultiplier(convention, conv.input_quant().scale,
-                                                                     conv.weight_scales()[static_cast<size_t>(k)])) +
-                                         u.zero_point,
-                                     double(u.type.qmin()), double(u.type.qmax()));
-      residual[static_cast<size_t>(k)] = AimResidual(rng, region, double(u.scale) * (code - u.zero_point), *add, act);
+      // The pivot (0, 0, 0, k) is output element k (NHWK). The code the add reads there, approximately.
+      const double real = double(add_reads.scale) * (pivot_code[static_cast<size_t>(k)] - add_reads.zero_point);
+      residual[static_cast<size_t>(k)] = AimResidual(rng, region, real, *add, act);
     }
   }
-  if (const Stage* bn = find_stage(pattern, StageKind::batchnorm)) {
+  if (const Stage* bn = find_stage(pattern, StageKind::batchnorm); bn && bn->bn_reads_codes) {
+    AimBatchNormOnCodes(rng, targeted.aimed, activation_convention(pattern, convention).output.q, *bn,
+                        conv.output_channels(), d.operands_of(pattern, StageKind::batchnorm).bn);
+  } else if (bn) {
     AimBatchNorm(rng, *bn, convention, d, d.operands_of(pattern, StageKind::batchnorm).bn);
   }
   if (const Stage* fc = find_stage(pattern, StageKind::fully_connected)) {

@@ -172,7 +172,7 @@ GraphReference::GraphReference(const Pattern& p, const Convention& c, const Acti
   if (activation_table == nullptr)
     throw InputError("GraphReference: pattern " + pattern_name(p) + " needs its activation table");
   const Stage* bn = find_stage(g.pattern, StageKind::batchnorm);
-  if (bn && bn->bn_reference != BnReference::graph) {
+  if (bn && !bn->bn_reads_codes && bn->bn_reference != BnReference::graph) {
     g.batchnorm = bn;
     g.folded = std::make_unique<GraphReference>(Pattern{}, c, activation_table, knee_scale);
   }

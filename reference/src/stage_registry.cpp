@@ -18,6 +18,7 @@ std::vector<std::unique_ptr<const ReferenceStage>>& Registry() {
     s.push_back(MakePoolReference(true));
     s.push_back(MakeFullyConnectedReference());
     s.push_back(MakeBatchNormReference());
+    s.push_back(MakeMulReference());
     return s;
   }();
   return stages;

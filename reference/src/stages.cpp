@@ -380,7 +380,55 @@ StageRounding pool_fixed_point_half_away(std::span<const int32_t> taps, const Qu
   return saturate(r, qo.zero_point, output_range(qo));
 }
 
+// ---- Mul rules.
+
+// TFLite: M = fl32(fl32(sa sb) / so) (Prepare's float expression), QuantizeMultiplier'd to (m, shift);
+// MultiplyByQuantizedMultiplier(P, m, shift) = RDBPOT(SRDHM(P 2^max(shift, 0), m), max(-shift, 0)).
+StageRounding mul_tflite(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb, const QuantParams& qo) {
+  check_one_scalar_type("mul tflite", {&qa, &qb, &qo});
+  if (qo.type.scalar == ScalarType::int16) throw InputError("mul tflite: 8-bit codes only (int16 Mul is symmetric)");
+  const float real = Fl32Divide(Fl32Multiply(qa.scale, qb.scale), qo.scale);
+  const QuantizedMultiplier qm = QuantizeMultiplier(static_cast<double>(real), false);
+  const int64_t product = (int64_t{a} - qa.zero_point) * (int64_t{b} - qb.zero_point);  // |P| <= 2^16
+  const int left = std::max(qm.shift, 0), right = std::max(-qm.shift, 0);
+  const int64_t shifted = product * (int64_t{1} << left);
+  if (shifted > std::numeric_limits<int32_t>::max() || shifted < kInt32Min) {
+    throw InputError("mul tflite: (a - za)(b - zb) 2^" + std::to_string(left) +
+                     " overflows the int32 TFLite computes it in (multiplier " + format_float32(real) + ")");
+  }
+  const Rounded high = srdhm(shifted, qm.multiplier);
+  const Rounded y = right == 0 ? high : round_pow2(high.value, right, RoundingMode::half_away_from_zero);
+  return saturate(y, qo.zero_point, output_range(qo));
+}
+
+// ONNX QLinearMul: sa (a - za) sb (b - zb) / so exactly, half to even: with s = M 2^E, the quotient is
+// P Ma Mb 2^(Ea + Eb - Eo) / Mo.
+StageRounding mul_onnx_spec(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb, const QuantParams& qo) {
+  const detail::FloatParts pa = detail::decompose(qa.scale);
+  const detail::FloatParts pb = detail::decompose(qb.scale);
+  const detail::FloatParts po = detail::decompose(qo.scale);
+  const cpp_int n = cpp_int(pa.mantissa) * pb.mantissa * ((int64_t{a} - qa.zero_point) * (int64_t{b} - qb.zero_point));
+  const int s = pa.exponent + pb.exponent - po.exponent;
+  const cpp_int num = s >= 0 ? cpp_int(n << s) : n;
+  const cpp_int den = s >= 0 ? cpp_int(po.mantissa) : cpp_int(cpp_int(po.mantissa) << -s);
+  return saturate(round_quotient(num, den, RoundingMode::half_to_even), qo.zero_point, output_range(qo));
+}
+
 }  // namespace
+
+StageRounding QuantizedMul(MulRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
+                           const QuantParams& qo) {
+  validate(qa, "mul.a");
+  validate(qb, "mul.b");
+  validate(qo, "mul.out");
+  check_code(a, qa, "mul.a");
+  check_code(b, qb, "mul.b");
+  switch (rule) {
+    case MulRule::tflite: return mul_tflite(a, qa, b, qb, qo);
+    case MulRule::onnx_spec: return mul_onnx_spec(a, qa, b, qb, qo);
+  }
+  throw InputError("mul: unknown rule");
+}
 
 StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
                            const QuantParams& qo) {

@@ -136,3 +136,67 @@ TEST(PatternKernel, UnofferedFusionsAndForeignMutantsAreUnsupported) {
 
 }  // namespace
 }  // namespace fusediff::fused
+
+namespace fusediff::fused {
+namespace {
+
+// docs/patterns.md, conv2d+mul+add+relu: u = 3; b = 5 at 1/2; p = 7.5 -> 8 (tflite); r = 1 at 1/2: s = 8.5 -> 9.
+// onnx_spec rounds both ties to even: 8. As one affine: 7.5 + 0.5 = 8. The mutant mul-skip-output-rounding
+// computes that affine where the rules are declared kept; mul-ignores-input-zero-point reads b as if zb = 0.
+TEST(PatternKernel, MulRoundsTheProductAndTheAffineDoesNot) {
+  CaseSpec spec = Spec("conv2d+mul+add+act", ActivationKind::relu, 1.0f, 1.0f);
+  Stage& mul = spec.pattern.stages[0];
+  Stage& add = spec.pattern.stages[1];
+  mul.mul_input = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
+  mul.out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  add.residual = QuantParams{QuantType{ScalarType::int8}, 0.5f, 0};
+  add.out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 0};
+  const PatternDraw draw{Pointwise(1, 1, 1.0f, {1}), {3}, {StageOperands{{5}, {}, {}, {}, {}}, StageOperands{{1}, {}, {}, {}, {}}}};
+  EXPECT_EQ(RunOne(spec, draw), 9);
+  mul.mul_rule = MulRule::onnx_spec;
+  add.add_rule = AddRule::onnx_spec;
+  EXPECT_EQ(RunOne(spec, draw), 8);
+  spec.mutant = Mutant::mul_skip_output_rounding;
+  EXPECT_EQ(RunOne(spec, draw), 8);
+  spec.mutant = Mutant::none;
+  spec.fusion = Fusion::mul_add_affine;
+  spec.comparison = Comparison::cross_convention;
+  EXPECT_EQ(RunOne(spec, draw), 8);
+  // zb = 1: declared (5 - 1) 1/2 = 2, p = 6, s = 6.5 -> 6 (even); the mutant's 7.5 -> 8, s = 8.5 -> 8.
+  spec.fusion = Fusion::keep_all;
+  spec.comparison = Comparison::same_convention;
+  mul.mul_input.zero_point = 1;
+  EXPECT_EQ(RunOne(spec, draw), 6);
+  spec.mutant = Mutant::mul_ignores_input_zero_point;
+  EXPECT_EQ(RunOne(spec, draw), 8);
+}
+
+// docs/patterns.md, conv2d+relu+batchnorm: gamma 2, mean 1, beta 1/2, var + eps = 1; out scale 1, zero point 3.
+// Kept: acc 5 -> 12, acc -4 -> 1. Folded into the conv across the relu (illegal; mutant bn-fold-across-activation):
+// acc 5 -> 12, acc -4 -> 3.
+TEST(PatternKernel, BatchNormAfterReluKeptAndFoldedAcrossIt) {
+  CaseSpec spec = Spec("conv2d+act+batchnorm", ActivationKind::relu, 1.0f, 0.5f);
+  Stage& bn = spec.pattern.stages[1];
+  bn.bn_eps = 0.25f;
+  bn.out = QuantParams{QuantType{ScalarType::int8}, 1.0f, 3};
+  BatchNormParams params;
+  params.gamma = {2.0f};
+  params.beta = {0.5f};
+  params.mean = {1.0f};
+  params.var = {0.75f};
+  const auto draw = [&](int32_t x) {
+    return PatternDraw{Pointwise(1, 1, 1.0f, {1}), {x}, {StageOperands{}, StageOperands{{}, {}, {}, {}, params}}};
+  };
+  EXPECT_EQ(RunOne(spec, draw(5)), 12);
+  EXPECT_EQ(RunOne(spec, draw(-4)), 1);
+  spec.mutant = Mutant::bn_fold_across_activation;
+  EXPECT_EQ(RunOne(spec, draw(5)), 12);
+  EXPECT_EQ(RunOne(spec, draw(-4)), 3);
+  spec.mutant = Mutant::none;
+  spec.fusion = Fusion::fold;
+  spec.comparison = Comparison::cross_convention;
+  EXPECT_EQ(RunOne(spec, draw(-4)), 3);
+}
+
+}  // namespace
+}  // namespace fusediff::fused

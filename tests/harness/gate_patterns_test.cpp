@@ -57,6 +57,12 @@ TEST(GatePatterns, LegalFusionsAreJudgedAsBefore) {
   EXPECT_EQ(kept.code, 0) << kept.out << kept.err;
   const Outcome v1 = GateEdited("gelu_erf_int8_lut", [](json& d) { d["format"] = "fusediff-fused-op/1"; });
   EXPECT_EQ(v1.code, 0) << v1.out << v1.err;  // /1 files are still read
+  // The BatchNorm after the activation kept as its own op: legal.
+  const Outcome bn = GateEdited("sigmoid_int8_lut", [](json& d) {
+    d["pattern"] = {{"name", "conv2d+act+batchnorm"}, {"fusion", "keep_all"},
+                    {"batchnorm", {{"out", {{"type", "int8"}, {"scale", 0.05}, {"zero_point", 0}}}}}};
+  });
+  EXPECT_EQ(bn.code, 0) << bn.out << bn.err;
 }
 
 TEST(GatePatterns, IllegalFusionsAreRefusedWithTheRuleNamed) {
@@ -100,6 +106,12 @@ TEST(GatePatterns, IllegalFusionsAreRefusedWithTheRuleNamed) {
        }},
       {"sigmoid_int8_lut", "fusion-offered:",
        [](json& d) { d["pattern"] = {{"name", "conv2d+act"}, {"fusion", "fold"}}; }},
+      // A BatchNorm after the activation cannot fold into the conv: it would move before the sigmoid.
+      {"sigmoid_int8_lut", "bn-fold-before-activation: the BatchNorm follows the activation (sigmoid)",
+       [](json& d) {
+         d["pattern"] = {{"name", "conv2d+act+batchnorm"}, {"fusion", "fold"},
+                         {"batchnorm", {{"eps", 1e-5}, {"out", {{"type", "int8"}, {"scale", 0.05}, {"zero_point", 0}}}}}};
+       }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.rule);

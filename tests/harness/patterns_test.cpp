@@ -28,18 +28,20 @@ TEST(Patterns, DefaultSuiteCoversEveryPatternAndFusion) {
     names.insert(pattern_name(spec.pattern));
     fusions.insert(pattern_name(spec.pattern) + "/" + std::string(to_string(spec.fusion)));
   }
-  for (const char* p : {"conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc"}) {
+  for (const char* p : {"conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc",
+                        "conv2d+act+batchnorm", "conv2d+mul+add+act"}) {
     EXPECT_TRUE(names.count(p)) << p;
   }
   for (const char* f : {"conv2d+add+act/add_in_accumulator", "conv2d+act+maxpool/pool_first",
-                        "conv2d+act+avgpool/pool_first", "fc+fc/fold"}) {
+                        "conv2d+act+avgpool/pool_first", "fc+fc/fold", "conv2d+act+batchnorm/fold",
+                        "conv2d+mul+add+act/mul_add_affine"}) {
     EXPECT_TRUE(fusions.count(f)) << f;
   }
   // The built suite includes them beside conv2d+act.
   driver::SuiteOptions options;
   std::set<std::string> all;
   for (const CaseSpec& spec : driver::BuildSuite(options)) all.insert(pattern_name(spec.pattern));
-  EXPECT_EQ(all.size(), 8u);  // conv2d+act, the six of PatternCases, conv2d+batchnorm+act
+  EXPECT_EQ(all.size(), 10u);  // conv2d+act, the eight of PatternCases, conv2d+batchnorm+act
 }
 
 TEST(Patterns, LegalFusionsPassExactlyAndSkippingOnesAreMeasuredWithoutVerdict) {

@@ -158,3 +158,52 @@ TEST(Pattern, ConvActKeysAreThoseOfEarlierReleases) {
 
 }  // namespace
 }  // namespace fusediff
+
+namespace fusediff {
+namespace {
+
+TEST(Pattern, BatchNormReadsCodesExactlyWhereItFollowsAnotherStage) {
+  const Convention c = Int8Relu();
+  Pattern before = parse_pattern_name("conv2d+batchnorm+act", "t");
+  Pattern after = parse_pattern_name("conv2d+act+batchnorm", "t");
+  EXPECT_FALSE(before.stages[0].bn_reads_codes);
+  ASSERT_TRUE(after.stages[1].bn_reads_codes);
+  after.stages[1].out = QuantParams{QuantType{ScalarType::int8}, 0.1f, 4};
+  EXPECT_NO_THROW(validate(after, c));
+  EXPECT_EQ(final_output(after, c), after.stages[1].out);   // its own boundary
+  EXPECT_EQ(activation_convention(before, c).intermediate.q, c.intermediate.q);  // written into u
+  Pattern misplaced = after;
+  misplaced.stages[1].bn_reads_codes = false;
+  EXPECT_THROW(validate(misplaced, c), InputError);
+  EXPECT_EQ(fusion_illegality(after, Fusion::keep_all, c, {}), "");
+  EXPECT_EQ(fusion_illegality(after, Fusion::fold, c, {}).rfind("bn-fold-before-activation: ", 0), 0u);
+  EXPECT_EQ(fusion_illegality(before, Fusion::fold, c, {}), "");
+}
+
+TEST(Pattern, MulValidatesItsRuleAndTypes) {
+  const Convention c = Int8Relu();
+  Pattern p = parse_pattern_name("conv2d+mul+add+act", "t");
+  Stage& mul = p.stages[0];
+  Stage& add = p.stages[1];
+  mul.mul_input = QuantParams{QuantType{ScalarType::int8}, 0.02f, 1};
+  mul.out = QuantParams{QuantType{ScalarType::int8}, 0.1f, 0};
+  add.residual = QuantParams{QuantType{ScalarType::int8}, 0.05f, 0};
+  add.out = c.intermediate.q;
+  EXPECT_NO_THROW(validate(p, c));
+  Pattern mixed = p;  // TFLite's Mul takes one 8-bit type for its three tensors
+  mixed.stages[0].mul_input.type = QuantType{ScalarType::uint8};
+  mixed.stages[0].mul_input.zero_point = 128;
+  EXPECT_THROW(validate(mixed, c), InputError);
+  mixed.stages[0].mul_rule = MulRule::onnx_spec;  // the ONNX definition takes any types
+  EXPECT_NO_THROW(validate(mixed, c));
+  Pattern large = p;  // sa sb / so >= 2^14: (a - za)(b - zb) 2^shift could overflow TFLite's int32
+  large.stages[0].out.scale = 1e-8f;
+  EXPECT_THROW(validate(large, c), InputError);
+  EXPECT_EQ(parse_mul_rule("onnx_spec", "f"), MulRule::onnx_spec);
+  EXPECT_EQ(parse_mul_operand("per_channel", "f"), MulOperand::per_channel);
+  EXPECT_THROW(parse_mul_rule("ort", "f"), InputError);
+  EXPECT_EQ(fusion_illegality(p, Fusion::mul_add_affine, c, {}), "");
+}
+
+}  // namespace
+}  // namespace fusediff

@@ -1,5 +1,5 @@
-// The built-in fused sides of the stage kinds, listed once here, and any registered at start-up. batchnorm has
-// none: the built-in path fuses it only by folding it into the producer (pattern_kernel.cpp).
+// The built-in fused sides of the stage kinds, listed once here, and any registered at start-up. batchnorm's is for
+// a BatchNorm after another stage: on the producer the built-in path folds it (pattern_kernel.cpp).
 #include <string>
 #include <vector>
 
@@ -18,6 +18,8 @@ std::vector<std::unique_ptr<const FusedStage>>& Registry() {
     s.push_back(MakePoolStage(false));
     s.push_back(MakePoolStage(true));
     s.push_back(MakeFullyConnectedStage());
+    s.push_back(MakeMulStage());
+    s.push_back(MakeBatchNormStage());
     return s;
   }();
   return stages;

@@ -743,11 +743,21 @@ ReplayTrace TraceQuantizedIntermediate(ReplayTrace trace, const CaseSpec& spec, 
       reference::Requantizer(reference_conv, sx, sw)(trace.acc_reference, /*with_decimal=*/true);
   trace.requant_exact = requant.exact_value;
   trace.u = requant.u;
+  // The code the add reads: u, or the mul's product of u and b (conv2d+mul+add+act).
+  std::string add_reads = "u = " + std::to_string(requant.u) + " (" + format_quant_params(reference_conv.intermediate.q);
+  if (const Stage* mul = find_stage(spec.pattern, StageKind::mul)) {
+    const std::vector<int32_t>& codes = draw.operands(spec.pattern, StageKind::mul).codes;
+    const int32_t b = codes[mul->mul_operand == MulOperand::per_channel ? static_cast<size_t>(coord.k) : element];
+    const int32_t product =
+        reference::QuantizedMul(mul->mul_rule, requant.u, reference_conv.intermediate.q, b, mul->mul_input, mul->out).code;
+    trace.pattern_stages.push_back(add_reads + "), b = " + std::to_string(b) + " (" + format_quant_params(mul->mul_input) +
+                                   ") -> p = " + std::to_string(product) + " (" + format_quant_params(mul->out) +
+                                   ", mul " + std::string(to_string(mul->mul_rule)) + ")");
+    add_reads = "p = " + std::to_string(product) + " (" + format_quant_params(mul->out);
+  }
   if (const Stage* add = find_stage(spec.pattern, StageKind::add)) {
     const int32_t r = draw.operands(spec.pattern, StageKind::add).codes[element];
-    trace.pattern_stages.push_back("u = " + std::to_string(requant.u) + " (" +
-                                   format_quant_params(reference_conv.intermediate.q) +
-                                   "), residual r = " + std::to_string(r) + " (" + format_quant_params(add->residual) +
+    trace.pattern_stages.push_back(add_reads + "), residual r = " + std::to_string(r) + " (" + format_quant_params(add->residual) +
                                    ") -> s = " + std::to_string(sample.code) + " (" + format_quant_params(add->out) +
                                    ", add " + std::string(to_string(add->add_rule)) + ")");
   }

@@ -384,13 +384,19 @@ Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
   const auto kept = static_cast<int32_t>(keep.size());
   small.output_channels(kept).weights(std::move(weights)).weight_scales(std::move(data.scales)).bias(std::move(data.bias));
   if (StageOperands* o = OperandsOf(out, StageKind::batchnorm)) o->bn = std::move(data.bn);
-  if (const std::vector<int32_t>& from = OperandsOf(c, StageKind::add).codes; !from.empty()) {
-    // The residual has the producer's shape: its (n, ., ., keep) slice.
-    std::vector<int32_t>& residual = OperandsOf(out, StageKind::add)->codes;
-    residual.clear();
+  for (StageKind kind : {StageKind::add, StageKind::mul}) {
+    const std::vector<int32_t>& from = OperandsOf(c, kind).codes;
+    if (from.empty()) continue;
+    std::vector<int32_t>& codes = OperandsOf(out, kind)->codes;
+    codes.clear();
+    if (from.size() == static_cast<size_t>(conv.output_channels())) {  // mul per channel: the kept channels'
+      for (int32_t k : keep) codes.push_back(from[static_cast<size_t>(k)]);
+      continue;
+    }
+    // The residual (mul's tensor input) has the producer's shape: its (n, ., ., keep) slice.
     for (int32_t y = 0; y < conv.output_height(); ++y) {
       for (int32_t x = 0; x < conv.output_width(); ++x) {
-        for (int32_t k : keep) residual.push_back(from[conv.output_index(n, y, x, k)]);
+        for (int32_t k : keep) codes.push_back(from[conv.output_index(n, y, x, k)]);
       }
     }
   }
@@ -401,7 +407,8 @@ Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
 
 Counterexample Shrink(const Counterexample& failing) {
   Counterexample best = failing;
-  const bool folded = has_stage(failing.spec.pattern, StageKind::batchnorm);
+  const Stage* bn = find_stage(failing.spec.pattern, StageKind::batchnorm);
+  const bool folded = bn && !bn->bn_reads_codes;  // a BatchNorm after the activation is elementwise, never folded
   if (!is_conv_act(failing.spec.pattern)) {
     const Counterexample sliced = SliceToElement(failing);
     if (StillFails(sliced)) best = sliced;
@@ -458,6 +465,12 @@ Counterexample Shrink(const Counterexample& failing) {
   Counterexample field = ReceptiveField(best, folded);
   if (const std::vector<int32_t>& r = OperandsOf(std::as_const(best), StageKind::add).codes; !r.empty()) {
     OperandsOf(field, StageKind::add)->codes = {r[best.sample.element]};
+  }
+  if (const std::vector<int32_t>& b = OperandsOf(std::as_const(best), StageKind::mul).codes; !b.empty()) {
+    const Stage& mul = *find_stage(best.spec.pattern, StageKind::mul);
+    const uint64_t channels = static_cast<uint64_t>(best.sample.conv.output_channels());
+    OperandsOf(field, StageKind::mul)->codes = {
+        b[mul.mul_operand == MulOperand::per_channel ? best.sample.element % channels : best.sample.element]};
   }
   if (StillFails(field)) best = field;
   else {  // a failure that is not local to one output: keep what we have

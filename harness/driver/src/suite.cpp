@@ -187,6 +187,10 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
       {"fc+act", {K::relu, K::gelu_erf, K::sigmoid}},
       {"fc+fc", {K::relu}},
       {"fc+act+fc", {K::relu}},
+      // One activation each keeps the default run's HTML report under its size limit (reports.output_sizes);
+      // `--pattern` adds relu, gelu_erf and sigmoid.
+      {"conv2d+act+batchnorm", {K::gelu_erf}},
+      {"conv2d+mul+add+act", {K::relu}},
   };
   std::vector<CaseSpec> cases;
   if (only && *only == "conv2d+batchnorm+act") return BatchNormCases(options, false);
@@ -196,6 +200,11 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
     return std::any_of(variants.begin(), variants.end(), [&name](const Variant& v) { return v.pattern == name; });
   };
   if (only && *only != "conv2d+act" && !listed(*only)) variants = {{*only, {K::relu, K::gelu_erf, K::sigmoid}}};
+  for (Variant& v : variants) {
+    if (only && *only == v.pattern && (v.pattern == "conv2d+act+batchnorm" || v.pattern == "conv2d+mul+add+act")) {
+      v.activations = {K::relu, K::gelu_erf, K::sigmoid};
+    }
+  }
   for (const Variant& v : variants) {
     if (only && *only != v.pattern) continue;
     for (ActivationKind kind : v.activations) {
@@ -276,6 +285,34 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           fc.fc_outputs = 4;
           add_case(p, Fusion::keep_all, std::string(to_string(rule)));
           add_case(p, Fusion::fold, std::string(to_string(rule)));
+        }
+      } else if (v.pattern == "conv2d+act+batchnorm") {
+        Pattern p = base;
+        p.stages[1].out = Int8Range(-4.0, 4.0);
+        add_case(p, Fusion::keep_all, "");
+        add_case(p, Fusion::fold, "");  // illegal (bn-fold-before-activation): measured
+      } else if (v.pattern == "conv2d+mul+add+act") {
+        // u times b in [-2, 2]; the product's scale fl32(su sb) 2^7 makes TFLite's multiplier exactly 2^-7, so
+        // (u - zu)(b - zb) an odd multiple of 64 is an exact tie of its rounding. The sum as conv2d+add+act's.
+        const double half = 0.5 * (d.input_hi - d.input_lo);
+        for (auto [rule, operand] : {std::pair{MulRule::tflite, MulOperand::tensor},
+                                     std::pair{MulRule::onnx_spec, MulOperand::tensor},
+                                     std::pair{MulRule::tflite, MulOperand::per_channel}}) {
+          Pattern p = base;
+          Stage& mul = p.stages[0];
+          Stage& add = p.stages[1];
+          mul.mul_rule = rule;
+          mul.mul_operand = operand;
+          mul.mul_input = Int8Range(-2.0, 2.0);
+          mul.out = c.intermediate.q;
+          mul.out.scale = std::ldexp(c.intermediate.q.scale * mul.mul_input.scale, 7);
+          add.add_rule = rule == MulRule::tflite ? AddRule::tflite : AddRule::onnx_spec;
+          add.residual = Int8Range(-0.5 * half, 0.5 * half);
+          add.out = c.intermediate.q;
+          std::string variant(to_string(rule));
+          if (operand != MulOperand::tensor) variant.append(".").append(to_string(operand));
+          add_case(p, Fusion::keep_all, variant);
+          if (rule == MulRule::tflite && operand == MulOperand::tensor) add_case(p, Fusion::mul_add_affine, variant);
         }
       } else {
         add_case(base, Fusion::keep_all, "");

@@ -86,7 +86,7 @@ Convention reference_convention(const CaseSpec& spec) {
 void validate(const CaseSpec& spec) {
   validate(spec.convention);
   validate(spec.pattern, spec.convention);
-  if (const Stage* bn = find_stage(spec.pattern, StageKind::batchnorm)) {
+  if (const Stage* bn = find_stage(spec.pattern, StageKind::batchnorm); bn && !bn->bn_reads_codes) {
     // (a) is judged, (b) and (c) are measurements (model/batchnorm.h BnReference).
     const bool same = bn->bn_reference == BnReference::declared_fold;
     if (same != (spec.comparison == Comparison::same_convention)) {
@@ -305,9 +305,11 @@ std::string JoinCodes(const std::vector<T>& values) {
 
 // One stage's tensors: res= (an elementwise operand), fws=, fw=, fb= (a layer), bng=, bnb=, bnm=, bnv= (BatchNorm);
 // each key suffixed as stage_field_suffix says.
-std::string EncodeOperands(const StageOperands& o, const std::string& suffix) {
+std::string EncodeOperands(const StageOperands& o, const std::string& suffix, StageKind kind) {
   std::string out;
-  if (!o.codes.empty()) out.append(";res").append(suffix).append("=").append(JoinCodes(o.codes));
+  // An elementwise operand's codes: add's residual (res=), mul's second input (mulc=).
+  const char* codes_key = kind == StageKind::mul ? ";mulc" : ";res";
+  if (!o.codes.empty()) out.append(codes_key).append(suffix).append("=").append(JoinCodes(o.codes));
   if (!o.weights.empty()) {
     std::string fc_scales;
     for (float s : o.weight_scales) fc_scales.append(fc_scales.empty() ? "" : ":").append(format_float32(s));
@@ -346,7 +348,7 @@ std::string EncodeExplicit(const ExplicitConv& e, const Pattern& p) {
   out += ";x=" + JoinCodes(e.input);
   out += ";element=" + std::to_string(e.element);
   for (size_t i = 0; i < e.stages.size() && i < p.stages.size(); ++i) {
-    out += EncodeOperands(e.stages[i], stage_field_suffix(p, i));
+    out += EncodeOperands(e.stages[i], stage_field_suffix(p, i), p.stages[i].kind);
   }
   if (c.weight_range() == WeightRange::full) out += ";wrange=full";
   if (c.op() == ConvOp::conv_transpose2d) {
@@ -528,6 +530,26 @@ StageOperands DecodeResidual(ReplayFields& fields, const Stage& st, const std::s
   return o;
 }
 
+// mul's second input (mulc=): one code per element of the tensor it reads, or one per channel (per_channel).
+StageOperands DecodeMulInput(ReplayFields& fields, const Stage& st, const std::string& suffix, const PatternGeometry& g) {
+  const std::string key = "mulc" + suffix;
+  StageOperands o;
+  if (fields.has(key)) {
+    for (int64_t b : split_integers(fields.take(key), "replay." + key)) o.codes.push_back(static_cast<int32_t>(b));
+  }
+  const size_t needed = st.mul_operand == MulOperand::per_channel ? static_cast<size_t>(g.channels) : g.elements();
+  if (o.codes.size() != needed) {
+    throw InputError("replay." + key + ": " + std::to_string(o.codes.size()) + " codes, the mul's " +
+                     std::string(to_string(st.mul_operand)) + " input needs " + std::to_string(needed));
+  }
+  for (int32_t b : o.codes) {
+    if (!st.mul_input.type.contains(b)) {
+      throw InputError("replay." + key + ": " + std::to_string(b) + " is outside the mul input's type");
+    }
+  }
+  return o;
+}
+
 // A second layer (fws=, fw=, fb=): its weight scales, int8 weights and int32 bias over a 1x1 input.
 StageOperands DecodeSecondLayer(ReplayFields& fields, const Stage& st, const std::string& suffix,
                                 const PatternGeometry& g) {
@@ -582,12 +604,15 @@ void DecodeOperands(const Pattern& p, ReplayFields& fields, ExplicitConv& e) {
       o = DecodeSecondLayer(fields, st, suffix, g);
     } else if (st.kind == StageKind::batchnorm) {
       o = DecodeBatchNorm(fields, st, suffix, static_cast<size_t>(e.conv.output_channels()));
+    } else if (st.kind == StageKind::mul) {
+      o = DecodeMulInput(fields, st, suffix, g);
     }
     e.stages.push_back(std::move(o));
     g = stage_module(st.kind).output_geometry(st, g);
   }
   if (fields.has("bng")) throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
   if (fields.has("res")) throw InputError("replay.res: a residual for a pattern without an add stage");
+  if (fields.has("mulc")) throw InputError("replay.mulc: a mul input for a pattern without a mul stage");
   if (fields.has("fw")) throw InputError("replay.fw: a second layer for a pattern without a fully connected stage");
 }
 

@@ -95,6 +95,17 @@ constexpr MutantInfo kCatalog[] = {
      "their own max|W|/127 per output channel (codes still clamped to [-127, 127])",
      "pattern fc+fc folded, compared with its declared fold (reference declared_fold); differs where max|W|/127 "
      "and sw1 quantize W differently (almost every draw)", false},
+    {Mutant::bn_fold_across_activation, "bn-fold-across-activation",
+     "conv2d+act+batchnorm computed with the BatchNorm folded into the conv, before the activation: u = round(BN(acc "
+     "sx sw) / su), the table, then the activation's output requantized into the BatchNorm's boundary",
+     "pattern conv2d+act+batchnorm with a BatchNorm that is not the identity", false},
+    {Mutant::mul_skip_output_rounding, "mul-skip-output-rounding",
+     "conv2d+mul+add+act with the product kept real into the add: s = round((su (u - zu) sb (b - zb) + sr (r - zr)) "
+     "/ ss) + zs in double, half away from zero (the product's rounding and saturation skipped)",
+     "pattern conv2d+mul+add+act; differs where the product's rounding (or saturation) moves s", false},
+    {Mutant::mul_ignores_input_zero_point, "mul-ignores-input-zero-point",
+     "the mul reads its second input b as if zb = 0: (a - za) b in place of (a - za)(b - zb)",
+     "pattern conv2d+mul+add+act, zb != 0", false},
 };
 
 // The built-ins, then those registered at start-up (before any run; read-only afterwards).
@@ -122,7 +133,7 @@ Mutant register_mutant(const RegisteredMutant& m) {
     if (info.name == m.info.name) throw InputError("mutant " + std::string(m.info.name) + " is registered twice");
   }
   RegisteredMutant r = m;
-  r.info.mutant = static_cast<Mutant>(static_cast<int>(Mutant::fc_fold_first_layer_scale) + 1 +
+  r.info.mutant = static_cast<Mutant>(static_cast<int>(Mutant::mul_ignores_input_zero_point) + 1 +
                                       static_cast<int>(Registered().size()));
   Registered().push_back(r);
   Catalog().push_back(r.info);
@@ -169,6 +180,9 @@ bool is_pattern_mutant(Mutant m) {
     case Mutant::bn_f16_overflow_wraps:
     case Mutant::bn_after_activation:
     case Mutant::fc_fold_first_layer_scale:
+    case Mutant::bn_fold_across_activation:
+    case Mutant::mul_skip_output_rounding:
+    case Mutant::mul_ignores_input_zero_point:
       return true;
     default:
       return FindRegistered(m) != nullptr;  // a stage kind's mutant lives in its pattern's path
@@ -189,6 +203,13 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
     case Mutant::maxpool_before_activation: return pattern == "conv2d+act+maxpool";
     case Mutant::avgpool_truncate: return avg != nullptr && avg->pool_rule == AvgPoolRule::tflite;
     case Mutant::fold_across_activation: return pattern == "fc+act+fc";
+    case Mutant::bn_fold_across_activation: return pattern == "conv2d+act+batchnorm" && spec.fusion == Fusion::keep_all;
+    case Mutant::mul_skip_output_rounding:
+      return pattern == "conv2d+mul+add+act" && spec.fusion == Fusion::keep_all && spec.source == SampleSource::conv;
+    case Mutant::mul_ignores_input_zero_point: {
+      const Stage* mul = find_stage(spec.pattern, StageKind::mul);
+      return mul != nullptr && mul->mul_input.zero_point != 0;
+    }
     case Mutant::fc_fold_first_layer_scale:
       return pattern == "fc+fc" && spec.fusion == Fusion::fold &&
              find_stage(spec.pattern, StageKind::fully_connected)->fc_reference == FcReference::declared_fold;
@@ -199,7 +220,7 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
     case Mutant::bn_f16_overflow_wraps:
     case Mutant::bn_after_activation: {
       const Stage* bn = find_stage(spec.pattern, StageKind::batchnorm);
-      if (bn == nullptr || spec.fusion != Fusion::fold) return false;
+      if (bn == nullptr || bn->bn_reads_codes || spec.fusion != Fusion::fold) return false;
       const BatchNormFold& f = bn->bn_fold;
       if (m == Mutant::bn_f16_for_f32) return f.precision == FoldPrecision::f32;
       if (m == Mutant::bn_per_tensor_for_per_channel) return f.weight_quant == WeightQuant::per_channel;

@@ -40,10 +40,15 @@ constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplier
     {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
 constexpr std::array<std::pair<std::string_view, FcReference>, 2> kFcReferences{
     {{"graph", FcReference::graph}, {"declared_fold", FcReference::declared_fold}}};
-constexpr std::array<std::pair<std::string_view, Fusion>, 4> kFusions{{{"keep_all", Fusion::keep_all},
+constexpr std::array<std::pair<std::string_view, Fusion>, 5> kFusions{{{"keep_all", Fusion::keep_all},
                                                                         {"add_in_accumulator", Fusion::add_in_accumulator},
                                                                         {"pool_first", Fusion::pool_first},
-                                                                        {"fold", Fusion::fold}}};
+                                                                        {"fold", Fusion::fold},
+                                                                        {"mul_add_affine", Fusion::mul_add_affine}}};
+constexpr std::array<std::pair<std::string_view, MulRule>, 2> kMulRules{
+    {{"tflite", MulRule::tflite}, {"onnx_spec", MulRule::onnx_spec}}};
+constexpr std::array<std::pair<std::string_view, MulOperand>, 2> kMulOperands{
+    {{"tensor", MulOperand::tensor}, {"per_channel", MulOperand::per_channel}}};
 
 constexpr detail::Names<Producer, 2> kProducers{{{"conv2d", Producer::conv2d}, {"fc", Producer::fully_connected}}};
 
@@ -52,6 +57,7 @@ constexpr Fusion kAddFusions[] = {Fusion::keep_all, Fusion::add_in_accumulator};
 constexpr Fusion kPoolFusions[] = {Fusion::keep_all, Fusion::pool_first};
 constexpr Fusion kFoldFusions[] = {Fusion::keep_all, Fusion::fold};
 constexpr Fusion kBatchNormFusions[] = {Fusion::fold};
+constexpr Fusion kMulAddFusions[] = {Fusion::keep_all, Fusion::mul_add_affine};
 
 constexpr PatternInfo kPatterns[] = {
     {"conv2d+act", "Act(Conv(x)): u rounded at its own scale, then the activation table", kKeepAll},
@@ -68,6 +74,14 @@ constexpr PatternInfo kPatterns[] = {
      "Act(BN(Conv(x))): BatchNorm applied exactly to the conv's real output, quantized into u, then the activation; "
      "the fused path folds BN into the conv by its declared fold (precision, formula, weight quantization)",
      kBatchNormFusions},
+    {"conv2d+act+batchnorm",
+     "BN(Act(Conv(x))): BatchNorm on the activation's dequantized output codes, quantized into its own boundary; "
+     "folding it into the conv across the activation is illegal (offered so that its cost is measured)",
+     kFoldFusions},
+    {"conv2d+mul+add+act",
+     "Act(Conv(x) * b + r): u rounded, the product rounded at its own scale by the mul rule, the sum by the add rule, "
+     "then the activation",
+     kMulAddFusions},
 };
 
 }  // namespace
@@ -94,6 +108,14 @@ void RegisterAddRuleName(std::string name, AddRule rule) {
 }
 std::string_view to_string(AvgPoolRule r) { return NameOf(r, kPoolRules); }
 std::string_view to_string(MultiplierRule r) { return NameOf(r, kMultiplierRules); }
+std::string_view to_string(MulRule r) { return NameOf(r, kMulRules); }
+std::string_view to_string(MulOperand o) { return NameOf(o, kMulOperands); }
+MulRule parse_mul_rule(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "mul rule", kMulRules);
+}
+MulOperand parse_mul_operand(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "mul operand", kMulOperands);
+}
 std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
 std::string_view to_string(FcReference r) { return NameOf(r, kFcReferences); }
 FcReference parse_fc_reference(std::string_view text, std::string_view field) {
@@ -146,6 +168,7 @@ Pattern ParseStages(std::string_view text, std::string_view field) {
     } else {
       Stage s;
       s.kind = parse_stage_kind(part, field);
+      s.bn_reads_codes = s.kind == StageKind::batchnorm && !p.stages.empty();  // after another stage: its codes
       p.stages.push_back(s);
     }
     if (plus == std::string_view::npos) break;
@@ -249,7 +272,12 @@ void validate(const Pattern& p, const Convention& c) {
     throw InputError("pattern " + name + ": an f32 intermediate exists for conv2d+act, conv2d+add+act and fc+act only");
   }
   QuantParams in = c.intermediate.q;  // the boundary each stage reads
-  for (const Stage& s : p.stages) {
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const Stage& s = p.stages[i];
+    if (s.kind == StageKind::batchnorm && s.bn_reads_codes != (i > 0)) {
+      throw InputError("pattern." + std::string(to_string(s.kind)) + ": a BatchNorm reads codes exactly where it "
+                       "follows another stage (stage " + std::to_string(i) + ")");
+    }
     const StageKindModule& module = stage_module(s.kind);
     module.validate(s, in, c, "pattern." + std::string(to_string(s.kind)));
     in = module.output_boundary(s, in, c);

@@ -21,6 +21,7 @@ std::vector<std::unique_ptr<const StageKindModule>>& Registry() {
     m.push_back(make_fully_connected_stage());
     m.push_back(make_activation_stage());
     m.push_back(make_batchnorm_stage());
+    m.push_back(make_mul_stage());
     return m;
   }();
   return modules;

@@ -79,7 +79,8 @@ bool ParseChoice(const Fields& f, const json& object, std::string_view field, st
 // reads. Every stage the name lists needs its object (an activation needs none), and only those.
 void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
   f.CheckObject(object, "the fusion pattern",
-                {"name", "fusion", "multiplier", "intermediate_consumers", "add", "maxpool", "avgpool", "fc"});
+                {"name", "fusion", "multiplier", "intermediate_consumers", "add", "maxpool", "avgpool", "fc",
+                 "batchnorm"});
   d.pattern = parse_pattern_name(f.String(object, "name"), f.Name("name"));
   if (object.contains("fusion")) d.fusion = parse_fusion(f.String(object, "fusion"), f.Name("fusion"));
   if (object.contains("multiplier")) {
@@ -91,7 +92,7 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
     if (consumers < 1 || consumers > 1 << 20) f.Fail("intermediate_consumers", std::to_string(consumers) + " (expected >= 1)");
     d.facts.intermediate_consumers = static_cast<int32_t>(consumers);
   }
-  for (const char* stage_name : {"add", "maxpool", "avgpool", "fc"}) {
+  for (const char* stage_name : {"add", "maxpool", "avgpool", "fc", "batchnorm"}) {
     bool listed = false;
     for (const Stage& st : d.pattern.stages) listed = listed || to_string(st.kind) == stage_name;
     if (object.contains(stage_name) && !listed) {
@@ -125,11 +126,17 @@ void ParsePattern(const Fields& f, const json& object, FusedOpDescriptor& d) {
       st.fc_outputs = static_cast<int32_t>(fs.Integer(fs.Required(o, "outputs"), "outputs"));
       st.out = ParseStageTensor(fs, o, "out", "the layer's output tensor");
       d.facts.fc_input_flattened = !ParseChoice(fs, o, "input", "flattened", "strided");
+    } else if (st.kind == StageKind::batchnorm && st.bn_reads_codes) {
+      // After the activation (conv2d+act+batchnorm): its eps and output boundary; its fold is what the gate refuses.
+      fs.CheckObject(o, "the BatchNorm after the activation", {"eps", "out"});
+      if (o.contains("eps")) st.bn_eps = static_cast<float>(fs.Number(o.at("eps"), "eps"));
+      st.out = ParseStageTensor(fs, o, "out", "the BatchNorm's output tensor");
     } else if (st.kind == StageKind::batchnorm) {
       fs.Fail("batchnorm", "no batchnorm stage: a fused-op descriptor cannot state a fold (measure it with "
               "`fusediff run --pattern conv2d+batchnorm+act`)");
     } else {
-      fs.Fail(name, "a fused-op descriptor states the stages act, add, maxpool, avgpool and fc only");
+      fs.Fail(name, "a fused-op descriptor states the stages act, add, maxpool, avgpool, fc and a batchnorm after the "
+                          "activation only");
     }
   }
 }
@@ -271,8 +278,11 @@ std::string FormatDescriptor(const FusedOpDescriptor& d) {
     if (d.facts.intermediate_consumers != 1) pattern["intermediate_consumers"] = d.facts.intermediate_consumers;
     for (const Stage& st : d.pattern.stages) {
       nlohmann::ordered_json o;
-      if (st.kind == StageKind::activation || st.kind == StageKind::batchnorm) continue;  // no fields (never parsed)
-      if (st.kind == StageKind::add) {
+      if (st.kind == StageKind::activation || (st.kind == StageKind::batchnorm && !st.bn_reads_codes)) continue;
+      if (st.kind == StageKind::batchnorm) {  // after the activation
+        o["eps"] = st.bn_eps;
+        o["out"] = QuantToJson(st.out);
+      } else if (st.kind == StageKind::add) {
         o["rule"] = std::string(to_string(st.add_rule));
         o["residual"] = QuantToJson(st.residual);
         o["residual_shape"] = d.facts.residual_broadcast ? "broadcast" : "same";

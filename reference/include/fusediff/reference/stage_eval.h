@@ -62,5 +62,6 @@ std::unique_ptr<const ReferenceStage> MakeAddReference();
 std::unique_ptr<const ReferenceStage> MakePoolReference(bool average);
 std::unique_ptr<const ReferenceStage> MakeFullyConnectedReference();
 std::unique_ptr<const ReferenceStage> MakeBatchNormReference();
+std::unique_ptr<const ReferenceStage> MakeMulReference();
 
 }  // namespace fusediff::reference

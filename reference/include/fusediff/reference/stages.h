@@ -49,6 +49,17 @@
 //   step overflows or underflows. Note that MLAS rounds y with zo inside it: at an exact tie with an odd zo it
 //   rounds the other way from onnx_spec. The broadcast branches (a scalar b folded into k) are not modelled.
 //
+// QuantizedMul, by rule (model/pattern.h MulRule), P = (a - za)(b - zb) exact:
+//   tflite       TF lite/kernels/mul.cc Prepare (real_multiplier = input1 scale * input2 scale / output scale, an
+//                expression in float: M = fl32(fl32(sa sb) / so), then widened to double; QuantizeMultiplier to
+//                (m, shift), shift may be positive); lite/kernels/internal/reference/integer_ops/mul.h
+//                MulElementwise (BroadcastMul4DSlow for a broadcast b: the same expression per element);
+//                common.h MultiplyByQuantizedMultiplier (the default double-rounding build):
+//                y = RDBPOT(SRDHM(P 2^max(shift, 0), m), max(-shift, 0)); code = sat(y + zo). P 2^max(shift, 0) is
+//                int32 in TFLite: a pair that overflows it is an InputError here. a, b, o of one 8-bit type.
+//   onnx_spec    the exact real sa (a - za) sb (b - zb) / so, rounded half to even, + zo, saturated (ONNX
+//                QLinearMul as DequantizeLinear, Mul, QuantizeLinear). Any types.
+//
 // AveragePool over the in-bounds taps of one window (padding never counted: n = taps.size(), 1 to 2^16), by rule:
 //   tflite       TF lite/kernels/internal/reference/integer_ops/pooling.h AveragePool (int8, int16;
 //                reference_ops::AveragePool for uint8 has the same expression): acc = sum of the raw codes,
@@ -91,6 +102,10 @@ struct StageRounding {
 
 // One element of a quantized add, s = a + b (b: the residual). See the rule table above.
 StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
+                           const QuantParams& qo);
+
+// One element of a quantized multiply, o = a * b (b: the stage's second input). See the rule table above.
+StageRounding QuantizedMul(MulRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
                            const QuantParams& qo);
 
 // One window of an average pool: `taps` are its in-bounds input codes in row-major window order.

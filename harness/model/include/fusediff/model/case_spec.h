@@ -70,6 +70,10 @@ enum class Mutant {
   bn_after_activation,
   // An FC -> FC fold mutant (model/pattern.h Fusion::fold): the folded weights quantized with the wrong scale.
   fc_fold_first_layer_scale,
+  // Normalization and elementwise chains (issue 30): conv2d+act+batchnorm, conv2d+mul+add+act.
+  bn_fold_across_activation,
+  mul_skip_output_rounding,
+  mul_ignores_input_zero_point,
 };
 
 // Where a case's samples come from.

@@ -77,6 +77,24 @@ bool is_f32_add_rule(AddRule r);  // f32_one_rounding, f32_two_roundings: they r
 // (std::logic_error).
 void RegisterAddRuleName(std::string name, AddRule rule);
 
+// How a quantized multiply of two tensors (a: the codes it reads, b: its second input) rounds into its output
+// boundary o. P = (a - za)(b - zb), exact (|P| < 2^17 for 8-bit codes).
+//   tflite:    TFLite's integer Mul (tensorflow/lite/kernels/mul.cc Prepare: real_multiplier = sa * sb / so in
+//              binary32, each operation one binary32 rounding, then widened to double and QuantizeMultiplier'd to
+//              (m, shift), shift may be positive; reference/integer_ops/mul.h MulElementwise, BroadcastMul4DSlow):
+//              y = sat(MultiplyByQuantizedMultiplier(P, m, shift) + zo), i.e. RoundingDivideByPOT(SRDHM(P 2^max(shift,
+//              0), m), max(-shift, 0)): two roundings (ties toward +infinity, then away from zero). a, b, o of one
+//              8-bit type (TFLite's Prepare requires one type), and P 2^max(shift, 0) must fit int32 for every
+//              code pair (TFLite computes it in int32): the multiplier below 2^15.
+//   onnx_spec: ONNX QLinearMul's definition (dequantize, multiply, quantize): the exact real sa (a - za) sb (b - zb),
+//              divided by so, one rounding half to even (QuantizeLinear), + zo, saturate. Any types.
+enum class MulRule { tflite, onnx_spec };
+
+// What a mul stage's second input b holds:
+//   tensor:      one code per element of the tensor the stage reads (the product's shape, like add's residual);
+//   per_channel: one code per output channel k, broadcast over batch and space (a per-channel constant).
+enum class MulOperand { tensor, per_channel };
+
 // How an average pool rounds (../shared/conventions.md §2, §4).
 //   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
 //                from the zero point; input and output quantization must be equal (TFLite assumes it).
@@ -131,6 +149,14 @@ struct Stage {
   BatchNormFold bn_fold;
   BnRegime bn_regime = BnRegime::benign;
   BnReference bn_reference = BnReference::declared_fold;
+  // batchnorm placed after another stage (conv2d+act+batchnorm): it reads that stage's codes, dequantized, and
+  // writes its own boundary `out` (rounded by the convention's output rounding). Set from the stage's place by
+  // parse_pattern_name: one concept, BatchNorm, is one kind wherever it sits; only what it reads differs.
+  bool bn_reads_codes = false;
+  // mul: its rule, its second input b's quantization and shape; out is the product's boundary.
+  MulRule mul_rule = MulRule::tflite;
+  QuantParams mul_input;
+  MulOperand mul_operand = MulOperand::tensor;
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
@@ -149,18 +175,26 @@ struct Pattern {
 //   pool_first:         the pool applied to the activation's input codes, the activation after it;
 //   fold:               FC -> FC folded into one layer (W = W2 W1, b = W2 b1 + b2, requantized per channel), the
 //                       first layer's output boundary removed; conv -> batchnorm folded into the conv's weights and
-//                       bias by the stage's declared BatchNormFold (model/batchnorm.h).
-enum class Fusion { keep_all, add_in_accumulator, pool_first, fold };
+//                       bias by the stage's declared BatchNormFold (model/batchnorm.h); across an activation
+//                       (conv2d+act+batchnorm) the same fold is illegal (bn-fold-before-activation) and measured;
+//   mul_add_affine:     conv2d+mul+add+act's mul and add as one affine map in double, s = round((sa (u - za) sb
+//                       (b - zb) + sr (r - zr)) / ss) + zs, half away from zero: the product's rounding and
+//                       saturation skipped.
+enum class Fusion { keep_all, add_in_accumulator, pool_first, fold, mul_add_affine };
 
 std::string_view to_string(Producer p);
 std::string_view to_string(StageKind k);
 std::string_view to_string(AddRule r);
 std::string_view to_string(AvgPoolRule r);
+std::string_view to_string(MulRule r);
+std::string_view to_string(MulOperand o);
 std::string_view to_string(MultiplierRule r);
 std::string_view to_string(FcReference r);
 std::string_view to_string(Fusion f);
 AddRule parse_add_rule(std::string_view text, std::string_view field);
 AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field);
+MulRule parse_mul_rule(std::string_view text, std::string_view field);
+MulOperand parse_mul_operand(std::string_view text, std::string_view field);
 MultiplierRule parse_multiplier_rule(std::string_view text, std::string_view field);
 FcReference parse_fc_reference(std::string_view text, std::string_view field);
 Fusion parse_fusion(std::string_view text, std::string_view field);
@@ -234,7 +268,8 @@ struct FusionFacts {
 //   pool-before-activation a pool moves before the activation only if the applied table is non-decreasing over
 //                          the codes it can read (max pool; an average pool never: it commutes with no
 //                          nonlinear function);
-//   fold-linear-only       FC -> FC folds only without a nonlinearity between.
+//   fold-linear-only       FC -> FC folds only without a nonlinearity between;
+//   bn-fold-before-activation a BatchNorm folds into the producer only where no activation lies between them.
 // `table` is the activation table as applied (one output code per input code of its intermediate, from the
 // intermediate's qmin), needed for the pool rule; empty when the pattern has no pool.
 std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
@@ -242,10 +277,11 @@ std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention&
 
 // The tensors one stage brings to a draw beside the tensor it reads; empty where its kind takes none.
 //   codes:  an elementwise operand, one code per element of the tensor the stage reads (NHWK order): add's
-//           residual r, quantized by the stage's `residual`;
+//           residual r, quantized by the stage's `residual`; mul's second input b (one code per output channel
+//           where its operand is per_channel), quantized by `mul_input`;
 //   weight_scales, weights, bias: a layer (fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale
 //           per output, int32 bias at scale s_in * weight_scales[j], s_in the boundary the layer reads);
-//   bn:     batchnorm: one entry per producer output channel.
+//   bn:     batchnorm: one entry per producer output channel (before or after the activation).
 struct StageOperands {
   std::vector<int32_t> codes;
   std::vector<float> weight_scales;

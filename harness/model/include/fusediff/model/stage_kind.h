@@ -15,7 +15,7 @@ class StageKind {
   constexpr std::string_view token() const { return token_; }
   friend constexpr bool operator==(StageKind a, StageKind b) { return a.token_ == b.token_; }
 
-  static const StageKind activation, add, max_pool, avg_pool, fully_connected, batchnorm;
+  static const StageKind activation, add, max_pool, avg_pool, fully_connected, batchnorm, mul;
 
  private:
   std::string_view token_ = "act";
@@ -27,5 +27,6 @@ inline constexpr StageKind StageKind::max_pool{"maxpool"};
 inline constexpr StageKind StageKind::avg_pool{"avgpool"};
 inline constexpr StageKind StageKind::fully_connected{"fc"};
 inline constexpr StageKind StageKind::batchnorm{"batchnorm"};
+inline constexpr StageKind StageKind::mul{"mul"};
 
 }  // namespace fusediff

@@ -112,5 +112,6 @@ std::unique_ptr<const StageKindModule> make_max_pool_stage();
 std::unique_ptr<const StageKindModule> make_avg_pool_stage();
 std::unique_ptr<const StageKindModule> make_fully_connected_stage();
 std::unique_ptr<const StageKindModule> make_batchnorm_stage();
+std::unique_ptr<const StageKindModule> make_mul_stage();
 
 }  // namespace fusediff
