@@ -124,6 +124,8 @@ struct Partial {
   uint64_t withheld_samples = 0;
   uint64_t first_withheld_sample = UINT64_MAX;
   std::string withheld_reason;
+  // Samples of draws the path's process lost (it crashed, or gave no answer in time): they fail the case.
+  LostSamples crashed, timed_out;
   // Per ledger entry whose conditions a draw met (by index into the ledger): its tally.
   std::map<size_t, KnownDefectTally> known;
   // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
@@ -220,6 +222,8 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
       result.first_withheld_sample = p.first_withheld_sample;
       result.withheld_reason = p.withheld_reason;
     }
+    result.crashed.merge(p.crashed);
+    result.timed_out.merge(p.timed_out);
   }
   if (!key) return;
   // A code's range over all workers, then as CodeErrors: covered, with the range [min, max] of its errors unless
