@@ -1,2 +1,3 @@
-# The subprocess protocol (docs/plugins.md, "Subprocess protocol"): frames, the child supervisor, the transports.
-fusediff_add_test_suite(transport_tests transport fusediff::plugin_protocol)
+# The subprocess protocol (docs/plugins.md, "Subprocess protocol"): frames, the child supervisor, the transports,
+# and the lost draws' verdicts through the reports.
+fusediff_add_test_suite(transport_tests transport fusediff::plugin_protocol fusediff::reports)
