@@ -286,6 +286,20 @@ std::string DispatchLine(const RunResult& run) {
   return out;
 }
 
+// A backend that declares its arithmetic (a plugin): the declaration beside the verdicts, because it is a claim.
+std::string DeclarationLine(const RunResult& run) {
+  std::string out;
+  for (const BackendProvenance& b : run.provenance.backends) {
+    const std::string declaration = provenance_value(run.provenance, b.backend, "declaration");
+    if (declaration.empty()) continue;
+    const std::string library = provenance_value(run.provenance, b.backend, "library");
+    out += fmt::format("{} {} declares {} (the verdicts judge that claim; another convention is a cross-convention "
+                       "measurement)\n", library.empty() ? b.backend : library,
+                       provenance_value(run.provenance, b.backend, "version"), declaration);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ClosingLine(const RunResult& run) {
@@ -314,6 +328,7 @@ std::string RenderTable(const RunResult& run, const TableOptions& options) {
   out += LedgerLines(run, options.all || options.verbose, options.verbose);
   out += AttributionLines(run, options.all, options.verbose);
   out += DispatchLine(run);
+  out += DeclarationLine(run);
   return out + options.before_closing + ClosingLine(run);
 }
 

@@ -12,6 +12,7 @@
 #include "fusediff/model/mutants.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/driver.h"
+#include "fusediff/driver/mutant_search.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
@@ -91,6 +92,25 @@ int RunIsa(const RunArgs& a, const std::vector<std::string>& args, std::ostream&
   return RunIsaMatrix(*backend, a.fused, caps, args, a.json, out, err);
 }
 
+// The first few failed cases' worst samples, each shrunk to a minimal draw through the case's own path (a plugin's
+// included), with a replay line of the shrunk draw. A few: each shrink re-runs both sides tens of times.
+void PrintShrunkFailures(const RunResult& run, std::ostream& out) {
+  constexpr int kMaxShrunk = 3;
+  int shrunk_count = 0;
+  for (const CaseResult& c : run.cases) {
+    if (shrunk_count == kMaxShrunk) break;
+    if (c.verdict != Verdict::fail) continue;
+    const std::optional<driver::ShrunkFailure> shrunk = driver::ShrinkWorstSample(c, run.seed);
+    if (!shrunk) continue;
+    ++shrunk_count;
+    const driver::Counterexample& x = shrunk->counterexample;
+    const size_t elements = pattern_output_geometry(x.spec.pattern, x.sample.conv).elements();
+    out << fmt::format("shrunk {}: {} output element{} ({}), e={:+d} (y_ref={}, y_fused={})\n  fusediff replay '{}'\n",
+                       c.spec.name, elements, elements == 1 ? "" : "s", describe(x.sample.conv),
+                       int64_t{x.y_fused} - x.y_reference, x.y_reference, x.y_fused, shrunk->replay);
+  }
+}
+
 int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   driver::SuiteOptions suite;
   if (!a.activation.empty()) suite.activation = parse_activation_kind(a.activation, "--activation");
@@ -113,6 +133,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
       suite.table_kind = path.table_kind;
     } else {
       suite.backend = path.backend;
+      suite.backend_arg = path.backend_arg;
     }
   }
   suite.mutant = parse_mutant(a.mutant, "--mutant");
@@ -200,6 +221,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
                                      samples_before_case / std::max(seconds, 1e-9),
                                      shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
   out << reports::RenderTable(run, table);
+  PrintShrunkFailures(run, out);
   if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ResultsText(run));
   if (!a.csv.empty()) reports::WriteFileAtomically(a.csv, reports::ToCsv(run));
   if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, reports::ToJUnit(run));

@@ -39,9 +39,7 @@ namespace {
 // The registered backend whose words include `text`; null where none claims it.
 const Backend* BackendOfWord(std::string_view text) {
   for (const Backend* backend : RegisteredBackends()) {
-    for (const std::string& word : backend->words()) {
-      if (word == text) return backend;
-    }
+    if (backend->ClaimsWord(text)) return backend;
   }
   return nullptr;
 }
@@ -358,16 +356,25 @@ std::string EncodeExplicit(const ExplicitConv& e, const Pattern& p) {
 }
 }  // namespace
 
+namespace {
+// ";KEY=VALUE" for each of the path's facts (model/backend.h ReplayFactKeys), the values percent-encoded.
+std::string BackendFactFields(const CaseSpec& spec) {
+  std::string out;
+  for (const auto& [name, value] : spec.backend_facts) out.append(";").append(name).append("=").append(PercentEncode(value));
+  return out;
+}
+}  // namespace
+
 std::string format_replay(const ReplayKey& key) {
   const std::string repeat = key.repeat > 0 ? ";repeat=" + std::to_string(key.repeat) : std::string();
   if (key.explicit_conv) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) +
-           repeat;
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + BackendFactFields(key.spec) +
+           EncodeExplicit(*key.explicit_conv, key.spec.pattern) + repeat;
   }
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
                      ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-                     ";mutant=" + std::string(to_string(key.spec.mutant));
+                     ";mutant=" + std::string(to_string(key.spec.mutant)) + BackendFactFields(key.spec);
   // The table itself cannot travel in a replay string: its fingerprint, file and digest name it.
   if (const std::string fingerprint = ExternalTableFingerprint(key.spec); !fingerprint.empty()) {
     text += ";table=" + fingerprint;
@@ -499,6 +506,13 @@ void ParseCaseFields(ReplayFields& fields, CaseSpec& s) {
   s.mutant = parse_mutant(fields.take("mutant"), "replay.mutant");
   if (fields.has("pattern")) ParsePatternFields(fields, s);
   if (fields.has("fusion")) s.fusion = parse_fusion(fields.take("fusion"), "replay.fusion");
+  // What stood behind the path word (a plugin's name, version, options and draw limits): kept for its backend to
+  // check (Backend::CheckReplayFacts).
+  if (const Backend* backend = FindBackend(s.backend)) {
+    for (const std::string& name : backend->ReplayFactKeys()) {
+      if (fields.has(name)) s.backend_facts.emplace_back(name, PercentDecode(fields.take(name), "replay." + name));
+    }
+  }
 }
 
 // ";repeat=K", 1 to 64.
