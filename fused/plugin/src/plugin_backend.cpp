@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "fusediff/fused/plugin_subprocess.h"
 #include "fusediff/fused/plugin_transport.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/stage_module.h"
@@ -21,6 +22,9 @@ struct TransportKind {
 };
 constexpr TransportKind kTransports[] = {
     {"plugin", "plugin:PATH.so[,key=value...]", &OpenInProcess},
+    {"isolate", "isolate:PATH.so[,key=value...]", &OpenIsolated},  // the same .so in a child (--isolate)
+    {"exec", "exec:COMMAND", &OpenExec},                            // a child speaking the subprocess protocol
+    {"offline", "offline:DIR", &OpenOfflineWord},                   // answers written by export-draws' answerer
 };
 
 const TransportKind& KindOf(std::string_view path) {
@@ -221,7 +225,8 @@ class Plugins final : public Backend {
     spec.table.reset();
     spec.table_kind = TableKind::lut;
     // "relu.int8.lut.conv" -> "relu.int8.plugin-NAME.conv"; the word appended where the name has none.
-    const std::string old_word = "." + std::string(to_string(c.table_kind)) + ".";
+    std::string old_word = ".";  // appended piecewise: GCC 12's -Wrestrict misfires on "." + std::string(...)
+    old_word.append(to_string(c.table_kind)).append(".");
     const std::string new_word = ".plugin-" + hello.name + ".";
     if (const size_t at = spec.name.find(old_word); at != std::string::npos) {
       spec.name.replace(at, old_word.size(), new_word);
@@ -261,7 +266,9 @@ class Plugins final : public Backend {
     }
     PluginCase c = MakePluginCase(spec, hello.declaration.limits);
     for (const std::string& feature : c.features) {
-      if (std::find(hello.features.begin(), hello.features.end(), feature) == hello.features.end()) {
+      // "*": every feature (offline: the answerer rejects at prepare what it cannot compute).
+      if (std::find(hello.features.begin(), hello.features.end(), feature) == hello.features.end() &&
+          std::find(hello.features.begin(), hello.features.end(), "*") == hello.features.end()) {
         return unsupported("plugin " + hello.name + " does not claim feature '" + feature + "' (it claims " +
                            JoinComma(hello.features) + ")");
       }

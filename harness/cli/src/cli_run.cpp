@@ -20,6 +20,7 @@
 #include "isa_matrix.h"
 #include "backends.h"
 #include "fusediff/model/backend.h"
+#include "fusediff/fused/plugin_subprocess.h"
 #include "progress.h"
 #include "sharding.h"
 
@@ -69,7 +70,22 @@ struct RunArgs {
   size_t worst = 10;
   uint32_t repeat = 0;  // 0: the path's default (driver::RunOptions::repeat)
   bool timing = false;
+  bool isolate = false;       // plugin:PATH.so in a child (isolate:PATH.so)
+  double plugin_timeout = 0;  // seconds per batch of a plugin child; 0: the default
 };
+
+// --isolate and --plugin-timeout: the plugin's word and the subprocess transport's deadline (docs/plugins.md).
+void ApplyPluginFlags(RunArgs& a) {
+  if (a.plugin_timeout > 0) {
+    fused::plugin::subprocess_settings().batch_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(a.plugin_timeout * 1000));
+  }
+  if (!a.isolate) return;
+  if (a.fused.rfind("plugin:", 0) != 0) {
+    throw InputError("--isolate: runs a plugin:PATH.so[,key=value...] in a child; --fused is '" + a.fused + "'");
+  }
+  a.fused = "isolate:" + a.fused.substr(7);
+}
 
 // --isa: the cases of --fused's backend once per dispatch cap, each cap in its own process (a backend reads its
 // cap once, at its first dispatch).
@@ -310,7 +326,17 @@ Command AddRunCommand(CLI::App& app) {
                   "(default knee=1,saturation=1,quant_boundary=2,bulk=1; bulk=1 alone is uniform)");
   run->add_flag("--exhaustive", a->exhaustive,
                 "Add a thresholds case per convention: every requantization tie +-1 for each channel multiplier");
-  return Command{run, [a](const CommandContext& ctx) { return DoRun(*a, ctx.args, ctx.out, ctx.err); }};
+  run->add_flag("--isolate", a->isolate,
+                "Run the plugin:PATH.so of --fused in a child (fusediff plugin-host): a crash or a hang in it becomes "
+                "a crashed or timeout verdict with its replay line (the path word becomes isolate:PATH.so)");
+  run->add_option("--plugin-timeout", a->plugin_timeout,
+                  "Seconds one batch of a plugin child may take before it is killed and its draws are timeout "
+                  "(exec:, isolate:; default 60, or FUSEDIFF_PLUGIN_TIMEOUT)")
+      ->check(CLI::PositiveNumber);
+  return Command{run, [a](const CommandContext& ctx) {
+                   ApplyPluginFlags(*a);
+                   return DoRun(*a, ctx.args, ctx.out, ctx.err);
+                 }};
 }
 
 }  // namespace fusediff::cli

@@ -317,6 +317,14 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   };
   const auto compare = [&](const detail::DrawBatch& batch, const PatternDraw& draw, const detail::BatchedRun* batched,
                            Partial& partial) -> uint64_t {
+    if (batched && (batched->outcome.status == DrawOutcome::Status::crashed ||
+                    batched->outcome.status == DrawOutcome::Status::timeout)) {
+      // Lost: the path's process died or hung on the draw (a plugin child). Counted, never compared; fails the case.
+      LostSamples& lost =
+          batched->outcome.status == DrawOutcome::Status::crashed ? partial.crashed : partial.timed_out;
+      lost.add(batch.first, batch.take, batched->outcome.reason);
+      return 0;
+    }
     std::vector<detail::ComparedSample> samples;
     std::string rejected;
     const bool compared = comparison->Compare(draw, samples, &rejected, repeat, batched);
