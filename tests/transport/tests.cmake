@@ -10,8 +10,6 @@ fusediff_add_cli_test(transport_exec_python_passes 0 " 0 failed"
                       --max-abs-lsb 0 --samples 2000)
 fusediff_add_cli_test(transport_exec_quote_exits_2 2 "holds ';' or a quote"
                       run --fused "exec:python3 'x.py" --samples 100)
-fusediff_add_cli_test(transport_exec_trailing_backslash_exits_2 2 "a trailing backslash escapes nothing"
-                      run --fused "exec:python3 x.py\\" --samples 100)
 fusediff_add_cli_test(transport_exec_missing_program_exits_2 2 "cannot start '/nonexistent/plugin'"
                       run --fused exec:/nonexistent/plugin --samples 100)
 fusediff_add_cli_test(transport_isolate_needs_a_plugin_word 2 "--isolate: runs a plugin:PATH.so"
