@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "fusediff/fused/plugin_child.h"
 #include "fusediff/fused/plugin_subprocess.h"
@@ -84,6 +86,46 @@ PluginDeclaration DeclarationFromJson(const nlohmann::json& d) {
   return out;
 }
 
+// Children that finished a case, kept for the next case of the same command (a child's start, fusediff's own for
+// --isolate, costs tens of milliseconds: more than a case's draws). A parked child has said hello; the next case
+// prepares it again. Children still parked when fusediff exits see their stdin close and exit.
+class ChildPool {
+ public:
+  static ChildPool& instance() {
+    static ChildPool* pool = new ChildPool;  // never destroyed: fusediff may end with _Exit
+    return *pool;
+  }
+  std::unique_ptr<ChildProcess> Take(const std::vector<std::string>& argv, PluginHello* hello) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Parked>& idle = idle_[Key(argv)];
+    if (idle.empty()) return nullptr;
+    Parked p = std::move(idle.back());
+    idle.pop_back();
+    *hello = std::move(p.hello);
+    return std::move(p.child);
+  }
+  void Park(const std::vector<std::string>& argv, std::unique_ptr<ChildProcess> child, const PluginHello& hello) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Parked>& idle = idle_[Key(argv)];
+    if (idle.size() < kMaxIdle) idle.push_back(Parked{std::move(child), hello});
+    else child->Close(Frame("bye"), std::chrono::milliseconds(2000));
+  }
+
+ private:
+  static constexpr size_t kMaxIdle = 64;
+  struct Parked {
+    std::unique_ptr<ChildProcess> child;
+    PluginHello hello;
+  };
+  static std::string Key(const std::vector<std::string>& argv) {
+    std::string key;
+    for (const std::string& a : argv) key.append(a).push_back('\0');
+    return key;
+  }
+  std::mutex mutex_;
+  std::map<std::string, std::vector<Parked>> idle_;
+};
+
 class SubprocessTransport : public Transport {
  public:
   SubprocessTransport(std::vector<std::string> argv, std::string what) : argv_(std::move(argv)), what_(std::move(what)) {}
@@ -128,13 +170,15 @@ class SubprocessTransport : public Transport {
     }
   }
 
+  // The case is over: a healthy child waits for the next case of the same command.
   void Close() override {
-    if (child_ && child_->running()) child_->Close(Frame("bye"), std::chrono::milliseconds(2000));
+    if (child_ && child_->running()) ChildPool::instance().Park(argv_, std::move(child_), hello_);
     child_.reset();
   }
 
  private:
   void Start() {
+    if ((child_ = ChildPool::instance().Take(argv_, &hello_))) return;
     child_ = std::make_unique<ChildProcess>(argv_);
     try {
       hello_ = HelloFromReply(child_->Call(HelloRequest(), subprocess_settings().batch_timeout));
@@ -322,7 +366,9 @@ Frame PrepareRequest(const PluginCase& c) {
   return f;
 }
 
-int ServeProtocol(Transport& transport, int in_fd, int out_fd) {
+int ServeProtocol(const std::function<std::unique_ptr<Transport>()>& open, int in_fd, int out_fd) {
+  std::unique_ptr<Transport> transport = open();
+  bool prepared = false;
   const auto read_some = [&](std::byte* out, size_t n) -> size_t {
     for (;;) {
       const ssize_t got = read(in_fd, out, n);
@@ -336,7 +382,12 @@ int ServeProtocol(Transport& transport, int in_fd, int out_fd) {
     Frame reply;
     int status = 0;
     try {
-      reply = Answer(request, transport);
+      if (request.type() == "prepare" && prepared) {  // the next case: a fresh instance, as in process
+        transport->Close();
+        transport = open();
+      }
+      prepared = prepared || request.type() == "prepare";
+      reply = Answer(request, *transport);
     } catch (const std::exception& e) {  // InputError, ProtocolError, FrameError: the host shows the message
       reply = Frame("error");
       reply.header["message"] = e.what();
@@ -345,7 +396,7 @@ int ServeProtocol(Transport& transport, int in_fd, int out_fd) {
     WriteAll(out_fd, reply.Encode());
     if (status != 0) return status;
   }
-  transport.Close();
+  transport->Close();
   return 0;
 }
 

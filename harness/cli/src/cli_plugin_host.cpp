@@ -37,8 +37,8 @@ Command AddPluginHostCommand(CLI::App& app) {
             const int protocol_out = dup(STDOUT_FILENO);
             if (protocol_out < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) throw InputError("plugin-host: dup failed");
             fcntl(protocol_out, F_SETFD, FD_CLOEXEC);
-            const std::unique_ptr<plugin::Transport> transport = plugin::OpenInProcess(address);
-            const int status = plugin::ServeProtocol(*transport, STDIN_FILENO, protocol_out);
+            const int status = plugin::ServeProtocol([&] { return plugin::OpenInProcess(address); }, STDIN_FILENO,
+                                                     protocol_out);
             close(protocol_out);
             return status;
           }};

@@ -3,6 +3,7 @@
 // served by `fusediff plugin-host` under --isolate), and the answers of an offline run read back from files
 // (offline:). Each is a Transport (plugin_transport.h), so the plugin backend treats them as the in-process one.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,8 +61,9 @@ std::unique_ptr<Transport> OpenOffline(std::string dir, bool export_draws);
 // batches answered; progress lines on `log`.
 size_t AnswerOffline(const std::string& dir, Transport& transport, std::ostream& log);
 
-// Serves the protocol on stdin/stdout through `transport` until bye or the end of stdin (plugin-host). Returns the
-// exit status.
-int ServeProtocol(Transport& transport, int in_fd, int out_fd);
+// Serves the protocol on in_fd/out_fd through a transport from `open` until bye or the end of the input
+// (plugin-host); each prepare after the first (the next case, on a child fusediff kept) gets a fresh transport.
+// Returns the exit status.
+int ServeProtocol(const std::function<std::unique_ptr<Transport>()>& open, int in_fd, int out_fd);
 
 }  // namespace fusediff::fused::plugin
