@@ -75,12 +75,13 @@ void Frame::add_bytes(std::string name, Dtype dtype, std::span<const std::byte> 
   FrameArray a{std::move(name), dtype, std::move(shape), AlignUp(payload_.size()), data.size()};
   payload_.resize(a.offset + a.bytes);
   if (!data.empty()) std::memcpy(payload_.data() + a.offset, data.data(), data.size());
+  index_.emplace(a.name, arrays_.size());
   arrays_.push_back(std::move(a));
 }
 
 const FrameArray* Frame::find(std::string_view name) const {
-  const auto it = std::find_if(arrays_.begin(), arrays_.end(), [&](const FrameArray& a) { return a.name == name; });
-  return it == arrays_.end() ? nullptr : &*it;
+  const auto it = index_.find(std::string(name));
+  return it == index_.end() ? nullptr : &arrays_[it->second];
 }
 
 const FrameArray& Frame::array(std::string_view name, Dtype dtype) const {
@@ -183,6 +184,7 @@ Frame Frame::FromHeader(std::span<const std::byte> text, size_t* payload_bytes) 
                                    "not 8-byte aligned",
                                    array.name, array.offset, array.bytes, payload));
     }
+    frame.index_.emplace(array.name, frame.arrays_.size());
     frame.arrays_.push_back(std::move(array));
   }
   h.erase("arrays");

@@ -1,6 +1,7 @@
 // The subprocess transport (exec:, --isolate) and the protocol's server side (plugin-host).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>

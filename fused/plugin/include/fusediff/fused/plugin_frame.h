@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace fusediff::fused::plugin {
@@ -106,6 +107,7 @@ class Frame {
   void CheckArrays() const;
 
   std::vector<FrameArray> arrays_;
+  std::unordered_map<std::string, size_t> index_;  // name -> arrays_ index: a batch has thousands of arrays
   std::vector<std::byte> payload_;
 };
 
