@@ -199,7 +199,7 @@ TEST(PluginReplay, FactsTravelAndLimitsAreChecked) {
   key.spec = spec;
   const std::string line = format_replay(key);
   EXPECT_NE(line.find(";plugin_name=conv_lut;plugin_version=1.0.0;"), std::string::npos) << line;
-  EXPECT_NE(line.find("plugin_limits=batch=2/spatial=10/channels=8/kernel=3/stride=2/dilation=2/transposed=0"),
+  EXPECT_NE(line.find("plugin_limits=batch:2/spatial:10/channels:8/kernel:3/stride:2/dilation:2/transposed:0"),
             std::string::npos) << line;
   const ReplayKey parsed = parse_replay(line);
   EXPECT_EQ(parsed.spec.backend_facts, spec.backend_facts);
@@ -216,7 +216,7 @@ TEST(PluginReplay, FactsTravelAndLimitsAreChecked) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("0.9"), std::string::npos);
   for (auto& [k, v] : other.spec.backend_facts) {
-    if (k == "plugin_limits") v = "batch=4/spatial=10/channels=8/kernel=3/stride=2/dilation=2/transposed=0/weights=symmetric";
+    if (k == "plugin_limits") v = "batch:4/spatial:10/channels:8/kernel:3/stride:2/dilation:2/transposed:0/weights:symmetric";
   }
   EXPECT_THROW(BackendOf(other.spec).CheckReplayFacts(other.spec, nullptr), InputError);
 }

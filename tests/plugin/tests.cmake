@@ -41,3 +41,5 @@ fusediff_add_cli_test(plugin_bad_word_exits_2 2 "option 'x' \\(expected key=valu
 add_test(NAME cli.plugin_wrong_scale_replay_reproduces
          COMMAND ${CMAKE_COMMAND} -DFUSEDIFF=$<TARGET_FILE:fusediff> -DPLUGIN=$<TARGET_FILE:wrong_scale_plugin>
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plugin/replay_reproduces.cmake)
+fusediff_add_cli_test(plugin_mutants_refused_exits_2 2 "runs as built"
+                      mutants --fused plugin:$<TARGET_FILE:conv_lut_plugin> --seeds 1 --budget 100)

@@ -221,8 +221,11 @@ class Plugins final : public Backend {
     spec.table.reset();
     spec.table_kind = TableKind::lut;
     // "relu.int8.lut.conv" -> "relu.int8.plugin-NAME.conv"; the word appended where the name has none.
-    const std::string old_word = "." + std::string(to_string(c.table_kind)) + ".";
-    const std::string new_word = ".plugin-" + hello.name + ".";
+    // Built by appending: GCC 12 misreports "literal" + std::string&& (model/diagnostics.h).
+    std::string old_word(1, '.');
+    old_word.append(to_string(c.table_kind)).append(".");
+    std::string new_word(".plugin-");
+    new_word.append(hello.name).append(".");
     if (const size_t at = spec.name.find(old_word); at != std::string::npos) {
       spec.name.replace(at, old_word.size(), new_word);
     } else {
