@@ -1,6 +1,7 @@
 #include "fusediff/fused/plugin_backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -82,6 +83,7 @@ class PluginPath final : public FusedPath {
   }
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
+    std::fill(y.begin(), y.end(), INT32_MIN);  // poisoned as a batch's outputs are (driver's RunBatch)
     DrawOutcome outcome;
     const std::span<int32_t> ys[] = {y};
     RunBatch(std::span<const PatternDraw>(&draw, 1), ys, std::span<DrawOutcome>(&outcome, 1));
