@@ -2,7 +2,9 @@
 // version rules against deliberately skewed plugins, batching, replay facts, and the example plugins end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fusediff/driver/driver.h"
@@ -191,6 +193,49 @@ TEST(PluginRun, BatchesGiveTheSameResultsAsSingleDraws) {
   EXPECT_GT(a.stats.overall.max_abs(), 0);  // the wrong plugin: something to compare
 }
 
+// FUSEDIFF_THREADING_INSTANCE_PER_THREAD: each calling thread gets its own instance, prepared with the case; a
+// shared plugin's path is concurrent too, a serial one's is not.
+TEST(PluginThreading, EachThreadGetsItsOwnInstance) {
+  const CaseSpec spec = PluginCaseOf(SuiteCases(ActivationKind::relu).at(0), std::string("plugin:") + THREADS_PLUGIN);
+  std::string why;
+  const std::unique_ptr<FusedPath> path = BackendOf(spec).CreatePath(spec, &why);
+  ASSERT_TRUE(path) << why;
+  EXPECT_TRUE(path->concurrent());
+  EXPECT_EQ(path->preferred_batch(), 1u);
+  PatternDraw draw;
+  draw.conv = ConvCase().input_channels(1).output_channels(1).weight_scales({1.0f}).weights({1}).bias({0});
+  draw.input = {0};
+  const auto run_one = [&] {
+    std::vector<int32_t> y(1, -1);
+    std::string rejected;
+    EXPECT_TRUE(path->Run(draw, y, &rejected)) << rejected;
+    EXPECT_EQ(y[0], 0);
+  };
+  run_one();  // the creating thread: its first instance
+  std::thread other(run_one);
+  other.join();
+  std::vector<std::string> implementations = path->implementations();
+  std::sort(implementations.begin(), implementations.end());
+  ASSERT_EQ(implementations.size(), 2u);
+  EXPECT_NE(implementations[0], implementations[1]);
+  // conv_lut declares shared: concurrent, one instance.
+  const CaseSpec shared = PluginCaseOf(SuiteCases(ActivationKind::relu).at(0), kConvLut);
+  EXPECT_TRUE(BackendOf(shared).CreatePath(shared, &why)->concurrent());
+}
+
+// Results read back keep a plugin's word without loading it: its library may be gone by the time of the report.
+TEST(PluginResults, ReadingAWordBackLoadsNothing) {
+  CaseSpec s;
+  read_fused_path("plugin:/nonexistent/libgone.so,mode=fast", s);
+  EXPECT_EQ(fused_path_name(s), "plugin:/nonexistent/libgone.so,mode=fast");
+  EXPECT_EQ(declared_convention(s), s.convention);
+  CaseSpec parsed;
+  parse_fused_path("plugin:/nonexistent/libgone.so", "fused", parsed);  // the syntax only: nothing loaded yet
+  EXPECT_EQ(parsed.backend, "plugin");
+  EXPECT_EQ(parsed.backend_arg, "/nonexistent/libgone.so");
+  EXPECT_THROW(declared_convention(parsed), InputError);  // what a run needs: the plugin itself
+}
+
 TEST(PluginReplay, FactsTravelAndLimitsAreChecked) {
   const CaseSpec spec = PluginCaseOf(SuiteCases(ActivationKind::relu).at(0), kConvLut);
   ReplayKey key;
@@ -199,7 +244,7 @@ TEST(PluginReplay, FactsTravelAndLimitsAreChecked) {
   key.spec = spec;
   const std::string line = format_replay(key);
   EXPECT_NE(line.find(";plugin_name=conv_lut;plugin_version=1.0.0;"), std::string::npos) << line;
-  EXPECT_NE(line.find("plugin_limits=batch=2/spatial=10/channels=8/kernel=3/stride=2/dilation=2/transposed=0"),
+  EXPECT_NE(line.find("plugin_limits=batch:2/spatial:10/channels:8/kernel:3/stride:2/dilation:2/transposed:0"),
             std::string::npos) << line;
   const ReplayKey parsed = parse_replay(line);
   EXPECT_EQ(parsed.spec.backend_facts, spec.backend_facts);
@@ -216,7 +261,7 @@ TEST(PluginReplay, FactsTravelAndLimitsAreChecked) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("0.9"), std::string::npos);
   for (auto& [k, v] : other.spec.backend_facts) {
-    if (k == "plugin_limits") v = "batch=4/spatial=10/channels=8/kernel=3/stride=2/dilation=2/transposed=0/weights=symmetric";
+    if (k == "plugin_limits") v = "batch:4/spatial:10/channels:8/kernel:3/stride:2/dilation:2/transposed:0/weights:symmetric";
   }
   EXPECT_THROW(BackendOf(other.spec).CheckReplayFacts(other.spec, nullptr), InputError);
 }

@@ -18,7 +18,7 @@ execute_process(COMMAND ${FUSEDIFF} replay "${line}" RESULT_VARIABLE code OUTPUT
 if(NOT code EQUAL 0)
   message(FATAL_ERROR "replay: exit ${code}\n${replayed}\n${err}")
 endif()
-if(NOT replayed MATCHES "error ${error} LSB" OR NOT replayed MATCHES "ran +wrong_scale_plugin.c")
+if(NOT replayed MATCHES "error ${error} LSB" OR NOT replayed MATCHES "library +wrong_scale_plugin.c")
   message(FATAL_ERROR "replay does not reproduce e=${error} through the plugin:\n${replayed}")
 endif()
 message(STATUS "run: e=${error}; replay reproduces it:\n${replayed}")

@@ -29,10 +29,10 @@ static const fusediff_plugin_api kApi = {SIZE, MAJOR, FUSEDIFF_PLUGIN_ABI_MINOR,
 
 #if !defined(SKEW_NO_ENTRY)
 FUSEDIFF_PLUGIN_EXPORT const fusediff_plugin_api* fusediff_plugin_entry(const fusediff_host* host) {
-  (void)host;
 #if defined(SKEW_REFUSE)
-  return 0;
+  return host->abi_major == 0xFFFFFFFFu ? &kApi : 0; /* no host offers that major: always NULL */
 #else
+  (void)host;
   return &kApi;
 #endif
 }

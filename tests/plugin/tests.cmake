@@ -19,13 +19,19 @@ foreach(skew MAJOR SMALL_TABLE NO_ENTRY REFUSE)
   set_target_properties(skew_${lower}_plugin PROPERTIES C_STANDARD 99 C_VISIBILITY_PRESET hidden)
 endforeach()
 
+# A plugin that asks for one instance per thread and names the instance in each draw's implementation.
+add_library(threads_plugin MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugin/threads_plugin.c)
+target_include_directories(threads_plugin PRIVATE ${plugin_include})
+set_target_properties(threads_plugin PROPERTIES C_STANDARD 99 C_VISIBILITY_PRESET hidden)
+
 fusediff_add_test_suite(plugin_tests plugin fusediff::fused_plugin fusediff::driver nlohmann_json::nlohmann_json)
 add_dependencies(plugin_tests conv_lut_plugin wrong_scale_plugin skew_major_plugin skew_small_table_plugin
-                 skew_no_entry_plugin skew_refuse_plugin)
+                 skew_no_entry_plugin skew_refuse_plugin threads_plugin)
 target_compile_definitions(plugin_tests PRIVATE
   CONV_LUT_PLUGIN="$<TARGET_FILE:conv_lut_plugin>" WRONG_SCALE_PLUGIN="$<TARGET_FILE:wrong_scale_plugin>"
   SKEW_MAJOR_PLUGIN="$<TARGET_FILE:skew_major_plugin>" SKEW_SMALL_TABLE_PLUGIN="$<TARGET_FILE:skew_small_table_plugin>"
-  SKEW_NO_ENTRY_PLUGIN="$<TARGET_FILE:skew_no_entry_plugin>" SKEW_REFUSE_PLUGIN="$<TARGET_FILE:skew_refuse_plugin>")
+  SKEW_NO_ENTRY_PLUGIN="$<TARGET_FILE:skew_no_entry_plugin>" SKEW_REFUSE_PLUGIN="$<TARGET_FILE:skew_refuse_plugin>"
+  THREADS_PLUGIN="$<TARGET_FILE:threads_plugin>")
 
 # Through the CLI, on the default suite's cases: the right plugin passes every case it claims at tolerance 0 (the
 # others unsupported with the reason), the wrong one fails with a one-element counterexample.
@@ -41,3 +47,5 @@ fusediff_add_cli_test(plugin_bad_word_exits_2 2 "option 'x' \\(expected key=valu
 add_test(NAME cli.plugin_wrong_scale_replay_reproduces
          COMMAND ${CMAKE_COMMAND} -DFUSEDIFF=$<TARGET_FILE:fusediff> -DPLUGIN=$<TARGET_FILE:wrong_scale_plugin>
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plugin/replay_reproduces.cmake)
+fusediff_add_cli_test(plugin_mutants_refused_exits_2 2 "runs as built"
+                      mutants --fused plugin:$<TARGET_FILE:conv_lut_plugin> --seeds 1 --budget 100)

@@ -1,6 +1,7 @@
 #include "fusediff/fused/plugin_backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -86,6 +87,7 @@ class PluginPath final : public FusedPath {
   }
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override {
+    std::fill(y.begin(), y.end(), INT32_MIN);  // poisoned as a batch's outputs are (driver's RunBatch)
     DrawOutcome outcome;
     const std::span<int32_t> ys[] = {y};
     RunBatch(std::span<const PatternDraw>(&draw, 1), ys, std::span<DrawOutcome>(&outcome, 1));
@@ -225,9 +227,11 @@ class Plugins final : public Backend {
     spec.table.reset();
     spec.table_kind = TableKind::lut;
     // "relu.int8.lut.conv" -> "relu.int8.plugin-NAME.conv"; the word appended where the name has none.
-    std::string old_word = ".";  // appended piecewise: GCC 12's -Wrestrict misfires on "." + std::string(...)
+    // Built by appending: GCC 12 misreports "literal" + std::string&& (model/diagnostics.h).
+    std::string old_word(1, '.');
     old_word.append(to_string(c.table_kind)).append(".");
-    const std::string new_word = ".plugin-" + hello.name + ".";
+    std::string new_word(".plugin-");
+    new_word.append(hello.name).append(".");
     if (const size_t at = spec.name.find(old_word); at != std::string::npos) {
       spec.name.replace(at, old_word.size(), new_word);
     } else {

@@ -28,10 +28,10 @@ std::string describe(const PluginDeclaration& d) {
 }
 
 std::string format_draw_limits(const DrawLimits& l) {
-  return "batch=" + std::to_string(l.max_batch) + "/spatial=" + std::to_string(l.max_spatial) + "/channels=" +
-         std::to_string(l.max_channels) + "/kernel=" + std::to_string(l.max_kernel) + "/stride=" +
-         std::to_string(l.max_stride) + "/dilation=" + std::to_string(l.max_dilation) + "/transposed=" +
-         (l.transposed ? "1" : "0") + "/weights=" + std::string(WeightsName(l.weights));
+  return "batch:" + std::to_string(l.max_batch) + "/spatial:" + std::to_string(l.max_spatial) + "/channels:" +
+         std::to_string(l.max_channels) + "/kernel:" + std::to_string(l.max_kernel) + "/stride:" +
+         std::to_string(l.max_stride) + "/dilation:" + std::to_string(l.max_dilation) + "/transposed:" +
+         (l.transposed ? "1" : "0") + "/weights:" + std::string(WeightsName(l.weights));
 }
 
 Convention DeclaredConvention(const PluginDeclaration& d, const Convention& graph) {

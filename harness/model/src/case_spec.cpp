@@ -1,6 +1,7 @@
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/mutants.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <string>
@@ -56,7 +57,12 @@ void parse_fused_path(std::string_view text, std::string_view field, CaseSpec& s
 }
 
 void read_fused_path(std::string_view text, CaseSpec& spec) {
-  if (BackendOfWord(text)) return parse_fused_path(text, "fused", spec);
+  // A word with an argument (a plugin's "plugin:PATH.so") names something outside fusediff that may be gone when
+  // results are read back: kept as it is, like a word no backend claims.
+  if (const Backend* backend = BackendOfWord(text)) {
+    const std::vector<std::string> words = backend->words();
+    if (std::find(words.begin(), words.end(), text) != words.end()) return parse_fused_path(text, "fused", spec);
+  }
   if (text.empty()) throw InputError("fused: expected a fused path's word");
   spec.table_kind = TableKind::lut;
   spec.backend = std::string(text);

@@ -61,7 +61,7 @@ struct PluginCase {
   friend bool operator==(const PluginCase&, const PluginCase&) = default;
 };
 
-// The features a case uses, by name: "producer:conv2d", "producer:fully_connected", "stage:KIND" for each stage,
+// The features a case uses, by name: "producer:conv2d", "producer:fc", "stage:KIND" for each stage,
 // "table:lut" / "table:lut_interp" / "table:pwl" for the table handed over, "intermediate:f32",
 // "intermediate:stored" (an f32 intermediate stored in a narrower float), "output:float", "conv:float",
 // "fusion:NAME" for a fusion other than keep_all. A plugin gets the case only when it claims all of them.

@@ -35,7 +35,7 @@ struct PluginDeclaration {
 // "requant=double_rounding intermediate=graph post_ops=graph weights=symmetric threading=serial": the declaration as
 // the report prints it beside the verdict.
 std::string describe(const PluginDeclaration& d);
-// "batch=2/spatial=10/channels=8/kernel=3/stride=2/dilation=2/transposed=1/weights=symmetric": the draw limits a
+// "batch:2/spatial:10/channels:8/kernel:3/stride:2/dilation:2/transposed:1/weights:symmetric": the draw limits a
 // replay line carries (they decide the draws).
 std::string format_draw_limits(const DrawLimits& l);
 // The declared convention: the graph's with the declared fields put in (and the roundings each implies: a

@@ -223,7 +223,8 @@ typedef struct fusediff_draw {
   const int8_t* weights;
   uint64_t weight_count;
   const int32_t* bias;
-  const fusediff_operands* operands;  /* one per stage with operands (stride: FUSEDIFF_AT) */
+  const fusediff_operands* operands;  /* operands[i] for stage i; fewer than stage_count where the rest take none
+                                        (stride: FUSEDIFF_AT) */
   uint32_t operand_count;
   int32_t* y;
   uint64_t y_count;
