@@ -298,7 +298,9 @@ void CompareCase(CaseComparison& out, const RunResult& baseline, const RunResult
     out.samples = "unsupported";
     return;
   }
-  if (Passed(b.verdict) && (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic)) {
+  // A lost draw (the path's process crashed or hung) is a regression whatever the baseline's verdict but the same.
+  const bool lost = c.verdict == Verdict::crashed || c.verdict == Verdict::timeout;
+  if ((Passed(b.verdict) && fails_run(c.verdict)) || (lost && b.verdict != c.verdict)) {
     Report(ctx, "verdict " + std::string(to_string(b.verdict)) + " -> " + std::string(to_string(c.verdict)) + ": " + c.reason);
   }
   const bool same = SameSamples(b, baseline.seed, c, current.seed);

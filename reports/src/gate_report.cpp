@@ -86,7 +86,7 @@ GateSummary SummarizeGate(const RunResult& run) {
   }
   g.mode = k && k->mode == kGateModeRelative ? fmt::format("relative mode, k = {}", k->slack) : "absolute mode";
   for (const CaseResult& c : run.cases) {
-    if (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic) {
+    if (fails_run(c.verdict)) {
       g.reason = c.spec.name + ": " + c.reason;
       return g;
     }

@@ -83,7 +83,8 @@ std::string RenderIsaMatrix(const std::vector<IsaRun>& runs, std::string_view ba
     for (const CaseResult& c : r->run.cases) ++verdicts[c.verdict];
     out += fmt::format("\n{} ({}): {} pass, {} documented_behaviour, {} known_defect, {} fail", r->cap, r->effective_isa,
                        verdicts[Verdict::pass], verdicts[Verdict::documented_behaviour], verdicts[Verdict::known_defect],
-                       verdicts[Verdict::fail] + verdicts[Verdict::nondeterministic]);
+                       verdicts[Verdict::fail] + verdicts[Verdict::nondeterministic] + verdicts[Verdict::crashed] +
+                           verdicts[Verdict::timeout]);
     out += fmt::format(" ({} unsupported, {} without a verdict):\n", verdicts[Verdict::unsupported],
                        verdicts[Verdict::cross_convention]);
     if (implementations.empty()) out += "  no implementation ran\n";

@@ -365,7 +365,10 @@ Verdict ParseVerdict(const Field& f) {
   if (v == "known_defect") return Verdict::known_defect;
   if (v == "nondeterministic") return Verdict::nondeterministic;
   if (v == "documented_behaviour") return Verdict::documented_behaviour;
-  f.fail("pass, fail, unsupported, cross_convention, known_defect, nondeterministic or documented_behaviour");
+  if (v == "crashed") return Verdict::crashed;
+  if (v == "timeout") return Verdict::timeout;
+  f.fail("pass, fail, unsupported, cross_convention, known_defect, nondeterministic, documented_behaviour, crashed or "
+         "timeout");
 }
 
 // A case's ledger tallies of one kind, in ascending id order. `format`: the file's; before /5 a tally's status was
@@ -454,6 +457,15 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
     c.withheld_samples = f["withheld_samples"].u64();
     c.first_withheld_sample = f["first_withheld_sample"].u64();
     c.withheld_reason = f["withheld_reason"].str();
+  }
+  // Draws the path's process lost (absent: none; files before the fields existed have none).
+  for (auto [lost, word] : {std::pair{&c.crashed, "crashed"}, std::pair{&c.timed_out, "timeout"}}) {
+    const std::string name = word;
+    if (!f.has((name + "_samples").c_str())) continue;
+    lost->samples = f[(name + "_samples").c_str()].u64();
+    lost->first_sample = f[("first_" + name + "_sample").c_str()].u64();
+    lost->reason = f[(name + "_reason").c_str()].str();
+    lost->replay = f[(name + "_replay").c_str()].str();
   }
   c.spec.mutant = f["mutant"].raw().is_null() ? Mutant::none : Parse(f["mutant"], parse_mutant);
   if (f.has("table")) {  // an external table: its fingerprint is part of the case's identity

@@ -253,6 +253,15 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
     j["first_withheld_sample"] = c.first_withheld_sample;
     j["withheld_reason"] = c.withheld_reason;
   }
+  // Draws the path's process lost: it died on them, or gave no answer in time (docs/plugins.md).
+  for (auto [lost, word] : {std::pair{&c.crashed, "crashed"}, std::pair{&c.timed_out, "timeout"}}) {
+    if (lost->samples == 0) continue;
+    const std::string name = word;
+    j[name + "_samples"] = lost->samples;
+    j["first_" + name + "_sample"] = lost->first_sample;
+    j[name + "_reason"] = lost->reason;
+    j[name + "_replay"] = lost->replay;
+  }
   j["mutant"] = c.spec.mutant == Mutant::none ? ordered_json(nullptr) : ordered_json(std::string(to_string(c.spec.mutant)));
   if (!c.spec.table_fingerprint.empty()) {  // an external table (fusediff gate): part of the case's identity
     j["table"] = {{"fingerprint", c.spec.table_fingerprint}, {"file", c.spec.table_file}, {"sha256", c.spec.table_sha256}};

@@ -11,7 +11,7 @@ namespace fusediff::reports {
 std::string ToJUnit(const RunResult& run) {
   size_t failures = 0, skipped = 0;
   for (const CaseResult& c : run.cases) {
-    failures += c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
+    failures += fails_run(c.verdict);
     skipped += c.verdict == Verdict::unsupported || c.verdict == Verdict::cross_convention;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -63,6 +63,18 @@ std::string ToJUnit(const RunResult& run) {
       out += fmt::format("      <skipped message=\"{}\"/>\n",
                          XmlEscape(fmt::format("{}; exact {:.3f} %, max |e| = {} LSB", c.reason, 100.0 * s.exact_fraction(),
                                          s.max_abs())));
+    } else if (c.verdict == Verdict::crashed || c.verdict == Verdict::timeout) {
+      // The path's process lost draws: the first one's replay line, and every kind of loss in the body.
+      const LostSamples& first = c.verdict == Verdict::crashed ? c.crashed : c.timed_out;
+      std::string body;
+      for (const LostSamples* lost : {&c.crashed, &c.timed_out}) {
+        if (lost->samples == 0) continue;
+        body += fmt::format("{} samples {} (first: sample {}): {}\n  fusediff replay '{}'\n", lost->samples,
+                            lost == &c.crashed ? "crashed" : "timed out", lost->first_sample, lost->reason, lost->replay);
+      }
+      out += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n",
+                         XmlEscape(fmt::format("{}; replay: fusediff replay '{}'", c.reason, first.replay)),
+                         to_string(c.verdict), XmlEscape(body));
     } else {
       std::string message = fmt::format("{}; max |e| = {} LSB (tolerance {})", c.reason, s.max_abs(), c.tolerance.max_abs_lsb);
       std::string body = c.reference_convention + "\n";

@@ -113,7 +113,8 @@ std::vector<std::pair<std::string, std::string>> ConventionRows(const CaseResult
 std::vector<std::pair<std::string, std::string>> ComparisonRows(const CaseResult& c) {
   std::vector<std::pair<std::string, std::string>> rows;
   if (c.fused_convention.empty() || c.fused_convention == c.reference_convention) {
-    if (c.implementation.empty() && c.unsupported_samples == 0) return rows;
+    if (c.implementation.empty() && c.unsupported_samples == 0 && c.crashed.samples == 0 && c.timed_out.samples == 0)
+      return rows;
   }
   rows.push_back({"comparison", std::string(to_string(c.spec.comparison))});
   rows.push_back({"reference runs", c.reference_convention});
@@ -122,6 +123,12 @@ std::vector<std::pair<std::string, std::string>> ComparisonRows(const CaseResult
   if (c.unsupported_samples > 0) {
     rows.push_back({"samples not compared", fmt::format("{} (first at sample {}): {}", c.unsupported_samples,
                                                         c.first_unsupported_sample, c.unsupported_sample_reason)});
+  }
+  for (const LostSamples* lost : {&c.crashed, &c.timed_out}) {
+    if (lost->samples == 0) continue;
+    rows.push_back({lost == &c.crashed ? "samples crashed" : "samples timed out",
+                    fmt::format("{} (first at sample {}): {}; fusediff replay '{}'", lost->samples, lost->first_sample,
+                                lost->reason, lost->replay)});
   }
   return rows;
 }
@@ -317,7 +324,7 @@ std::string ToHtml(const RunResult& run) {
       "td.name{text-align:left;word-break:break-all;max-width:420px}"
       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;font-size:13px}"
       "table.kv th,table.kv td{text-align:left}th{background:#f4f4f4}"
-      ".pass{color:#185}.fail,.nondeterministic{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect,.documented_behaviour{color:#a60}"
+      ".pass{color:#185}.fail,.nondeterministic,.crashed,.timeout{color:#b22;font-weight:bold}.unsupported{color:#777}.known_defect,.documented_behaviour{color:#a60}"
       "code{font-size:12px;word-break:break-all}section{border-top:2px solid #ddd;margin-top:2em}"
       "svg.plot{display:block;margin:.5em 0;border:1px solid #ddd}"
       "</style></head><body>\n";
@@ -497,7 +504,7 @@ std::string MdSummary(const RunResult& run) {
       ++unlisted;
       continue;
     }
-    const bool failing = c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
+    const bool failing = fails_run(c.verdict);
     out += MdCaseRow(MdCell(c.spec.name), failing ? "**" + std::string(to_string(c.verdict)) + "**" : std::string(to_string(c.verdict)),
                      c.stats.overall, std::to_string(c.tolerance.max_abs_lsb));
   }
@@ -514,7 +521,7 @@ std::string MdFailures(const RunResult& run) {
   std::string out;
   size_t shown = 0;
   for (const CaseResult& c : run.cases) {
-    if (c.verdict != Verdict::fail && c.verdict != Verdict::nondeterministic && c.verdict != Verdict::unsupported) continue;
+    if (!fails_run(c.verdict) && c.verdict != Verdict::unsupported) continue;
     if (out.empty()) out = "\n## Failing and unsupported cases\n\n| case | verdict | why |\n|---|---|---|\n";
     if (shown++ == kMarkdownCaseRows) break;
     out += fmt::format("| {} | {} | {} |\n", MdCell(c.spec.name), to_string(c.verdict), MdCell(Clip(c.reason, 240)));
@@ -539,7 +546,7 @@ std::string MdWorst(const RunResult& run) {
       if (w->sample.error != 0) all.push_back({&c, w});
     }
   }
-  const auto failing = [](const CaseResult* c) { return c->verdict == Verdict::fail || c->verdict == Verdict::nondeterministic; };
+  const auto failing = [](const CaseResult* c) { return fails_run(c->verdict); };
   std::stable_sort(all.begin(), all.end(), [&](const auto& a, const auto& b) {
     if (failing(a.first) != failing(b.first)) return failing(a.first);
     return run.gate ? false : std::llabs(a.second->sample.error) > std::llabs(b.second->sample.error);

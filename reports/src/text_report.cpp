@@ -101,6 +101,12 @@ std::string CaseLines(const RunResult& run, bool verbose) {
                          c.worst.empty() ? std::string()
                                          : fmt::format("; e={:+d}: fusediff replay '{}'", c.worst.front().sample.error,
                                                        c.worst.front().replay));
+    } else if (c.verdict == Verdict::crashed || c.verdict == Verdict::timeout) {
+      // The path's process lost draws: why, and the first lost sample's replay (each kind).
+      out += fmt::format("{}: {}: {}\n", c.spec.name, c.verdict == Verdict::crashed ? "CRASHED" : "TIMEOUT", c.reason);
+      for (const LostSamples* lost : {&c.crashed, &c.timed_out}) {
+        if (lost->samples > 0) out += fmt::format("  fusediff replay '{}'\n", lost->replay);
+      }
     } else if (c.verdict == Verdict::nondeterministic && !verbose) {
       // One line: why, and the first differing sample's replay (which shows every repetition).
       out += fmt::format("{}: NONDETERMINISTIC: {}{}\n", c.spec.name, c.reason,
@@ -280,13 +286,27 @@ std::string DispatchLine(const RunResult& run) {
   return out;
 }
 
+// A backend that declares its arithmetic (a plugin): the declaration beside the verdicts, because it is a claim.
+std::string DeclarationLine(const RunResult& run) {
+  std::string out;
+  for (const BackendProvenance& b : run.provenance.backends) {
+    const std::string declaration = provenance_value(run.provenance, b.backend, "declaration");
+    if (declaration.empty()) continue;
+    const std::string library = provenance_value(run.provenance, b.backend, "library");
+    out += fmt::format("{} {} declares {} (the verdicts judge that claim; another convention is a cross-convention "
+                       "measurement)\n", library.empty() ? b.backend : library,
+                       provenance_value(run.provenance, b.backend, "version"), declaration);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ClosingLine(const RunResult& run) {
   size_t passed = 0, failed = 0, unsupported = 0, crossed = 0, known_cases = 0, documented_cases = 0;
   for (const CaseResult& c : run.cases) {
     passed += c.verdict == Verdict::pass;
-    failed += c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic;
+    failed += fails_run(c.verdict);
     unsupported += c.verdict == Verdict::unsupported;
     crossed += c.verdict == Verdict::cross_convention;
     known_cases += c.verdict == Verdict::known_defect;
@@ -308,6 +328,7 @@ std::string RenderTable(const RunResult& run, const TableOptions& options) {
   out += LedgerLines(run, options.all || options.verbose, options.verbose);
   out += AttributionLines(run, options.all, options.verbose);
   out += DispatchLine(run);
+  out += DeclarationLine(run);
   return out + options.before_closing + ClosingLine(run);
 }
 

@@ -1,6 +1,7 @@
 // Linked into every test executable: the backends the CLI registers (harness/cli/src/backends.cpp), registered
 // before any test runs, for the tests that reach the model, the driver or a path without the CLI.
 #include "fusediff/fused/fused_path.h"
+#include "fusediff/fused/plugin_backend.h"
 #include "fusediff/model/backend.h"
 #if FUSEDIFF_HAVE_ONEDNN
 #include "fusediff/fused/onednn_kernel.h"
@@ -18,6 +19,7 @@ const bool kRegistered = [] {
 #if FUSEDIFF_HAVE_XNNPACK
   fusediff::RegisterBackend(fusediff::fused::xnnpack::XnnpackBackend());
 #endif
+  fusediff::RegisterBackend(fusediff::fused::plugin::PluginBackend());
   return true;
 }();
 }  // namespace

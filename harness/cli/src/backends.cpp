@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fusediff/fused/fused_path.h"
+#include "fusediff/fused/plugin_backend.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/tables/known_defects_file.h"
 #if FUSEDIFF_HAVE_ONEDNN
@@ -23,6 +24,7 @@ void RegisterBackends() {
 #if FUSEDIFF_HAVE_XNNPACK
   RegisterBackend(fused::xnnpack::XnnpackBackend());
 #endif
+  RegisterBackend(fused::plugin::PluginBackend());
 }
 
 KnownDefectLedger BackendLedgers() {

@@ -23,7 +23,8 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   const std::vector<Command> commands = {AddRunCommand(app),     AddReplayCommand(app),  AddReportCommand(app),
                                          AddCompareCommand(app), AddMergeCommand(app),   AddMutantsCommand(app),
                                          AddTableCommand(app),   AddGateCommand(app),    AddPatternsCommand(app),
-                                         AddBisectCommand(app),  AddExportOnnxCommand(app)};
+                                         AddBisectCommand(app),  AddExportOnnxCommand(app),
+                                         AddPluginHostCommand(app), AddExportDrawsCommand(app)};
 
   return RunApp(app, commands, version, args, out, err);
 }

@@ -10,6 +10,7 @@
 #include "command.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/mutant_search.h"
+#include "fusediff/model/errors.h"
 #include "fusediff/model/mutants.h"
 #include "fusediff/reports/reports.h"
 
@@ -70,6 +71,12 @@ int DoMutants(const MutantsArgs& a, std::ostream& out) {
   if (!a.fused.empty()) {
     CaseSpec path;
     parse_fused_path(a.fused, "--fused", path);
+    // The catalog's mutants are injected by a backend into its own paths; a path whose word carries an argument (a
+    // plugin) runs as built, so there is nothing to inject into.
+    if (!path.backend_arg.empty()) {
+      throw InputError("--fused " + a.fused + ": fusediff injects its mutants into the paths it builds; this one runs "
+                       "as built (a plugin: show its bugs as examples/plugins/wrong_scale_plugin.c does, docs/plugins.md)");
+    }
     options.backend = path.backend;
   }
   std::vector<Mutant> mutants;

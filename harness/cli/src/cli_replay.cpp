@@ -1,10 +1,12 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/driver.h"
+#include "fusediff/model/backend.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/table.h"
 #include "fusediff/reports/reports.h"
@@ -47,6 +49,10 @@ Command AddReplayCommand(CLI::App& app) {
   return Command{replay, [replay_string](const CommandContext& ctx) {
                    ReplayKey key = parse_replay(*replay_string);
                    LoadReplayTable(key);
+                   // What stood behind the path word then and now (a plugin's version, its draw limits).
+                   std::vector<std::string> warnings;
+                   BackendOf(key.spec, "replay.fused").CheckReplayFacts(key.spec, &warnings);
+                   for (const std::string& w : warnings) ctx.err << "fusediff: warning: " << w << "\n";
                    ctx.out << reports::RenderReplay(driver::Replay(key));
                    return kExitPass;
                  }};

@@ -12,6 +12,7 @@
 #include "fusediff/model/mutants.h"
 #include "fusediff/cli/cli.h"
 #include "fusediff/driver/driver.h"
+#include "fusediff/driver/mutant_search.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/reports/reports.h"
@@ -19,6 +20,7 @@
 #include "isa_matrix.h"
 #include "backends.h"
 #include "fusediff/model/backend.h"
+#include "fusediff/fused/plugin_subprocess.h"
 #include "progress.h"
 #include "sharding.h"
 
@@ -68,7 +70,22 @@ struct RunArgs {
   size_t worst = 10;
   uint32_t repeat = 0;  // 0: the path's default (driver::RunOptions::repeat)
   bool timing = false;
+  bool isolate = false;       // plugin:PATH.so in a child (isolate:PATH.so)
+  double plugin_timeout = 0;  // seconds per batch of a plugin child; 0: the default
 };
+
+// --isolate and --plugin-timeout: the plugin's word and the subprocess transport's deadline (docs/plugins.md).
+void ApplyPluginFlags(RunArgs& a) {
+  if (a.plugin_timeout > 0) {
+    fused::plugin::subprocess_settings().batch_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(a.plugin_timeout * 1000));
+  }
+  if (!a.isolate) return;
+  if (a.fused.rfind("plugin:", 0) != 0) {
+    throw InputError("--isolate: runs a plugin:PATH.so[,key=value...] in a child; --fused is '" + a.fused + "'");
+  }
+  a.fused = "isolate:" + a.fused.substr(7);
+}
 
 // --isa: the cases of --fused's backend once per dispatch cap, each cap in its own process (a backend reads its
 // cap once, at its first dispatch).
@@ -89,6 +106,25 @@ int RunIsa(const RunArgs& a, const std::vector<std::string>& args, std::ostream&
   if (!a.csv.empty() || !a.junit.empty()) throw InputError("--isa: writes --json only (the matrix), not --csv or --junit");
   if (!a.json.empty()) CheckOutputPath(a.json, "--json");
   return RunIsaMatrix(*backend, a.fused, caps, args, a.json, out, err);
+}
+
+// The first few failed cases' worst samples, each shrunk to a minimal draw through the case's own path (a plugin's
+// included), with a replay line of the shrunk draw. A few: each shrink re-runs both sides tens of times.
+void PrintShrunkFailures(const RunResult& run, std::ostream& out) {
+  constexpr int kMaxShrunk = 3;
+  int shrunk_count = 0;
+  for (const CaseResult& c : run.cases) {
+    if (shrunk_count == kMaxShrunk) break;
+    if (c.verdict != Verdict::fail) continue;
+    const std::optional<driver::ShrunkFailure> shrunk = driver::ShrinkWorstSample(c, run.seed);
+    if (!shrunk) continue;
+    ++shrunk_count;
+    const driver::Counterexample& x = shrunk->counterexample;
+    const size_t elements = pattern_output_geometry(x.spec.pattern, x.sample.conv).elements();
+    out << fmt::format("shrunk {}: {} output element{} ({}), e={:+d} (y_ref={}, y_fused={})\n  fusediff replay '{}'\n",
+                       c.spec.name, elements, elements == 1 ? "" : "s", describe(x.sample.conv),
+                       int64_t{x.y_fused} - x.y_reference, x.y_reference, x.y_fused, shrunk->replay);
+  }
 }
 
 int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -113,6 +149,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
       suite.table_kind = path.table_kind;
     } else {
       suite.backend = path.backend;
+      suite.backend_arg = path.backend_arg;
     }
   }
   suite.mutant = parse_mutant(a.mutant, "--mutant");
@@ -200,6 +237,7 @@ int DoRun(const RunArgs& a, const std::vector<std::string>& args, std::ostream& 
                                      samples_before_case / std::max(seconds, 1e-9),
                                      shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count) : "");
   out << reports::RenderTable(run, table);
+  PrintShrunkFailures(run, out);
   if (!a.json.empty()) reports::WriteFileAtomically(a.json, reports::ResultsText(run));
   if (!a.csv.empty()) reports::WriteFileAtomically(a.csv, reports::ToCsv(run));
   if (!a.junit.empty()) reports::WriteFileAtomically(a.junit, reports::ToJUnit(run));
@@ -288,7 +326,17 @@ Command AddRunCommand(CLI::App& app) {
                   "(default knee=1,saturation=1,quant_boundary=2,bulk=1; bulk=1 alone is uniform)");
   run->add_flag("--exhaustive", a->exhaustive,
                 "Add a thresholds case per convention: every requantization tie +-1 for each channel multiplier");
-  return Command{run, [a](const CommandContext& ctx) { return DoRun(*a, ctx.args, ctx.out, ctx.err); }};
+  run->add_flag("--isolate", a->isolate,
+                "Run the plugin:PATH.so of --fused in a child (fusediff plugin-host): a crash or a hang in it becomes "
+                "a crashed or timeout verdict with its replay line (the path word becomes isolate:PATH.so)");
+  run->add_option("--plugin-timeout", a->plugin_timeout,
+                  "Seconds one batch of a plugin child may take before it is killed and its draws are timeout "
+                  "(exec:, isolate:; default 60, or FUSEDIFF_PLUGIN_TIMEOUT)")
+      ->check(CLI::PositiveNumber);
+  return Command{run, [a](const CommandContext& ctx) {
+                   ApplyPluginFlags(*a);
+                   return DoRun(*a, ctx.args, ctx.out, ctx.err);
+                 }};
 }
 
 }  // namespace fusediff::cli

@@ -33,6 +33,8 @@ Command AddGateCommand(CLI::App& app);
 Command AddPatternsCommand(CLI::App& app);  // `patterns --list`
 Command AddBisectCommand(CLI::App& app);      // `bisect MODEL.onnx` (cli_bisect.cpp)
 Command AddExportOnnxCommand(CLI::App& app);  // `export-onnx` (cli_bisect.cpp)
+Command AddPluginHostCommand(CLI::App& app);   // `plugin-host PATH.so` (cli_plugin_host.cpp)
+Command AddExportDrawsCommand(CLI::App& app);  // `export-draws DIR` (cli_plugin_host.cpp)
 
 // Parses `args` with `app` (its subcommands those of `commands`) and runs the chosen one: help and version on `out`,
 // a parse error or InputError as one line on `err` and exit 2, an internal error exit 3. `version`: the --version

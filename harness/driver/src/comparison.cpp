@@ -1,5 +1,7 @@
 #include "comparison.h"
 
+#include <climits>
+
 #include "fusediff/generators/targets.h"
 #include "fusediff/model/errors.h"
 
@@ -40,8 +42,15 @@ std::unique_ptr<DrawComparison> DrawComparison::Create(const CaseSpec& spec, Tab
     c->declared_ = std::make_unique<reference::GraphReference>(spec.pattern, declared, nullptr, knee_scale);
   }
   generators::ConvShapeLimits base;
-  base.full_range_weights = c->path_->weight_range() == WeightRange::full;
-  base.max_batch = c->path_->max_batch();
+  const DrawLimits path_limits = c->path_->draw_limits();
+  base.full_range_weights = path_limits.weights == WeightRange::full;
+  base.max_batch = path_limits.max_batch;
+  base.max_spatial = path_limits.max_spatial;
+  base.max_channels = path_limits.max_channels;
+  base.max_kernel = path_limits.max_kernel;
+  base.max_stride = path_limits.max_stride;
+  base.max_dilation = path_limits.max_dilation;
+  if (!path_limits.transposed) base.transposed_share = 0;
   base.draw_formulations = c->path_->draws_formulations();
   c->limits_ = generators::PatternDrawLimits(spec.pattern, base);
   for (const auto& [key, value] : c->backend_->provenance()) {
@@ -104,15 +113,39 @@ std::optional<QuantType> DrawComparison::key_type() const {
   return keyed_boundary(spec_.pattern, reference_convention_).type;
 }
 
+std::vector<BatchedRun> DrawComparison::RunBatch(std::span<const PatternDraw> draws) {
+  // Every output starts as a code no type holds, so that an element the path never wrote cannot pass as an answer.
+  constexpr int32_t kPoison = INT32_MIN;
+  std::vector<BatchedRun> runs(draws.size());
+  std::vector<std::span<int32_t>> y(draws.size());
+  std::vector<DrawOutcome> outcomes(draws.size());
+  for (size_t i = 0; i < draws.size(); ++i) {
+    runs[i].y.assign(pattern_output_geometry(spec_.pattern, draws[i].conv).elements(), kPoison);
+    y[i] = runs[i].y;
+  }
+  path_->set_repetition(0);
+  path_->RunBatch(draws, y, outcomes);
+  for (size_t i = 0; i < draws.size(); ++i) runs[i].outcome = std::move(outcomes[i]);
+  return runs;
+}
+
 bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected,
-                             uint32_t repeat) {
+                             uint32_t repeat, const BatchedRun* batched) {
   if (repeat == 0) throw InputError("repeat: expected at least 1");
   const size_t n = pattern_output_geometry(spec_.pattern, draw.conv).elements();
-  std::vector<int32_t> y_fused(n, 0);
-  path_->set_repetition(0);
-  const bool ran = path_->Run(draw, y_fused, rejected);
+  std::vector<int32_t> y_fused;
+  bool ran = false;
+  if (batched) {
+    ran = batched->outcome.status == DrawOutcome::Status::ok;
+    if (ran) y_fused = batched->y;
+    else if (rejected) *rejected = batched->outcome.reason;
+  } else {
+    y_fused.assign(n, 0);
+    path_->set_repetition(0);
+    ran = path_->Run(draw, y_fused, rejected);
+  }
   paired_ = PairedOutcome{};
-  RunInfo info = path_->last_run();
+  RunInfo info = batched ? RunInfo{} : path_->last_run();
   if (!info.paired_dimension.empty()) {
     paired_.dimension = std::move(info.paired_dimension);
     paired_.values = std::move(info.paired_values);

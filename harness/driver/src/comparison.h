@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct PairedOutcome {
 // with *why where unsupported; InputError where no registered backend offers the case's path.
 std::unique_ptr<FusedPath> CreateFusedPath(const CaseSpec& spec, std::string* why);
 
+// A draw the fused path already ran in a batch (FusedPath::RunBatch): its output and what became of it.
+struct BatchedRun {
+  std::vector<int32_t> y;
+  DrawOutcome outcome;
+};
+
 class DrawComparison {
  public:
   // Null with *why set when the case's path cannot run it. `tables`: the caller's cache (null: its own).
@@ -58,7 +65,11 @@ class DrawComparison {
   // element of the final tensor, in its NHWC order, with repetition 0's output; where the repetitions differ the
   // sample lists all of them. `paired()` then holds the draw's paired formulations, if the path ran any (also
   // when it rejected the draw).
-  bool Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected, uint32_t repeat = 1);
+  // `batched`: the path's first run of the draw came from a batch (the path is not run again for it).
+  bool Compare(const PatternDraw& draw, std::vector<ComparedSample>& out, std::string* rejected, uint32_t repeat = 1,
+               const BatchedRun* batched = nullptr);
+  // Runs draws through the path's RunBatch (repetition 0), each output poisoned first, for Compare.
+  std::vector<BatchedRun> RunBatch(std::span<const PatternDraw> draws);
   const PairedOutcome& paired() const { return paired_; }
   // Repetitions of each draw for `requested` (--repeat; unset: 2 for a repeatable path): 1 for a path that
   // cannot tell anything from a second run (the built-in kernels).

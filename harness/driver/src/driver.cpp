@@ -124,6 +124,8 @@ struct Partial {
   uint64_t withheld_samples = 0;
   uint64_t first_withheld_sample = UINT64_MAX;
   std::string withheld_reason;
+  // Samples of draws the path's process lost (it crashed, or gave no answer in time): they fail the case.
+  LostSamples crashed, timed_out;
   // Per ledger entry whose conditions a draw met (by index into the ledger): its tally.
   std::map<size_t, KnownDefectTally> known;
   // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
@@ -220,6 +222,8 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
       result.first_withheld_sample = p.first_withheld_sample;
       result.withheld_reason = p.withheld_reason;
     }
+    result.crashed.merge(p.crashed);
+    result.timed_out.merge(p.timed_out);
   }
   if (!key) return;
   // A code's range over all workers, then as CodeErrors: covered, with the range [min, max] of its errors unless
@@ -307,14 +311,33 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   const uint32_t repeat = comparison->repetitions(options.repeat);
   result.repeat = repeat;
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
-  const auto next = [&] { return draws.next(); };
-  const auto work = [&](const detail::DrawBatch& batch, Partial& partial) -> uint64_t {
-    const PatternDraw draw = comparison->Draw(options.seed, stream, batch.draw);
+  // A path that takes draws in batches (FusedPath::preferred_batch) gets blocks of them, in the same order.
+  const size_t block = std::max<size_t>(1, comparison->path().preferred_batch());
+  const auto next = [&]() -> std::optional<std::vector<detail::DrawBatch>> {
+    std::vector<detail::DrawBatch> batches;
+    while (batches.size() < block) {
+      std::optional<detail::DrawBatch> batch = draws.next();
+      if (!batch) break;
+      batches.push_back(*batch);
+    }
+    if (batches.empty()) return std::nullopt;
+    return batches;
+  };
+  const auto compare = [&](const detail::DrawBatch& batch, const PatternDraw& draw, const detail::BatchedRun* batched,
+                           Partial& partial) -> uint64_t {
+    if (batched && (batched->outcome.status == DrawOutcome::Status::crashed ||
+                    batched->outcome.status == DrawOutcome::Status::timeout)) {
+      // Lost: the path's process died or hung on the draw (a plugin child). Counted, never compared; fails the case.
+      LostSamples& lost =
+          batched->outcome.status == DrawOutcome::Status::crashed ? partial.crashed : partial.timed_out;
+      lost.add(batch.first, batch.take, batched->outcome.reason);
+      return 0;
+    }
     std::vector<detail::ComparedSample> samples;
     std::string rejected;
-    const bool compared = comparison->Compare(draw, samples, &rejected, repeat);
+    const bool compared = comparison->Compare(draw, samples, &rejected, repeat, batched);
     RecordPaired(partial.stats.paired, comparison->paired(), batch.take);
-    if (!compared && !comparison->path().last_run().withheld.empty()) {
+    if (!compared && !batched && !comparison->path().last_run().withheld.empty()) {
       // Not executed: the library would crash on the draw. A ledger entry of model not_executed whose conditions
       // the draw meets counts it (withheld, explained); otherwise the case fails. Never unsupported.
       const RunInfo info = comparison->path().last_run();
@@ -354,7 +377,9 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       partial.unsupported_samples += batch.take;
       return 0;
     }
-    const RunInfo info = comparison->path().last_run();  // attribution: empty for the built-in paths
+    // Attribution: empty for the built-in paths; a batched draw's from its outcome.
+    RunInfo info = batched ? RunInfo{} : comparison->path().last_run();
+    if (batched) info.implementation = batched->outcome.implementation;
     // The formulation the library ran (a path may answer with another than the drawn one: a library path's extended
     // input where the negative padding is refused).
     const Formulation used_formulation =
@@ -452,7 +477,20 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     }
     return batch.take;
   };
-  const bool finished = ForEachBatch<detail::DrawBatch>(options, partials, next, work);
+  const auto work = [&](const std::vector<detail::DrawBatch>& batches, Partial& partial) -> uint64_t {
+    if (block == 1) {
+      const detail::DrawBatch& batch = batches.front();
+      return compare(batch, comparison->Draw(options.seed, stream, batch.draw), nullptr, partial);
+    }
+    std::vector<PatternDraw> drawn;
+    drawn.reserve(batches.size());
+    for (const detail::DrawBatch& batch : batches) drawn.push_back(comparison->Draw(options.seed, stream, batch.draw));
+    const std::vector<detail::BatchedRun> runs = comparison->RunBatch(drawn);
+    uint64_t compared = 0;
+    for (size_t i = 0; i < batches.size(); ++i) compared += compare(batches[i], drawn[i], &runs[i], partial);
+    return compared;
+  };
+  const bool finished = ForEachBatch<std::vector<detail::DrawBatch>>(options, partials, next, work);
   MergePartials(result, partials, key);
   if (!finished) result.complete = false;
   result.implementation = join_implementations(comparison->path().implementations());

@@ -13,6 +13,7 @@
 #include "fusediff/model/tolerance.h"
 #include "fusediff/reference/reference.h"
 #include "comparison.h"
+#include "conv_draws.h"
 #include "table_cache.h"
 
 namespace fusediff::driver {
@@ -501,6 +502,30 @@ Counterexample Shrink(const Counterexample& failing) {
   best.y_reference = y_ref;
   best.y_fused = y_fused;
   return best;
+}
+
+std::optional<ShrunkFailure> ShrinkWorstSample(const CaseResult& result, uint64_t seed) {
+  const CaseSpec& spec = result.spec;
+  if (result.verdict != Verdict::fail || spec.source != SampleSource::conv || result.worst.empty()) return std::nullopt;
+  std::string why;
+  const std::unique_ptr<detail::DrawComparison> comparison = detail::DrawComparison::Create(spec, nullptr, &why);
+  if (!comparison) return std::nullopt;
+  const WorstCase& worst = result.worst.front().sample;
+  const uint64_t stream = case_stream_id(spec);
+  const generators::SampleLocation at =
+      detail::LocatePatternSample(seed, stream, worst.sample, comparison->limits(), spec.pattern);
+  const std::optional<Formulation> formulation =
+      worst.formulation.empty() ? std::nullopt : std::optional(parse_formulation(worst.formulation, "worst.formulation"));
+  const PatternDraw draw = comparison->Draw(seed, stream, at.draw, formulation);
+  Counterexample failing{spec, ExplicitConv{draw.conv, draw.input, at.element, draw.stages, formulation}, worst.y_ref,
+                         worst.y_fused, result.tolerance.max_abs_lsb};
+  if (!StillFails(failing)) return std::nullopt;
+  ShrunkFailure shrunk{Shrink(failing), {}};
+  ReplayKey key;
+  key.spec = shrunk.counterexample.spec;
+  key.explicit_conv = shrunk.counterexample.sample;
+  shrunk.replay = format_replay(key);
+  return shrunk;
 }
 
 MutantReport EvaluateMutant(Mutant mutant, const MutantSearchOptions& options) {

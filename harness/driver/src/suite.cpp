@@ -18,12 +18,14 @@ namespace {
 std::vector<CaseSpec> BackendSuite(const SuiteOptions& options) {
   CaseSpec path;
   path.backend = *options.backend;
+  path.backend_arg = options.backend_arg;
   const Backend& backend = BackendOf(path, "--fused");
   SuiteOptions graphs = options;
   graphs.backend.reset();
+  graphs.backend_arg.clear();
   std::vector<CaseSpec> suite;
   for (const CaseSpec& graph_case : BuildSuite(graphs)) {
-    for (CaseSpec& spec : backend.SuiteCases(graph_case, *options.backend)) suite.push_back(std::move(spec));
+    for (CaseSpec& spec : backend.SuiteCases(graph_case, path)) suite.push_back(std::move(spec));
   }
   if (suite.empty()) throw InputError("--fused " + fused_path_name(path) + ": its backend takes none of these cases");
   return suite;

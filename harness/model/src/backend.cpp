@@ -36,6 +36,8 @@ std::string JoinOr(const std::vector<std::string>& items) {
 }
 }  // namespace
 
+bool Backend::ClaimsWord(std::string_view word) const { return Contains(words(), word); }
+
 void RegisterBackend(const Backend& backend) {
   std::vector<const Backend*>& registry = Registry();
   if (std::find(registry.begin(), registry.end(), &backend) != registry.end()) return;
@@ -103,7 +105,7 @@ bool BackendImplements(const Backend& backend, const Pattern& pattern, std::stri
   return true;
 }
 
-std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& builtin_case, std::string_view path) {
+std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& builtin_case, const CaseSpec& path) {
   const CaseSpec& c = builtin_case;
   if (c.backend != kBuiltInPath || c.source != SampleSource::conv || c.comparison != Comparison::same_convention ||
       c.fusion != Fusion::keep_all || !BackendImplements(backend, c.pattern, nullptr)) {
@@ -111,7 +113,8 @@ std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& 
   }
   CaseSpec spec = c;
   const std::string old_word = Dotted(fused_path_name(c));
-  spec.backend = std::string(path);
+  spec.backend = path.backend;
+  spec.backend_arg = path.backend_arg;
   spec.table.reset();
   // The case's name with this path's word for the built-in one ("relu.int8.lut.conv" -> "relu.int8.WORD.conv"), or
   // with the word appended where the name has none (the pattern cases').
@@ -122,6 +125,33 @@ std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& 
     spec.name += fused_path_name(spec);
   }
   return {spec};
+}
+
+}  // namespace fusediff
+
+namespace fusediff {
+
+std::string_view to_string(DrawOutcome::Status s) {
+  switch (s) {
+    case DrawOutcome::Status::ok: return "ok";
+    case DrawOutcome::Status::rejected: return "rejected";
+    case DrawOutcome::Status::crashed: return "crashed";
+    case DrawOutcome::Status::timeout: return "timeout";
+  }
+  return "?";
+}
+
+void FusedPath::RunBatch(std::span<const PatternDraw> draws, std::span<const std::span<int32_t>> y,
+                         std::span<DrawOutcome> outcomes) {
+  for (size_t i = 0; i < draws.size(); ++i) {
+    DrawOutcome& o = outcomes[i];
+    o = DrawOutcome{};
+    if (!Run(draws[i], y[i], &o.reason)) {
+      o.status = DrawOutcome::Status::rejected;
+      continue;
+    }
+    o.implementation = last_run().implementation;
+  }
 }
 
 }  // namespace fusediff

@@ -1,6 +1,7 @@
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/mutants.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <string>
@@ -39,9 +40,7 @@ namespace {
 // The registered backend whose words include `text`; null where none claims it.
 const Backend* BackendOfWord(std::string_view text) {
   for (const Backend* backend : RegisteredBackends()) {
-    for (const std::string& word : backend->words()) {
-      if (word == text) return backend;
-    }
+    if (backend->ClaimsWord(text)) return backend;
   }
   return nullptr;
 }
@@ -58,7 +57,12 @@ void parse_fused_path(std::string_view text, std::string_view field, CaseSpec& s
 }
 
 void read_fused_path(std::string_view text, CaseSpec& spec) {
-  if (BackendOfWord(text)) return parse_fused_path(text, "fused", spec);
+  // A word with an argument (a plugin's "plugin:PATH.so") names something outside fusediff that may be gone when
+  // results are read back: kept as it is, like a word no backend claims.
+  if (const Backend* backend = BackendOfWord(text)) {
+    const std::vector<std::string> words = backend->words();
+    if (std::find(words.begin(), words.end(), text) != words.end()) return parse_fused_path(text, "fused", spec);
+  }
   if (text.empty()) throw InputError("fused: expected a fused path's word");
   spec.table_kind = TableKind::lut;
   spec.backend = std::string(text);
@@ -360,16 +364,25 @@ std::string EncodeExplicit(const ExplicitConv& e, const Pattern& p) {
 }
 }  // namespace
 
+namespace {
+// ";KEY=VALUE" for each of the path's facts (model/backend.h ReplayFactKeys), the values percent-encoded.
+std::string BackendFactFields(const CaseSpec& spec) {
+  std::string out;
+  for (const auto& [name, value] : spec.backend_facts) out.append(";").append(name).append("=").append(PercentEncode(value));
+  return out;
+}
+}  // namespace
+
 std::string format_replay(const ReplayKey& key) {
   const std::string repeat = key.repeat > 0 ? ";repeat=" + std::to_string(key.repeat) : std::string();
   if (key.explicit_conv) {
     return "fusediff-replay/2;name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-           ";mutant=" + std::string(to_string(key.spec.mutant)) + EncodeExplicit(*key.explicit_conv, key.spec.pattern) +
-           repeat;
+           ";mutant=" + std::string(to_string(key.spec.mutant)) + BackendFactFields(key.spec) +
+           EncodeExplicit(*key.explicit_conv, key.spec.pattern) + repeat;
   }
   std::string text = "fusediff-replay/1;seed=" + std::to_string(key.seed) + ";sample=" + std::to_string(key.sample) +
                      ";name=" + key.spec.name + ";" + CanonicalFields(key.spec) +
-                     ";mutant=" + std::string(to_string(key.spec.mutant));
+                     ";mutant=" + std::string(to_string(key.spec.mutant)) + BackendFactFields(key.spec);
   // The table itself cannot travel in a replay string: its fingerprint, file and digest name it.
   if (const std::string fingerprint = ExternalTableFingerprint(key.spec); !fingerprint.empty()) {
     text += ";table=" + fingerprint;
@@ -501,6 +514,13 @@ void ParseCaseFields(ReplayFields& fields, CaseSpec& s) {
   s.mutant = parse_mutant(fields.take("mutant"), "replay.mutant");
   if (fields.has("pattern")) ParsePatternFields(fields, s);
   if (fields.has("fusion")) s.fusion = parse_fusion(fields.take("fusion"), "replay.fusion");
+  // What stood behind the path word (a plugin's name, version, options and draw limits): kept for its backend to
+  // check (Backend::CheckReplayFacts).
+  if (const Backend* backend = FindBackend(s.backend)) {
+    for (const std::string& name : backend->ReplayFactKeys()) {
+      if (fields.has(name)) s.backend_facts.emplace_back(name, PercentDecode(fields.take(name), "replay." + name));
+    }
+  }
 }
 
 // ";repeat=K", 1 to 64.

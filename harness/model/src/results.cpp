@@ -8,23 +8,48 @@
 namespace fusediff {
 
 namespace {
-constexpr detail::Names<Verdict, 7> kVerdicts{{{"pass", Verdict::pass},
+constexpr detail::Names<Verdict, 9> kVerdicts{{{"pass", Verdict::pass},
                                                {"fail", Verdict::fail},
                                                {"unsupported", Verdict::unsupported},
                                                {"cross_convention", Verdict::cross_convention},
                                                {"known_defect", Verdict::known_defect},
                                                {"nondeterministic", Verdict::nondeterministic},
-                                               {"documented_behaviour", Verdict::documented_behaviour}}};
+                                               {"documented_behaviour", Verdict::documented_behaviour},
+                                               {"crashed", Verdict::crashed},
+                                               {"timeout", Verdict::timeout}}};
 }  // namespace
 
 std::string_view to_string(Verdict v) { return detail::NameOf(v, kVerdicts); }
 
+bool fails_run(Verdict v) {
+  return v == Verdict::fail || v == Verdict::nondeterministic || v == Verdict::crashed || v == Verdict::timeout;
+}
+
 bool RunResult::any_failure() const {
   if (gate && !gate->illegal_fusion.empty()) return true;
   for (const CaseResult& c : cases) {
-    if (c.verdict == Verdict::fail || c.verdict == Verdict::nondeterministic) return true;
+    if (fails_run(c.verdict)) return true;
   }
   return false;
+}
+
+void LostSamples::add(uint64_t first, uint64_t count, const std::string& why) {
+  if (count == 0) return;
+  if (samples == 0 || first < first_sample) {
+    first_sample = first;
+    reason = why;
+  }
+  samples += count;
+}
+
+void LostSamples::merge(const LostSamples& part) {
+  if (part.samples == 0) return;
+  if (samples == 0 || part.first_sample < first_sample) {
+    first_sample = part.first_sample;
+    reason = part.reason;
+    replay = part.replay;
+  }
+  samples += part.samples;
 }
 
 uint64_t compared_samples(const CaseResult& c) {
@@ -102,6 +127,9 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
       explained_samples(result, LedgerKind::known_defect) + withheld_samples(result, LedgerKind::known_defect);
   const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour) +
                               withheld_samples(result, LedgerKind::documented_behaviour);
+  for (LostSamples* lost : {&result.crashed, &result.timed_out}) {
+    lost->replay = lost->samples > 0 ? replay(WorstCase{.sample = lost->first_sample}, 0) : std::string();
+  }
   if (result.verdict == Verdict::unsupported) return;
   if (result.table_readback && result.table_readback->mismatches > 0) {  // checked before any draw ran
     const TableReadback& t = *result.table_readback;
@@ -110,6 +138,19 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
                     std::to_string(t.codes) + " input codes (first: input code " + std::to_string(t.first_code) +
                     ": library " + std::to_string(t.first_library) + ", declared " +
                     std::to_string(t.first_declared) + "); no draw ran";
+    return;
+  }
+  // A lost draw fails the case whatever else was compared: the path's process died or hung on it.
+  if (result.crashed.samples > 0 || result.timed_out.samples > 0) {
+    const bool crashed = result.crashed.samples > 0;
+    const LostSamples& lost = crashed ? result.crashed : result.timed_out;
+    result.verdict = crashed ? Verdict::crashed : Verdict::timeout;
+    result.reason = std::to_string(lost.samples) + (crashed ? " samples crashed: " : " samples timed out: ") +
+                    lost.reason + " (first: sample " + std::to_string(lost.first_sample) + ")";
+    if (crashed && result.timed_out.samples > 0) {
+      result.reason += "; " + std::to_string(result.timed_out.samples) + " samples timed out (first: sample " +
+                       std::to_string(result.timed_out.first_sample) + ")";
+    }
     return;
   }
   if (result.stats.nondeterministic > 0) {
@@ -200,7 +241,8 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   }
   if (!unsupported_as_a_whole(into) && into.verdict == Verdict::unsupported)
     into.verdict = Verdict::pass;                                               // recomputed
-  if (into.verdict == Verdict::nondeterministic) into.verdict = Verdict::pass;  // recomputed from the merged counts
+  if (into.verdict == Verdict::nondeterministic || into.verdict == Verdict::crashed || into.verdict == Verdict::timeout)
+    into.verdict = Verdict::pass;  // recomputed from the merged counts
   into.stats.merge(part.stats);
   into.per_code.merge(part.per_code);
   // A per-code table is the same in every part (its escalations too); an f32 intermediate counts per sample.
@@ -222,6 +264,8 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
     into.withheld_reason = part.withheld_reason;
   }
   into.withheld_samples += part.withheld_samples;
+  into.crashed.merge(part.crashed);
+  into.timed_out.merge(part.timed_out);
   merge_known_defects(into.known_defects, part.known_defects);
   if (into.table_readback != part.table_readback) {  // one table per case: every part reads the same back
     throw InputError("case '" + into.spec.name + "': the parts read back different tables");

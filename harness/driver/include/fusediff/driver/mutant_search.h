@@ -10,6 +10,7 @@
 
 #include "fusediff/model/case_spec.h"
 #include "fusediff/model/mutants.h"
+#include "fusediff/model/results.h"
 
 namespace fusediff::driver {
 
@@ -51,6 +52,15 @@ Counterexample Shrink(const Counterexample& failing);
 
 // Re-runs an explicit sample: {y_reference, y_fused}.
 std::pair<int32_t, int32_t> EvaluateExplicit(const CaseSpec& spec, const ExplicitConv& sample);
+
+// The worst sample of a failed conv-source case (`fusediff run`), regenerated from its seed and shrunk (Shrink)
+// through the case's own path, with the v2 replay string of the shrunk sample; nullopt where the case is not a
+// conv-source failure with a worst sample, or the sample no longer fails when run again.
+struct ShrunkFailure {
+  Counterexample counterexample;
+  std::string replay;
+};
+std::optional<ShrunkFailure> ShrinkWorstSample(const CaseResult& result, uint64_t seed);
 
 struct MutantReport {
   Mutant mutant = Mutant::none;

@@ -40,7 +40,7 @@ struct ConventionNames {
 
 class Backend;
 // The default of Backend's SuiteCases (below).
-std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& builtin_case, std::string_view path);
+std::vector<CaseSpec> DefaultSuiteCases(const Backend& backend, const CaseSpec& builtin_case, const CaseSpec& path);
 
 class Backend {
  public:
@@ -53,10 +53,19 @@ class Backend {
   // two directions: SelectPath sets spec.backend (and anything the word implies) for one of words(); PathWord is
   // the word of spec's path.
   virtual std::vector<std::string> words() const = 0;
+  // Whether `word` names one of its paths: one of words() by default. A backend whose words carry an argument
+  // (a plugin's "plugin:PATH.so,key=value") claims every word of its form; words() then shows the form.
+  virtual bool ClaimsWord(std::string_view word) const;
   virtual void SelectPath(std::string_view word, CaseSpec& spec) const = 0;
   virtual std::string PathWord(const CaseSpec& spec) const = 0;
   // The word the sample key carries: paths that compare one graph with the same draws share it.
   virtual std::string SampleWord(const CaseSpec& spec) const { return PathWord(spec); }
+  // The replay fields that name what stands behind a path word beyond the word itself (a plugin's name, version,
+  // options digest and draw limits: CaseSpec::backend_facts), in the order a replay line writes them; parse_replay
+  // keeps those it finds in backend_facts. CheckReplayFacts compares a replay line's facts with what the word names
+  // now: a difference that changes the draws is an InputError; one that does not (another version) is a warning.
+  virtual std::vector<std::string> ReplayFactKeys() const { return {}; }
+  virtual void CheckReplayFacts(const CaseSpec& /*spec*/, std::vector<std::string>* /*warnings*/) const {}
 
   // Provenance of this process's backend (library, version, dispatch), ordered; empty for the built-in kernels.
   virtual KeyValues provenance() const { return {}; }
@@ -95,9 +104,9 @@ class Backend {
     return {};
   }
   // A backend without a suite of its own runs, under `run --fused WORD`, these cases for each case of the built-in
-  // suite: by default the case itself on path `path`, for a conv-source, same-convention, keep_all case of a
-  // pattern it implements; none otherwise.
-  virtual std::vector<CaseSpec> SuiteCases(const CaseSpec& builtin_case, std::string_view path) const {
+  // suite: by default the case itself on the path WORD selected (`path`: its backend and backend_arg), for a
+  // conv-source, same-convention, keep_all case of a pattern it implements; none otherwise.
+  virtual std::vector<CaseSpec> SuiteCases(const CaseSpec& builtin_case, const CaseSpec& path) const {
     return DefaultSuiteCases(*this, builtin_case, path);
   }
   // Its path for a case: null with *why set where it cannot run the case; InputError for an invalid one.

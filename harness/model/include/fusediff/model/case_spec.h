@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fusediff/model/conv_case.h"
@@ -107,6 +108,12 @@ struct CaseSpec {
   Fusion fusion = Fusion::keep_all;  // how the fused path treats the pattern's boundaries
   Comparison comparison = Comparison::same_convention;
   std::string backend = std::string(kBuiltInPath);  // a registered backend's path (model/backend.h)
+  // What the path word says beyond the path (a plugin's "PATH.so,key=value"): set by its backend's SelectPath,
+  // given back by its PathWord; empty for every path whose word is a fixed one.
+  std::string backend_arg;
+  // What stands behind that word when the case ran (model/backend.h ReplayFactKeys): written into replay lines
+  // after the fields that fix the case, never part of canonical_key.
+  std::vector<std::pair<std::string, std::string>> backend_facts;
   TableKind table_kind = TableKind::lut;  // the built-in path's table (lut, unused, for another backend)
   Mutant mutant = Mutant::none;
   uint64_t samples = 0;  // conv: requested sample count; sweep: ignored (every code once)

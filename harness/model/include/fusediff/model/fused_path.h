@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusediff/model/case_spec.h"
@@ -52,12 +53,44 @@ class CodeSteps {
                      std::span<int32_t> u) const = 0;
 };
 
+// What became of one draw of a batch (FusedPath::RunBatch): ran (ok), refused by the path (rejected, with its
+// reason, counted as unsupported samples), or lost to the path's process (crashed, timeout: a plugin behind a
+// subprocess transport). `implementation`: what ran it, where the path says (a plugin's kernel name).
+struct DrawOutcome {
+  enum class Status { ok, rejected, crashed, timeout };
+  Status status = Status::ok;
+  std::string reason;
+  std::string implementation;
+};
+std::string_view to_string(DrawOutcome::Status s);  // "ok", "rejected", "crashed", "timeout"
+
+// The shapes and weights a path's draws may take: what the generators draw within (generators::ConvShapeLimits).
+// The defaults are the generators' own.
+struct DrawLimits {
+  int32_t max_batch = 2;
+  int32_t max_spatial = 10;
+  int32_t max_channels = 8;
+  int32_t max_kernel = 3;
+  int32_t max_stride = 2;
+  int32_t max_dilation = 2;
+  bool transposed = true;  // ConvTranspose2D draws among the conv2d ones
+  WeightRange weights = WeightRange::symmetric;
+  friend bool operator==(const DrawLimits&, const DrawLimits&) = default;
+};
+
 class FusedPath {
  public:
   virtual ~FusedPath() = default;
   // One draw: y[i] for every element of pattern_output_geometry(spec.pattern, draw.conv). Returns false and sets
   // *rejected when the path refuses this draw (a library's own check); such samples are counted, not compared.
   virtual bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) = 0;
+  // Draws per RunBatch call the driver hands the path (1: one Run per draw, the built-in kernels and libraries).
+  // A path whose cost per call dwarfs its cost per draw (a plugin behind a boundary) asks for more.
+  virtual size_t preferred_batch() const { return 1; }
+  // A batch of draws: y[i] for draws[i] (sized as Run's, host-owned), outcomes[i] what became of it. The default
+  // runs each through Run (status ok or rejected; implementation from last_run()).
+  virtual void RunBatch(std::span<const PatternDraw> draws, std::span<const std::span<int32_t>> y,
+                        std::span<DrawOutcome> outcomes);
   // The implementations the path used so far (a library's kernel names, distinct); none for the built-in kernels.
   virtual std::vector<std::string> implementations() const { return {}; }
   // The int8 weight codes its draws may use (oneDNN takes the whole s8 range).
@@ -65,6 +98,13 @@ class FusedPath {
   // The largest batch its draws take (generators::ConvShapeLimits::max_batch). A library whose cost per primitive
   // (JIT code generation for each new shape) dwarfs its cost per sample computes more images per primitive.
   virtual int32_t max_batch() const { return 2; }
+  // Every limit its draws keep: by default max_batch() and weight_range() with the generators' other limits.
+  virtual DrawLimits draw_limits() const {
+    DrawLimits limits;
+    limits.max_batch = max_batch();
+    limits.weights = weight_range();
+    return limits;
+  }
   // Whether each draw picks an API formulation (model/formulation.h; generators DrawFormulation) for this path.
   virtual bool draws_formulations() const { return false; }
   // The last successful Run's implementation and formulation (empty for the built-in kernels).

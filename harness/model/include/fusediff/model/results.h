@@ -26,8 +26,23 @@ namespace fusediff {
 // unless the tolerance says so (--strict).
 // nondeterministic: the fused path gave different outputs for one draw across repetitions (--repeat); a failure
 // of its own class, counted apart from value errors, whatever the comparison.
-enum class Verdict { pass, fail, unsupported, cross_convention, known_defect, nondeterministic, documented_behaviour };
+// crashed / timeout: the process running the path under test died on some draws (a signal, an exit) or gave no
+// answer within the per-batch timeout (a plugin child or an isolated plugin, docs/plugins.md); those draws were not
+// compared. Each fails the run, whatever the comparison.
+enum class Verdict {
+  pass,
+  fail,
+  unsupported,
+  cross_convention,
+  known_defect,
+  nondeterministic,
+  documented_behaviour,
+  crashed,
+  timeout
+};
 std::string_view to_string(Verdict v);
+// Whether a case with this verdict fails the run (exit 1): fail, nondeterministic, crashed, timeout.
+bool fails_run(Verdict v);
 
 struct WorstCaseReport {
   WorstCase sample;
@@ -61,6 +76,20 @@ struct TableReadback {
   friend bool operator==(const TableReadback&, const TableReadback&) = default;
 };
 
+// Samples of draws the path lost: its process crashed on them, or gave no answer in time. Counted, never compared;
+// any of them fails the case (Verdict::crashed / Verdict::timeout).
+struct LostSamples {
+  uint64_t samples = 0;
+  uint64_t first_sample = 0;  // the lowest sample index among them
+  std::string reason;         // that sample's draw's reason (the signal or the timeout, the child's last stderr)
+  std::string replay;         // format_replay of that sample (finish_case_result)
+  // Adds `count` samples from sample `first` on, lost for `why`.
+  void add(uint64_t first, uint64_t count, const std::string& why);
+  // Folds another part's (a worker's, a shard's) counts in: the lowest first sample keeps its reason.
+  void merge(const LostSamples& part);
+  friend bool operator==(const LostSamples&, const LostSamples&) = default;
+};
+
 struct CaseResult {
   CaseSpec spec;
   Tolerance tolerance;
@@ -86,6 +115,8 @@ struct CaseResult {
   uint64_t withheld_samples = 0;
   uint64_t first_withheld_sample = 0;
   std::string withheld_reason;
+  LostSamples crashed;    // draws whose process died (Verdict::crashed)
+  LostSamples timed_out;  // draws that got no answer within the per-batch timeout (Verdict::timeout)
   std::vector<KnownDefectTally> known_defects;  // the ledger entries whose conditions some draw met, by id
   // The path's own table, read back before the draws (FusedPath::ReadTable); unset where the path has none. A
   // mismatch fails the case and no draw runs.

@@ -27,6 +27,7 @@ struct SuiteOptions {
   // built-in suite for a backend without one.
   std::optional<TableKind> table_kind;
   std::optional<std::string> backend;
+  std::string backend_arg;  // what --fused's word says beyond the path (CaseSpec::backend_arg)
   uint64_t samples = 20000;  // per conv case
   Mutant mutant = Mutant::none;
   RegionMix mix;             // what conv draws aim at (bulk only = uniform)
