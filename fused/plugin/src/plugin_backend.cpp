@@ -109,7 +109,8 @@ class PluginPath final : public FusedPath {
       }
     }
   }
-  size_t preferred_batch() const override { return hello_.declaration.preferred_batch; }
+  // At least 1: a plugin's draws go through RunBatch, where a lost draw is crashed or timeout, never unsupported.
+  size_t preferred_batch() const override { return std::max<size_t>(1, hello_.declaration.preferred_batch); }
   DrawLimits draw_limits() const override { return hello_.declaration.limits; }
   int32_t max_batch() const override { return hello_.declaration.limits.max_batch; }
   WeightRange weight_range() const override { return hello_.declaration.limits.weights; }

@@ -311,11 +311,12 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
   const uint32_t repeat = comparison->repetitions(options.repeat);
   result.repeat = repeat;
   detail::ShardDraws draws(options, stream, effective_samples(spec), comparison->limits(), spec.pattern);
-  // A path that takes draws in batches (FusedPath::preferred_batch) gets blocks of them, in the same order.
-  const size_t block = std::max<size_t>(1, comparison->path().preferred_batch());
+  // A path that takes draws in batches (FusedPath::preferred_batch > 0) gets blocks of them, in the same order; any
+  // other one Run per draw.
+  const size_t block = comparison->path().preferred_batch();
   const auto next = [&]() -> std::optional<std::vector<detail::DrawBatch>> {
     std::vector<detail::DrawBatch> batches;
-    while (batches.size() < block) {
+    while (batches.size() < std::max<size_t>(1, block)) {
       std::optional<detail::DrawBatch> batch = draws.next();
       if (!batch) break;
       batches.push_back(*batch);
@@ -478,7 +479,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     return batch.take;
   };
   const auto work = [&](const std::vector<detail::DrawBatch>& batches, Partial& partial) -> uint64_t {
-    if (block == 1) {
+    if (block == 0) {
       const detail::DrawBatch& batch = batches.front();
       return compare(batch, comparison->Draw(options.seed, stream, batch.draw), nullptr, partial);
     }

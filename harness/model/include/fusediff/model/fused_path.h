@@ -84,9 +84,11 @@ class FusedPath {
   // One draw: y[i] for every element of pattern_output_geometry(spec.pattern, draw.conv). Returns false and sets
   // *rejected when the path refuses this draw (a library's own check); such samples are counted, not compared.
   virtual bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) = 0;
-  // Draws per RunBatch call the driver hands the path (1: one Run per draw, the built-in kernels and libraries).
-  // A path whose cost per call dwarfs its cost per draw (a plugin behind a boundary) asks for more.
-  virtual size_t preferred_batch() const { return 1; }
+  // Draws per RunBatch call the driver hands the path. 0: the path takes no batches, the driver calls Run once per
+  // draw (the built-in kernels and libraries). A path whose draws can be lost (a plugin behind a process boundary,
+  // DrawOutcome crashed / timeout) takes batches, of 1 draw or more; one whose cost per call dwarfs its cost per draw
+  // asks for more.
+  virtual size_t preferred_batch() const { return 0; }
   // A batch of draws: y[i] for draws[i] (sized as Run's, host-owned), outcomes[i] what became of it. The default
   // runs each through Run (status ok or rejected; implementation from last_run()).
   virtual void RunBatch(std::span<const PatternDraw> draws, std::span<const std::span<int32_t>> y,
