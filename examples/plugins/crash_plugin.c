@@ -10,6 +10,7 @@
  * Options (beside conv_lut_plugin.c's, which it passes on):
  *   crash=segv|abort|loop|all   what a chosen draw does (all: segv, abort and loop on different draws); none: never
  *   every=N                     one draw in about N is chosen (default 7)
+ *   batch=N                     the draws per run() it declares (default conv_lut_plugin.c's)
  * A draw is chosen by a digest of its input codes, never by call order, so a replay line reproduces the crash.
  */
 #define fusediff_plugin_entry conv_lut_plugin_entry
@@ -26,6 +27,7 @@ typedef struct crash_instance {
   void* inner;
   enum crash_mode mode;
   uint32_t every;
+  uint32_t batch; /* 0: the inner plugin's preferred batch */
 } crash_instance;
 
 static const fusediff_plugin_api* crash_inner;
@@ -75,6 +77,13 @@ static void* crash_create(const fusediff_option* options, uint32_t count, fusedi
         free(c);
         return NULL;
       }
+    } else if (strcmp(o->key, "batch") == 0) {
+      c->batch = (uint32_t)strtoul(o->value, NULL, 10);
+      if (c->batch == 0) {
+        crash_say(message, "batch: expected a positive integer");
+        free(c);
+        return NULL;
+      }
     } else if (kept_count < 64) {
       kept[kept_count] = *o;
       kept[kept_count++].struct_size = sizeof(fusediff_option);
@@ -95,7 +104,10 @@ static void crash_destroy(void* instance) {
 }
 
 static int32_t crash_declare(void* instance, fusediff_declaration* d) {
-  return crash_inner->declare(((crash_instance*)instance)->inner, d);
+  const crash_instance* c = (const crash_instance*)instance;
+  const int32_t status = crash_inner->declare(c->inner, d);
+  if (c->batch > 0) d->preferred_batch = c->batch;
+  return status;
 }
 
 static int32_t crash_prepare(void* instance, const fusediff_case* c, fusediff_message* message) {
