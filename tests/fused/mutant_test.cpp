@@ -33,8 +33,8 @@ ConvCase QuarterMultiplier() {
   return conv;
 }
 
-TEST(Mutants, CatalogHasTwentyFiveNamedEntriesThatParse) {
-  EXPECT_EQ(mutant_catalog().size(), 25u);  // 12 conv+act, 6 pattern, 6 BatchNorm fold, 1 FC fold
+TEST(Mutants, CatalogHasTwentyEightNamedEntriesThatParse) {
+  EXPECT_EQ(mutant_catalog().size(), 28u);  // 12 conv+act, 6 pattern, 6 BatchNorm fold, 1 FC fold, 3 mul / BatchNorm-after-act
   for (const MutantInfo& info : mutant_catalog()) {
     EXPECT_EQ(parse_mutant(info.name, "m"), info.mutant);
     EXPECT_FALSE(info.definition.empty());

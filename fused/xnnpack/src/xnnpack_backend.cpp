@@ -102,9 +102,10 @@ std::vector<CaseSpec> Comparisons(const SuiteOptions& options, const std::string
   if (pattern == "conv2d+act+avgpool") std::erase(types, QuantType{ScalarType::int8, false});  // qu8 only
   if (types.empty() && full) types.push_back(QuantType{ScalarType::int8, false});
   if (!full && types.size() > 1) std::erase_if(types, [&](const QuantType& t) { return t.scalar != type_of_default; });
-  // Pools: 2x2 with stride 2; an average also 3x3 with stride 2 and padding 1 (its corners count 5 padding taps).
+  // Pools: 2x2 with stride 2; an average, under --fused xnnpack, also 3x3 with stride 2 and padding 1 (its corners
+  // count 5 padding taps; left out of the default suite, whose HTML report must stay under 2 MB).
   std::vector<std::pair<PoolWindow, std::string>> windows = {{PoolWindow{2, 2, 0}, ""}};
-  if (pattern == "conv2d+act+avgpool") windows.emplace_back(PoolWindow{3, 2, 1}, "pad1.");
+  if (pattern == "conv2d+act+avgpool" && full) windows.emplace_back(PoolWindow{3, 2, 1}, "pad1.");
   for (const QuantType& type : types) {
     Convention c = SuiteConvention(options, kind, type, kGraphDefaults);
     if (!options.output) c.output.q = OperatorOutput(kind, c.intermediate.q);
