@@ -14,6 +14,7 @@ namespace {
 using detail::Names;
 using detail::NameOf;
 using detail::ParseNamed;
+using detail::Split;
 
 constexpr Names<FloatFormat, 3> kFormats{{{"f32", FloatFormat::f32}, {"f16", FloatFormat::f16}, {"bf16", FloatFormat::bf16}}};
 constexpr Names<FloatRounding, 2> kRoundings{{{"rne", FloatRounding::nearest_even}, {"rtz", FloatRounding::toward_zero}}};
@@ -43,17 +44,6 @@ constexpr Names<RoundingMode, 3> kRoundingModes{{{"half_away_from_zero", Roundin
                                                  {"half_to_even", RoundingMode::half_to_even},
                                                  {"half_up", RoundingMode::half_up}}};
 
-std::vector<std::string_view> Split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  size_t begin = 0;
-  for (;;) {
-    const size_t end = text.find(sep, begin);
-    parts.push_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
-    if (end == std::string_view::npos) break;
-    begin = end + 1;
-  }
-  return parts;
-}
 }  // namespace
 
 FloatBoundary flush_subnormals_float_boundary(FloatFormat format) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "fusediff/model/errors.h"
 
@@ -31,6 +32,19 @@ std::string_view NameOf(Enum value, const Names<Enum, N>& names) {
     if (v == value) return name;
   }
   return "?";
+}
+
+// The fields of `text` between the separators `sep` ("a:b:" -> "a", "b", ""), views into text.
+inline std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = text.find(sep, begin);
+    parts.push_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+    if (end == std::string_view::npos) break;
+    begin = end + 1;
+  }
+  return parts;
 }
 
 }  // namespace fusediff::detail

@@ -14,6 +14,7 @@ namespace {
 using detail::Names;
 using detail::NameOf;
 using detail::ParseNamed;
+using detail::Split;
 
 constexpr Names<SumShape, 3> kShapes{
     {{"sequential", SumShape::sequential}, {"pairwise", SumShape::pairwise}, {"blocked", SumShape::blocked}}};
@@ -34,18 +35,6 @@ constexpr Names<NormalizationOutput, 4> kOutputs{{{"centered_times_inv", Normali
                                                   {"scale_times_inv", NormalizationOutput::scale_times_inv},
                                                   {"scale_over_sqrt", NormalizationOutput::scale_over_sqrt},
                                                   {"centered_over_sqrt", NormalizationOutput::centered_over_sqrt}}};
-
-std::vector<std::string_view> Split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  size_t begin = 0;
-  for (;;) {
-    const size_t end = text.find(sep, begin);
-    parts.push_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
-    if (end == std::string_view::npos) break;
-    begin = end + 1;
-  }
-  return parts;
-}
 
 // 'TEXT', appended (not `"'" + std::string`: GCC 12's false -Wrestrict, bug 105329).
 std::string Quote(std::string_view text) {
