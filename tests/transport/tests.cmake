@@ -29,6 +29,15 @@ foreach(kind segv abort loop)
   set_tests_properties(transport.isolate_crash_${kind} PROPERTIES TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "lost draws run: as expected")
 endforeach()
+# A shared plugin that takes one draw a call, on two threads: each thread gets its own child (one child answers one
+# request at a time), and its lost draws are still crashed, never unsupported or another draw's answer.
+add_test(NAME transport.isolate_crash_one_draw_a_call
+         COMMAND bash ${transport_dir}/lost_draws_run_test.sh $<TARGET_FILE:fusediff>
+                 ${CMAKE_CURRENT_BINARY_DIR}/transport_isolate_one_draw crashed
+                 plugin:$<TARGET_FILE:crash_plugin>,crash=segv,every=3,batch=1 --isolate --plugin-timeout 5
+                 --threads 2 --activation relu --samples 3000)
+set_tests_properties(transport.isolate_crash_one_draw_a_call PROPERTIES TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "lost draws run: as expected")
 add_test(NAME transport.exec_c_child_crashes
          COMMAND bash ${transport_dir}/lost_draws_run_test.sh $<TARGET_FILE:fusediff>
                  ${CMAKE_CURRENT_BINARY_DIR}/transport_exec_crash crashed

@@ -79,7 +79,11 @@ std::string JoinComma(const std::vector<std::string>& items) {
 class PluginPath final : public FusedPath {
  public:
   PluginPath(const CaseSpec& spec, const PluginHello& hello, PluginCase c, std::unique_ptr<Transport> first)
-      : spec_(spec), hello_(hello), case_(std::move(c)) {
+      : spec_(spec),
+        hello_(hello),
+        case_(std::move(c)),
+        per_thread_(hello.declaration.threading == Threading::instance_per_thread ||
+                    (hello.declaration.threading == Threading::shared && !first->takes_concurrent_calls())) {
     instances_.emplace(std::this_thread::get_id(), std::move(first));
   }
   ~PluginPath() override {
@@ -127,10 +131,11 @@ class PluginPath final : public FusedPath {
   }
 
  private:
-  // The calling thread's instance: the first one for a serial or shared plugin, one per thread otherwise.
+  // The calling thread's instance: the first one for a serial plugin or a shared one in process, one per thread
+  // otherwise.
   Transport& Instance() {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (hello_.declaration.threading != Threading::instance_per_thread) return *instances_.begin()->second;
+    if (!per_thread_) return *instances_.begin()->second;
     auto [it, fresh] = instances_.try_emplace(std::this_thread::get_id());
     if (fresh) {
       it->second = Open(spec_);
@@ -144,6 +149,7 @@ class PluginPath final : public FusedPath {
   CaseSpec spec_;
   PluginHello hello_;
   PluginCase case_;
+  bool per_thread_;
   mutable std::mutex mutex_;
   std::map<std::thread::id, std::unique_ptr<Transport>> instances_;
   std::vector<std::string> implementations_;

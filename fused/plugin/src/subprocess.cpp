@@ -171,6 +171,8 @@ class SubprocessTransport : public Transport {
     }
   }
 
+  bool takes_concurrent_calls() const override { return false; }
+
   // The case is over: a healthy child waits for the next case of the same command.
   void Close() override {
     if (child_ && child_->running()) ChildPool::instance().Park(argv_, std::move(child_), hello_);
