@@ -16,8 +16,9 @@ import sys
 import numpy as np
 
 MAGIC = b"FDF1"
-PROTOCOL = 1
+PROTOCOL = 2
 FEATURES = ["producer:conv2d", "stage:act", "table:lut"]
+CONV2D = 0  # fusediff_conv_op
 
 
 # ---- frames: b"FDF1", uint32 LE header length, the JSON header (padded to 8), the payload of arrays -------------
@@ -83,14 +84,26 @@ def multiply_by_quantized_multiplier(acc, multiplier, shift):
 
 
 # ---- the kernel ---------------------------------------------------------------------------------------------
-def conv2d_lut(case, draw, arrays, i):
+# ---- a batch: the draws' scalars as one table, each tensor's values end to end with NAME.offsets ----------------
+def draw_of(header, arrays, i):
+    """Draw i of a run message: its scalars by column name, and its slice of every tensor."""
+    draw = dict(zip(header["columns"], (int(v) for v in arrays["scalars"][i])))
+    draw["input_scale"] = float(arrays["input_scale"][i])
+    for name, values in arrays.items():
+        offsets = arrays.get(name + ".offsets")
+        if offsets is not None:
+            draw[name] = values[offsets[i]:offsets[i + 1]]
+    return draw
+
+
+def conv2d_lut(case, draw):
     n, h, w, c = draw["batch"], draw["input_height"], draw["input_width"], draw["input_channels"]
     k, kh, kw = draw["output_channels"], draw["kernel_height"], draw["kernel_width"]
     sh, sw, dh, dw = draw["stride_height"], draw["stride_width"], draw["dilation_height"], draw["dilation_width"]
     oh, ow = draw["output_height"], draw["output_width"]
-    x = arrays[f"input_codes.{i}"].reshape(n, h, w, c).astype(np.int64) - draw["input"]["zero_point"]
-    weights = arrays[f"weights.{i}"].reshape(k, kh, kw, c).astype(np.int64)  # OHWI
-    bias = arrays[f"bias.{i}"].astype(np.int64)
+    x = draw["input_codes"].reshape(n, h, w, c).astype(np.int64) - draw["input_zero_point"]
+    weights = draw["weights"].reshape(k, kh, kw, c).astype(np.int64)  # OHWI
+    bias = draw["bias"].astype(np.int64)
     # Zero padding of x - zx is the input zero point's code, as TFLite pads.
     x = np.pad(x, ((0, 0), (draw["padding_top"], draw["padding_bottom"]), (draw["padding_left"], draw["padding_right"]),
                    (0, 0)))
@@ -100,9 +113,9 @@ def conv2d_lut(case, draw, arrays, i):
             rows = x[:, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw, :]
             acc += rows @ weights[:, ky, kx, :].T
     u = case["intermediate"]
-    sx = np.float32(draw["input"]["scale"])
+    sx = np.float32(draw["input_scale"])
     su = np.float32(u["scale"])
-    scales = arrays[f"weight_scales.{i}"]
+    scales = draw["weight_scales"]
     out = np.empty_like(acc)
     for channel in range(k):
         # TFLite: the effective scale in double from the float32 scales.
@@ -143,14 +156,17 @@ def main():
             why = unsupported(case)
             write_frame(stdout, {"type": "rejected", "reason": why} if why else {"type": "prepared"})
         elif kind == "run":
-            outcomes, ys = [], []
-            for i, draw in enumerate(header["draws"]):
-                if draw["op"] != "conv2d":
-                    outcomes.append({"status": "rejected", "reason": "transposed convolutions are not implemented"})
+            # Every draw's y_count outputs end to end (a rejected draw's slots too); the rejected ones listed.
+            ys, rejected = [], []
+            for i in range(header["draw_count"]):
+                draw = draw_of(header, arrays, i)
+                if draw["op"] != CONV2D:
+                    rejected.append({"draw": i, "reason": "transposed convolutions are not implemented"})
+                    ys.append(np.zeros(draw["y_count"], dtype="<i4"))
                     continue
-                ys.append((f"y.{i}", conv2d_lut(case, draw, arrays, i)))
-                outcomes.append({"status": "ok", "implementation": "numpy conv2d+lut"})
-            write_frame(stdout, {"type": "result", "outcomes": outcomes}, ys)
+                ys.append(conv2d_lut(case, draw))
+            write_frame(stdout, {"type": "result", "rejected": rejected, "implementation": "numpy conv2d+lut"},
+                        [("y", np.concatenate(ys) if ys else np.zeros(0, dtype="<i4"))])
         else:
             write_frame(stdout, {"type": "error", "message": f"unknown message type '{kind}'"})
 

@@ -54,8 +54,53 @@ TEST(Wire, RunCarriesEveryFieldOfTheDraws) {
     EXPECT_EQ(DrawDigest(back[i]), DrawDigest(draws[i]));
   }
   EXPECT_NE(DrawDigest(draws[0]), DrawDigest(draws[1]));
-  EXPECT_EQ(decoded.find("input_codes.1")->dtype, Dtype::i32);
-  EXPECT_EQ(decoded.find("weights.0")->dtype, Dtype::i8);
+  // A batch is a few arrays whatever its size: the scalars as one table, each tensor end to end with its offsets.
+  EXPECT_EQ(decoded.find("scalars")->shape, (std::vector<int64_t>{2, 27}));
+  EXPECT_EQ(decoded.find("input_codes")->dtype, Dtype::i32);
+  EXPECT_EQ(decoded.find("input_codes")->shape, (std::vector<int64_t>{48}));
+  EXPECT_EQ(decoded.get<int64_t>("input_codes.offsets")[1], 24);
+  EXPECT_EQ(decoded.find("weights")->dtype, Dtype::i8);
+  EXPECT_EQ(decoded.find("operands.0.codes"), nullptr);  // no draw has any
+  EXPECT_EQ(decoded.get<int32_t>("operands.1.codes").size(), 6u);
+  EXPECT_EQ(decoded.arrays().size(), 14u);  // 2 + 2 x (4 tensors + 2 operand tensors)
+}
+
+// `f` with its array `name` replaced by `values` (int64).
+Frame WithArray(const Frame& f, const std::string& name, const std::vector<int64_t>& values) {
+  Frame out;
+  out.header = f.header;
+  for (const FrameArray& a : f.arrays()) {
+    if (a.name == name) out.add<int64_t>(a.name, values);
+    else if (a.dtype == Dtype::i8) out.add<int8_t>(a.name, f.get<int8_t>(a.name), a.shape);
+    else if (a.dtype == Dtype::i32) out.add<int32_t>(a.name, f.get<int32_t>(a.name), a.shape);
+    else if (a.dtype == Dtype::i64) out.add<int64_t>(a.name, f.get<int64_t>(a.name), a.shape);
+    else out.add<float>(a.name, f.get<float>(a.name), a.shape);
+  }
+  return out;
+}
+
+TEST(Wire, RunWithBrokenOffsetsOrScalarsIsAProtocolError) {
+  const std::vector<PatternDraw> draws = {Draw(1), Draw(2)};
+  const std::vector<size_t> counts = {7, 9};
+  const Frame good = EncodeRun(draws, counts);
+  const auto error_of = [&](Frame f) {
+    std::vector<size_t> back;
+    try {
+      DecodeRun(Frame::Decode(f.Encode()), &back);
+    } catch (const ProtocolError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(WithArray(good, "input_codes.offsets", {0, 30, 24})),
+            "run: input_codes.offsets: expected 3 offsets from 0 to 48");
+  EXPECT_EQ(error_of(WithArray(good, "input_codes.offsets", {0, 50, 48})), "run: input_codes.offsets[2]: decreasing");
+  Frame no_column = good;
+  no_column.header["columns"][0] = "opx";
+  EXPECT_EQ(error_of(no_column), "run.columns: no column 'op'");
+  Frame fewer = good;
+  fewer.header["draw_count"] = 3;
+  EXPECT_EQ(error_of(fewer), "run: scalars: expected 3 draws x 27 columns");
 }
 
 TEST(Wire, ResultFillsTheBatchItAnswers) {
@@ -84,7 +129,15 @@ TEST(Wire, ResultFillsTheBatchItAnswers) {
     DecodeResult(result, wrong, back);
     FAIL();
   } catch (const ProtocolError& e) {
-    EXPECT_STREQ(e.what(), "result: array y.0 has 3 values, the draw has 2 outputs");
+    EXPECT_STREQ(e.what(), "result: array y has 5 values, the batch's 2 draws have 4 outputs");
+  }
+  Frame twice = result;
+  twice.header["rejected"].push_back({{"draw", 1}, {"reason", "again"}});
+  try {
+    DecodeResult(twice, y2, back);
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_STREQ(e.what(), "result.rejected[1].draw: 1 is not a draw of this batch of 2, or is given twice");
   }
   Frame error("error");
   error.header["message"] = "out of memory";
@@ -112,7 +165,7 @@ TEST(Wire, HelloCarriesTheDeclaration) {
   EXPECT_EQ(back.features, hello.features);
   EXPECT_EQ(back.declaration, hello.declaration);
   Frame old = HelloReply(hello);
-  old.header["protocol"] = 2;
+  old.header["protocol"] = 1;  // the JSON object per draw of protocol 1
   EXPECT_THROW(HelloFromReply(old), ProtocolError);
 }
 

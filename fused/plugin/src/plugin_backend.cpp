@@ -82,8 +82,9 @@ class PluginPath final : public FusedPath {
       : spec_(spec),
         hello_(hello),
         case_(std::move(c)),
+        out_of_process_(first->out_of_process()),
         per_thread_(hello.declaration.threading == Threading::instance_per_thread ||
-                    (hello.declaration.threading == Threading::shared && !first->takes_concurrent_calls())) {
+                    (hello.declaration.threading == Threading::shared && out_of_process_)) {
     instances_.emplace(std::this_thread::get_id(), std::move(first));
   }
   ~PluginPath() override {
@@ -115,6 +116,7 @@ class PluginPath final : public FusedPath {
   }
   // At least 1: a plugin's draws go through RunBatch, where a lost draw is crashed or timeout, never unsupported.
   size_t preferred_batch() const override { return std::max<size_t>(1, hello_.declaration.preferred_batch); }
+  bool out_of_process() const override { return out_of_process_; }
   DrawLimits draw_limits() const override { return hello_.declaration.limits; }
   int32_t max_batch() const override { return hello_.declaration.limits.max_batch; }
   WeightRange weight_range() const override { return hello_.declaration.limits.weights; }
@@ -149,6 +151,7 @@ class PluginPath final : public FusedPath {
   CaseSpec spec_;
   PluginHello hello_;
   PluginCase case_;
+  bool out_of_process_;
   bool per_thread_;
   mutable std::mutex mutex_;
   std::map<std::thread::id, std::unique_ptr<Transport>> instances_;

@@ -171,7 +171,7 @@ class SubprocessTransport : public Transport {
     }
   }
 
-  bool takes_concurrent_calls() const override { return false; }
+  bool out_of_process() const override { return true; }
 
   // The case is over: a healthy child waits for the next case of the same command.
   void Close() override {

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 namespace fusediff::fused::plugin {
 
@@ -33,18 +35,77 @@ constexpr ConvField kConvFields[] = {{"batch", &ConvCase::batch},
                                      {"output_height", &ConvCase::output_height},
                                      {"output_width", &ConvCase::output_width}};
 
-std::string Name(const char* field, size_t i) { return fmt::format("{}.{}", field, i); }
-std::string Name(const char* field, size_t i, size_t s) { return fmt::format("operands.{}.{}.{}", i, s, field); }
-
-template <typename T>
-void AddIfAny(Frame& f, const std::string& name, const std::vector<T>& v) {
-  if (!v.empty()) f.add<T>(name, v);
+// A ragged tensor of the batch: every draw's values end to end, and "NAME.offsets" (<i8, N + 1): draw i's values
+// are values[offsets[i]:offsets[i + 1]] (numpy slicing). Left out when no draw has any (`always`: never).
+template <typename T, typename Get>
+void AddRagged(Frame& f, const std::string& name, size_t n, const Get& get, bool always = false) {
+  std::vector<int64_t> offsets(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + static_cast<int64_t>(get(i).size());
+  if (!always && offsets[n] == 0) return;
+  std::vector<T> values;
+  values.reserve(static_cast<size_t>(offsets[n]));
+  for (size_t i = 0; i < n; ++i) values.insert(values.end(), get(i).begin(), get(i).end());
+  f.add<T>(name, values);
+  f.add<int64_t>(name + ".offsets", offsets);
 }
-template <typename T>
-std::vector<T> GetIfAny(const Frame& f, const std::string& name) {
-  if (!f.find(name)) return {};
-  const std::span<const T> s = f.get<T>(name);
-  return {s.begin(), s.end()};
+
+// Draw i's values of a ragged tensor into put(i, span) (nothing when the message lacks it); ProtocolError for
+// offsets that are not N + 1 non-decreasing positions from 0 to the values' end.
+template <typename T, typename Put>
+void GetRagged(const Frame& f, const std::string& name, size_t n, const Put& put) {
+  if (!f.find(name)) return;
+  std::span<const T> values;
+  std::span<const int64_t> offsets;
+  try {
+    values = f.get<T>(name);
+    offsets = f.get<int64_t>(name + ".offsets");
+  } catch (const FrameError& e) {
+    throw ProtocolError(std::string("run: ") + e.what());
+  }
+  if (offsets.size() != n + 1 || offsets[0] != 0 || offsets[n] != static_cast<int64_t>(values.size())) {
+    throw ProtocolError(fmt::format("run: {}.offsets: expected {} offsets from 0 to {}", name, n + 1, values.size()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (offsets[i + 1] < offsets[i]) throw ProtocolError(fmt::format("run: {}.offsets[{}]: decreasing", name, i + 1));
+    put(i, values.subspan(static_cast<size_t>(offsets[i]), static_cast<size_t>(offsets[i + 1] - offsets[i])));
+  }
+}
+
+// Calls f(name, field) for each operand tensor of a stage: field(operands) is the vector, const or not.
+template <typename F>
+void ForEachOperandTensor(const F& f) {
+  f("codes", [](auto& o) -> auto& { return o.codes; });
+  f("weight_scales", [](auto& o) -> auto& { return o.weight_scales; });
+  f("weights", [](auto& o) -> auto& { return o.weights; });
+  f("bias", [](auto& o) -> auto& { return o.bias; });
+  f("bn_gamma", [](auto& o) -> auto& { return o.bn.gamma; });
+  f("bn_beta", [](auto& o) -> auto& { return o.bn.beta; });
+  f("bn_mean", [](auto& o) -> auto& { return o.bn.mean; });
+  f("bn_var", [](auto& o) -> auto& { return o.bn.var; });
+}
+
+// The int32 columns of the "scalars" table after the producer's (kConvFields), in order. The header's "columns"
+// names every column, so a reader looks them up by name and a later protocol may append some.
+constexpr const char* kDrawColumns[] = {"op",         "input_type",       "input_narrow",  "input_qmin",
+                                        "input_qmax", "input_zero_point", "operand_count", "y_count"};
+
+std::vector<std::string> ScalarColumns() {
+  std::vector<std::string> names;
+  names.emplace_back(kDrawColumns[0]);
+  for (const ConvField& field : kConvFields) names.emplace_back(field.name);
+  names.insert(names.end(), std::begin(kDrawColumns) + 1, std::end(kDrawColumns));
+  return names;
+}
+
+// One draw's row of the "scalars" table, in ScalarColumns()'s order.
+std::vector<int32_t> ScalarRow(const PatternDraw& d, size_t y_count) {
+  const ConvCase& conv = d.conv;
+  const QuantParams& q = conv.input_quant();
+  std::vector<int32_t> row = {static_cast<int32_t>(conv.op())};  // fusediff_conv_op (abi.cpp checks the values)
+  for (const ConvField& field : kConvFields) row.push_back((conv.*field.get)());
+  row.insert(row.end(), {static_cast<int32_t>(q.type.scalar), q.type.narrow ? 1 : 0, q.type.qmin(), q.type.qmax(),
+                         q.zero_point, static_cast<int32_t>(d.stages.size()), static_cast<int32_t>(y_count)});
+  return row;
 }
 
 const nlohmann::json& Field(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -61,142 +122,207 @@ T Value(const nlohmann::json& j, const char* key, const std::string& where) {
   }
 }
 
+// The run message's "scalars" table read back: column(name)[i] is draw i's value.
+class ScalarTable {
+ public:
+  ScalarTable(const Frame& run, size_t n) : n_(n) {
+    const auto names = Value<std::vector<std::string>>(run.header, "columns", "run");
+    try {
+      values_ = run.get<int32_t>("scalars");
+    } catch (const FrameError& e) {
+      throw ProtocolError(std::string("run: ") + e.what());
+    }
+    if (values_.size() != n * names.size()) {
+      throw ProtocolError(fmt::format("run: scalars: expected {} draws x {} columns", n, names.size()));
+    }
+    for (size_t c = 0; c < names.size(); ++c) index_.emplace(names[c], c);
+    width_ = names.size();
+  }
+  int32_t at(size_t i, const char* name) const {
+    const auto it = index_.find(name);
+    if (it == index_.end()) throw ProtocolError(fmt::format("run.columns: no column '{}'", name));
+    return values_[i * width_ + it->second];
+  }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_, width_ = 0;
+  std::span<const int32_t> values_;
+  std::map<std::string, size_t, std::less<>> index_;
+};
+
+ConvOp OpOf(int32_t value, size_t i) {
+  if (value != static_cast<int32_t>(ConvOp::conv2d) && value != static_cast<int32_t>(ConvOp::conv_transpose2d)) {
+    throw ProtocolError(fmt::format("run: draw {}: op {} is no fusediff_conv_op", i, value));
+  }
+  return static_cast<ConvOp>(value);
+}
+ScalarType TypeOf(int32_t value, size_t i) {
+  for (ScalarType t : {ScalarType::int8, ScalarType::uint8, ScalarType::int16}) {
+    if (value == static_cast<int32_t>(t)) return t;
+  }
+  throw ProtocolError(fmt::format("run: draw {}: input_type {} is no fusediff_scalar_type", i, value));
+}
+
 }  // namespace
 
 Frame EncodeRun(std::span<const PatternDraw> draws, std::span<const size_t> y_counts) {
+  const size_t n = draws.size();
   Frame f("run");
-  nlohmann::json list = nlohmann::json::array();
-  for (size_t i = 0; i < draws.size(); ++i) {
-    const PatternDraw& d = draws[i];
-    const ConvCase& conv = d.conv;
-    nlohmann::json j;
-    j["op"] = std::string(to_string(conv.op()));
-    for (const ConvField& field : kConvFields) j[field.name] = (conv.*field.get)();
-    const QuantParams& q = conv.input_quant();
-    j["input"] = {{"type", std::string(to_string(q.type.scalar))}, {"narrow", q.type.narrow},
-                  {"qmin", q.type.qmin()},                         {"qmax", q.type.qmax()},
-                  {"scale", q.scale},                              {"zero_point", q.zero_point}};
-    j["operand_count"] = d.stages.size();
-    j["y_count"] = y_counts[i];
-    list.push_back(std::move(j));
-    f.add<int32_t>(Name("input_codes", i), d.input);
-    f.add<float>(Name("weight_scales", i), conv.weight_scales());
-    f.add<int8_t>(Name("weights", i), conv.weights());
-    f.add<int32_t>(Name("bias", i), conv.bias());
-    for (size_t s = 0; s < d.stages.size(); ++s) {
-      const StageOperands& o = d.stages[s];
-      AddIfAny(f, Name("codes", i, s), o.codes);
-      AddIfAny(f, Name("weight_scales", i, s), o.weight_scales);
-      AddIfAny(f, Name("weights", i, s), o.weights);
-      AddIfAny(f, Name("bias", i, s), o.bias);
-      AddIfAny(f, Name("bn_gamma", i, s), o.bn.gamma);
-      AddIfAny(f, Name("bn_beta", i, s), o.bn.beta);
-      AddIfAny(f, Name("bn_mean", i, s), o.bn.mean);
-      AddIfAny(f, Name("bn_var", i, s), o.bn.var);
-    }
+  f.header["draw_count"] = n;
+  const std::vector<std::string> columns = ScalarColumns();
+  f.header["columns"] = columns;
+  std::vector<int32_t> scalars;
+  std::vector<float> input_scale;
+  size_t operand_count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<int32_t> row = ScalarRow(draws[i], y_counts[i]);
+    scalars.insert(scalars.end(), row.begin(), row.end());
+    input_scale.push_back(draws[i].conv.input_quant().scale);
+    operand_count = std::max(operand_count, draws[i].stages.size());
   }
-  f.header["draws"] = std::move(list);
+  f.add<int32_t>("scalars", std::span<const int32_t>(scalars),
+                 {static_cast<int64_t>(n), static_cast<int64_t>(columns.size())});
+  f.add<float>("input_scale", input_scale);
+  AddRagged<int32_t>(f, "input_codes", n, [&](size_t i) -> const auto& { return draws[i].input; }, true);
+  AddRagged<int8_t>(f, "weights", n, [&](size_t i) -> const auto& { return draws[i].conv.weights(); }, true);
+  AddRagged<float>(f, "weight_scales", n, [&](size_t i) -> const auto& { return draws[i].conv.weight_scales(); }, true);
+  AddRagged<int32_t>(f, "bias", n, [&](size_t i) -> const auto& { return draws[i].conv.bias(); }, true);
+  static const StageOperands kNone;
+  for (size_t s = 0; s < operand_count; ++s) {
+    ForEachOperandTensor([&](const char* name, const auto& field) {
+      using T = typename std::remove_cvref_t<decltype(field(kNone))>::value_type;
+      AddRagged<T>(f, fmt::format("operands.{}.{}", s, name), n, [&](size_t i) -> const auto& {
+        return s < draws[i].stages.size() ? field(draws[i].stages[s]) : field(kNone);
+      });
+    });
+  }
   return f;
 }
 
 std::vector<PatternDraw> DecodeRun(const Frame& run, std::vector<size_t>* y_counts) {
   ExpectReply(run, "run", "a request");
-  const nlohmann::json& list = Field(run.header, "draws", "run");
-  if (!list.is_array()) throw ProtocolError("run.draws: expected a list");
-  std::vector<PatternDraw> draws(list.size());
-  y_counts->assign(list.size(), 0);
-  for (size_t i = 0; i < list.size(); ++i) {
-    const nlohmann::json& j = list[i];
-    const std::string where = fmt::format("run.draws[{}]", i);
+  const auto n = Value<size_t>(run.header, "draw_count", "run");
+  const ScalarTable table(run, n);
+  std::span<const float> input_scale;
+  try {
+    input_scale = run.get<float>("input_scale");
+  } catch (const FrameError& e) {
+    throw ProtocolError(std::string("run: ") + e.what());
+  }
+  if (input_scale.size() != n) throw ProtocolError(fmt::format("run: input_scale: expected {} values", n));
+  std::vector<PatternDraw> draws(n);
+  y_counts->assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = [&](const char* name) { return table.at(i, name); };
     ConvCase& conv = draws[i].conv;
-    conv.op(parse_conv_op(Value<std::string>(j, "op", where), where + ".op"))
-        .batch(Value<int32_t>(j, "batch", where))
-        .input_size(Value<int32_t>(j, "input_height", where), Value<int32_t>(j, "input_width", where))
-        .input_channels(Value<int32_t>(j, "input_channels", where))
-        .output_channels(Value<int32_t>(j, "output_channels", where))
-        .kernel_size(Value<int32_t>(j, "kernel_height", where), Value<int32_t>(j, "kernel_width", where))
-        .stride(Value<int32_t>(j, "stride_height", where), Value<int32_t>(j, "stride_width", where))
-        .dilation(Value<int32_t>(j, "dilation_height", where), Value<int32_t>(j, "dilation_width", where))
-        .padding(Value<int32_t>(j, "padding_top", where), Value<int32_t>(j, "padding_left", where),
-                 Value<int32_t>(j, "padding_bottom", where), Value<int32_t>(j, "padding_right", where))
-        .output_padding(Value<int32_t>(j, "output_padding_height", where),
-                        Value<int32_t>(j, "output_padding_width", where));
-    const nlohmann::json& in = Field(j, "input", where);
-    QuantParams q;
-    q.type.scalar = parse_scalar_type(Value<std::string>(in, "type", where + ".input"), where + ".input.type");
-    q.type.narrow = Value<bool>(in, "narrow", where + ".input");
-    q.scale = Value<float>(in, "scale", where + ".input");
-    q.zero_point = Value<int32_t>(in, "zero_point", where + ".input");
-    conv.input_quant(q);
-    conv.weight_scales(GetIfAny<float>(run, Name("weight_scales", i)));
-    conv.weights(GetIfAny<int8_t>(run, Name("weights", i)));
-    conv.bias(GetIfAny<int32_t>(run, Name("bias", i)));
-    draws[i].input = GetIfAny<int32_t>(run, Name("input_codes", i));
-    draws[i].stages.resize(Value<size_t>(j, "operand_count", where));
-    for (size_t s = 0; s < draws[i].stages.size(); ++s) {
-      StageOperands& o = draws[i].stages[s];
-      o.codes = GetIfAny<int32_t>(run, Name("codes", i, s));
-      o.weight_scales = GetIfAny<float>(run, Name("weight_scales", i, s));
-      o.weights = GetIfAny<int8_t>(run, Name("weights", i, s));
-      o.bias = GetIfAny<int32_t>(run, Name("bias", i, s));
-      o.bn.gamma = GetIfAny<float>(run, Name("bn_gamma", i, s));
-      o.bn.beta = GetIfAny<float>(run, Name("bn_beta", i, s));
-      o.bn.mean = GetIfAny<float>(run, Name("bn_mean", i, s));
-      o.bn.var = GetIfAny<float>(run, Name("bn_var", i, s));
+    conv.op(OpOf(at("op"), i))
+        .batch(at("batch"))
+        .input_size(at("input_height"), at("input_width"))
+        .input_channels(at("input_channels"))
+        .output_channels(at("output_channels"))
+        .kernel_size(at("kernel_height"), at("kernel_width"))
+        .stride(at("stride_height"), at("stride_width"))
+        .dilation(at("dilation_height"), at("dilation_width"))
+        .padding(at("padding_top"), at("padding_left"), at("padding_bottom"), at("padding_right"))
+        .output_padding(at("output_padding_height"), at("output_padding_width"));
+    conv.input_quant(QuantParams{QuantType{TypeOf(at("input_type"), i), at("input_narrow") != 0}, input_scale[i],
+                                 at("input_zero_point")});
+    if (at("operand_count") < 0 || at("y_count") < 0) {
+      throw ProtocolError(fmt::format("run: draw {}: a negative operand_count or y_count", i));
     }
-    (*y_counts)[i] = Value<size_t>(j, "y_count", where);
+    draws[i].stages.resize(static_cast<size_t>(at("operand_count")));
+    (*y_counts)[i] = static_cast<size_t>(at("y_count"));
+  }
+  const auto to_vector = [](const auto& values) { return std::vector(values.begin(), values.end()); };
+  GetRagged<int32_t>(run, "input_codes", n, [&](size_t i, auto v) { draws[i].input = to_vector(v); });
+  GetRagged<int8_t>(run, "weights", n, [&](size_t i, auto v) { draws[i].conv.weights(to_vector(v)); });
+  GetRagged<float>(run, "weight_scales", n, [&](size_t i, auto v) { draws[i].conv.weight_scales(to_vector(v)); });
+  GetRagged<int32_t>(run, "bias", n, [&](size_t i, auto v) { draws[i].conv.bias(to_vector(v)); });
+  size_t operand_count = 0;
+  for (const PatternDraw& d : draws) operand_count = std::max(operand_count, d.stages.size());
+  for (size_t s = 0; s < operand_count; ++s) {
+    ForEachOperandTensor([&](const char* name, const auto& field) {
+      using T = typename std::remove_cvref_t<decltype(field(draws[0].stages[s]))>::value_type;
+      GetRagged<T>(run, fmt::format("operands.{}.{}", s, name), n, [&](size_t i, auto v) {
+        if (v.empty()) return;
+        if (s >= draws[i].stages.size()) {
+          throw ProtocolError(fmt::format("run: draw {} has {} operand sets, yet operands.{}.{} values", i,
+                                          draws[i].stages.size(), s, name));
+        }
+        field(draws[i].stages[s]) = to_vector(v);
+      });
+    });
   }
   return draws;
 }
 
+// result: "y", every draw's y_count outputs end to end (a rejected draw's slots included, their values ignored);
+// "rejected": [{"draw": i, "reason": ...}]; "implementation": one name for every draw, or a list of one per draw.
 Frame EncodeResult(std::span<const std::span<int32_t>> y, std::span<const DrawOutcome> outcomes) {
   Frame f("result");
-  nlohmann::json list = nlohmann::json::array();
+  std::vector<int32_t> values;
+  nlohmann::json rejected = nlohmann::json::array();
+  std::vector<std::string> implementations;
   for (size_t i = 0; i < outcomes.size(); ++i) {
-    const DrawOutcome& o = outcomes[i];
-    nlohmann::json j = {{"status", std::string(to_string(o.status))}};
-    if (!o.reason.empty()) j["reason"] = o.reason;
-    if (!o.implementation.empty()) j["implementation"] = o.implementation;
-    list.push_back(std::move(j));
-    if (o.status == DrawOutcome::Status::ok) {
-      f.add<int32_t>(Name("y", i), std::span<const int32_t>(y[i]), {static_cast<int64_t>(y[i].size())});
+    values.insert(values.end(), y[i].begin(), y[i].end());
+    if (outcomes[i].status != DrawOutcome::Status::ok) {
+      rejected.push_back({{"draw", i}, {"reason", outcomes[i].reason}});
     }
+    implementations.push_back(outcomes[i].implementation);
   }
-  f.header["outcomes"] = std::move(list);
+  f.add<int32_t>("y", values);
+  if (!rejected.empty()) f.header["rejected"] = std::move(rejected);
+  const bool one = std::all_of(implementations.begin(), implementations.end(),
+                               [&](const std::string& s) { return s == implementations.front(); });
+  if (!implementations.empty() && !(one && implementations.front().empty())) {
+    f.header["implementation"] = one ? nlohmann::json(implementations.front()) : nlohmann::json(implementations);
+  }
   return f;
 }
 
 void DecodeResult(const Frame& result, std::span<const std::span<int32_t>> y, std::span<DrawOutcome> outcomes) {
   ExpectReply(result, "result", "run");
-  const nlohmann::json& list = Field(result.header, "outcomes", "result");
-  if (!list.is_array() || list.size() != outcomes.size()) {
-    throw ProtocolError(fmt::format("result.outcomes: expected a list of {} outcomes, one per draw of the batch, got {}",
-                                    outcomes.size(), list.dump().substr(0, 80)));
+  const size_t n = outcomes.size();
+  std::vector<bool> rejected(n, false);
+  for (DrawOutcome& o : outcomes) o = DrawOutcome{};
+  if (const auto it = result.header.find("rejected"); it != result.header.end()) {
+    if (!it->is_array()) throw ProtocolError("result.rejected: expected a list");
+    for (size_t k = 0; k < it->size(); ++k) {
+      const std::string where = fmt::format("result.rejected[{}]", k);
+      const auto i = Value<size_t>((*it)[k], "draw", where);
+      if (i >= n || rejected[i]) {
+        throw ProtocolError(fmt::format("{}.draw: {} is not a draw of this batch of {}, or is given twice", where, i, n));
+      }
+      rejected[i] = true;
+      outcomes[i].status = DrawOutcome::Status::rejected;
+      if ((*it)[k].contains("reason")) outcomes[i].reason = Value<std::string>((*it)[k], "reason", where);
+      if (outcomes[i].reason.empty()) outcomes[i].reason = "rejected by the plugin (no reason given)";
+    }
   }
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    const std::string where = fmt::format("result.outcomes[{}]", i);
-    const std::string status = Value<std::string>(list[i], "status", where);
-    DrawOutcome& o = outcomes[i];
-    o = DrawOutcome{};
-    if (list[i].contains("reason")) o.reason = Value<std::string>(list[i], "reason", where);
-    if (list[i].contains("implementation")) o.implementation = Value<std::string>(list[i], "implementation", where);
-    if (status == "rejected") {
-      o.status = DrawOutcome::Status::rejected;
-      if (o.reason.empty()) o.reason = "rejected by the plugin (no reason given)";
-      continue;
+  if (const auto it = result.header.find("implementation"); it != result.header.end()) {
+    if (it->is_string()) {
+      for (DrawOutcome& o : outcomes) o.implementation = it->get<std::string>();
+    } else if (it->is_array() && it->size() == n && std::all_of(it->begin(), it->end(), [](auto& s) { return s.is_string(); })) {
+      for (size_t i = 0; i < n; ++i) outcomes[i].implementation = (*it)[i].get<std::string>();
+    } else {
+      throw ProtocolError(fmt::format("result.implementation: expected a name, or a list of {} names", n));
     }
-    if (status != "ok") throw ProtocolError(where + ".status: \"" + status + "\", expected \"ok\" or \"rejected\"");
-    std::span<const int32_t> values;
-    try {
-      values = result.get<int32_t>(Name("y", i));
-    } catch (const FrameError& e) {
-      throw ProtocolError(where + ": an ok draw needs its outputs: " + e.what());
-    }
-    if (values.size() != y[i].size()) {
-      throw ProtocolError(fmt::format("result: array y.{} has {} values, the draw has {} outputs", i, values.size(),
-                                      y[i].size()));
-    }
-    std::memcpy(y[i].data(), values.data(), values.size_bytes());
+  }
+  size_t expected = 0;
+  for (const std::span<int32_t>& out : y) expected += out.size();
+  std::span<const int32_t> values;
+  try {
+    values = result.get<int32_t>("y");
+  } catch (const FrameError& e) {
+    throw ProtocolError(std::string("result: ") + e.what());
+  }
+  if (values.size() != expected) {
+    throw ProtocolError(fmt::format("result: array y has {} values, the batch's {} draws have {} outputs", values.size(),
+                                    n, expected));
+  }
+  for (size_t i = 0, at = 0; i < n; at += y[i].size(), ++i) {
+    if (!rejected[i]) std::memcpy(y[i].data(), values.data() + at, y[i].size_bytes());
   }
 }
 

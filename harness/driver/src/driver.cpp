@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -184,6 +185,69 @@ bool ForEachBatch(const RunOptions& options, std::vector<Partial>& partials, Nex
   if (failure) std::rethrow_exception(failure);
   return !stopped;
 }
+
+// A block of draws, drawn and (for a path that takes batches) run, waiting for its comparison.
+struct RanBlock {
+  std::vector<detail::DrawBatch> batches;
+  std::vector<PatternDraw> drawn;
+  std::vector<detail::BatchedRun> runs;  // empty: the path takes no batches (compare runs each draw)
+};
+
+// next()'s items through make(item), made on one thread of its own while the caller works on the item before: one
+// item is always in the making. The items and their order are next()'s; a failure in make() comes out of the call
+// that would have handed its item out.
+template <typename Item, typename Made>
+class RunAhead {
+ public:
+  RunAhead(std::function<std::optional<Item>()> next, std::function<Made(Item)> make)
+      : next_(std::move(next)), make_(std::move(make)), maker_([this](std::stop_token stop) { Make(stop); }) {}
+  std::optional<Made> operator()() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!started_) {
+      started_ = true;
+      Post();
+    }
+    changed_.wait(lock, [&] { return !todo_; });
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+    std::optional<Made> made = std::exchange(made_, std::nullopt);
+    if (made) Post();
+    return made;
+  }
+
+ private:
+  void Post() {  // under mutex_
+    todo_ = next_();
+    if (todo_) changed_.notify_all();
+  }
+  void Make(std::stop_token stop) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (changed_.wait(lock, stop, [&] { return todo_.has_value(); })) {
+      Item item = std::move(*todo_);
+      lock.unlock();
+      std::optional<Made> made;
+      std::exception_ptr failure;
+      try {
+        made = make_(std::move(item));
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      lock.lock();
+      made_ = std::move(made);
+      failure_ = failure;
+      todo_.reset();
+      changed_.notify_all();
+    }
+  }
+  std::function<std::optional<Item>()> next_;
+  std::function<Made(Item)> make_;
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  bool started_ = false;
+  std::optional<Item> todo_;  // posted, not yet made
+  std::optional<Made> made_;
+  std::exception_ptr failure_;
+  std::jthread maker_;  // last: stopped and joined first
+};
 
 // Folds the workers' partials into the case result. Every merged structure is order-independent (histogram sums,
 // per-code ranges, a total order on the worst list, the lowest unsupported sample), so the merged result does not
@@ -478,20 +542,32 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
     }
     return batch.take;
   };
-  const auto work = [&](const std::vector<detail::DrawBatch>& batches, Partial& partial) -> uint64_t {
-    if (block == 0) {
-      const detail::DrawBatch& batch = batches.front();
-      return compare(batch, comparison->Draw(options.seed, stream, batch.draw), nullptr, partial);
-    }
-    std::vector<PatternDraw> drawn;
-    drawn.reserve(batches.size());
-    for (const detail::DrawBatch& batch : batches) drawn.push_back(comparison->Draw(options.seed, stream, batch.draw));
-    const std::vector<detail::BatchedRun> runs = comparison->RunBatch(drawn);
+  const auto run = [&](std::vector<detail::DrawBatch> batches) {
+    RanBlock ran{std::move(batches), {}, {}};
+    ran.drawn.reserve(ran.batches.size());
+    for (const detail::DrawBatch& b : ran.batches) ran.drawn.push_back(comparison->Draw(options.seed, stream, b.draw));
+    if (block > 0) ran.runs = comparison->RunBatch(ran.drawn);
+    return ran;
+  };
+  const auto compare_block = [&](const RanBlock& ran, Partial& partial) -> uint64_t {
     uint64_t compared = 0;
-    for (size_t i = 0; i < batches.size(); ++i) compared += compare(batches[i], drawn[i], &runs[i], partial);
+    for (size_t i = 0; i < ran.batches.size(); ++i) {
+      compared += compare(ran.batches[i], ran.drawn[i], ran.runs.empty() ? nullptr : &ran.runs[i], partial);
+    }
     return compared;
   };
-  const bool finished = ForEachBatch<std::vector<detail::DrawBatch>>(options, partials, next, work);
+  bool finished = false;
+  // An out-of-process path runs block N + 1 while the one worker compares block N (FusedPath::out_of_process).
+  // (Smaller first blocks, to shorten the wait for the first one, measured worse: each block costs a round trip.)
+  if (block > 0 && threads == 1 && repeat == 1 && comparison->path().out_of_process()) {
+    RunAhead<std::vector<detail::DrawBatch>, RanBlock> ahead(next, run);
+    finished = ForEachBatch<RanBlock>(options, partials, ahead, compare_block);
+  } else {
+    const auto work = [&](std::vector<detail::DrawBatch>& batches, Partial& partial) {
+      return compare_block(run(std::move(batches)), partial);
+    };
+    finished = ForEachBatch<std::vector<detail::DrawBatch>>(options, partials, next, work);
+  }
   MergePartials(result, partials, key);
   if (!finished) result.complete = false;
   result.implementation = join_implementations(comparison->path().implementations());

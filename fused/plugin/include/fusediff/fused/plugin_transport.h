@@ -75,10 +75,9 @@ class Transport {
                    std::span<DrawOutcome> outcomes) = 0;
   // The end of the case (bye).
   virtual void Close() = 0;
-  // Whether one instance may take Run calls from several threads at once, as a `shared` plugin allows. A child
-  // process answers one request at a time on its one socket: its transport says no, and a shared plugin behind it
-  // gets one child per calling thread.
-  virtual bool takes_concurrent_calls() const { return true; }
+  // A child process: it answers one request at a time on its one socket (a shared plugin behind it gets one child
+  // per calling thread), and computes while the host compares (FusedPath::out_of_process).
+  virtual bool out_of_process() const { return false; }
 };
 
 // In process: the shared library at a.target, through the C ABI (dlopen RTLD_NOW | RTLD_LOCAL; the library stays

@@ -6,8 +6,10 @@
 //   run      -> result     a batch of draws (fusediff_draw's fields; tensors as arrays) -> outputs and statuses
 //   bye      -> (none)     the child exits
 // Any request may be answered {"type": "error", "message": ...}: the plugin cannot go on (exit 2 for the run).
-// The JSON field names are the C header's (fusediff_plugin.h); array names are "FIELD.i" for draw i
-// ("input_codes.0", "y.3", "operands.2.0.codes").
+// The JSON field names are the C header's (fusediff_plugin.h). A batch travels as a few arrays, whatever its size:
+// the draws' int32 scalars as one table ("scalars", its "columns" named in the header), each tensor's values end to
+// end with "NAME.offsets" ("input_codes", "operands.1.codes"), and the outputs as one array "y" (protocol 2; the
+// JSON object per draw of protocol 1 cost more than the draws' own work).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -19,7 +21,7 @@
 
 namespace fusediff::fused::plugin {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 
 // A reply that breaks the protocol (wrong type, a missing field, a count that does not match the request): what
 // the other side sent and what was expected.
@@ -33,8 +35,8 @@ Frame EncodeRun(std::span<const PatternDraw> draws, std::span<const size_t> y_co
 // The draws of a run message and their y_count (plugin-host's side, the offline answers).
 std::vector<PatternDraw> DecodeRun(const Frame& run, std::vector<size_t>* y_counts);
 
-// result: outcomes[i] for draw i ("ok" with its array "y.i", or "rejected" with a reason), each with its
-// implementation where the plugin names one.
+// result: the batch's outputs as one array "y" (draw i's y[i].size() values after draw i - 1's, a rejected draw's
+// slots included), the rejected draws with their reasons, and the implementation (one name, or one per draw).
 Frame EncodeResult(std::span<const std::span<int32_t>> y, std::span<const DrawOutcome> outcomes);
 // Fills y[i] and outcomes[i] from a result for a batch of y.size() draws; ProtocolError for a reply that does not
 // answer exactly that batch.

@@ -93,6 +93,9 @@ class FusedPath {
   // runs each through Run (status ok or rejected; implementation from last_run()).
   virtual void RunBatch(std::span<const PatternDraw> draws, std::span<const std::span<int32_t>> y,
                         std::span<DrawOutcome> outcomes);
+  // Its batches compute in another process (a plugin child): while one thread compares batch N, the driver has
+  // batch N + 1 drawn and run, so that the child's work and the round trip hide behind the comparison.
+  virtual bool out_of_process() const { return false; }
   // The implementations the path used so far (a library's kernel names, distinct); none for the built-in kernels.
   virtual std::vector<std::string> implementations() const { return {}; }
   // The int8 weight codes its draws may use (oneDNN takes the whole s8 range).
