@@ -3,8 +3,6 @@
 // (bench/builtin_lut_plugin.cpp, --fused plugin:...), interleaved, one thread, the best of several rounds each. Both
 // sides compare the same draws (the plugin cases' stream) against the same reference; only the path differs. A measurement, not a
 // benchmark; the target is an overhead <= 5 %. Run: build/bench/plugin_abi_cost [samples per case] [rounds].
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,33 +14,24 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/model/suite_options.h"
+#include "paired_timing.h"
 
 namespace {
 using namespace fusediff;
-using Clock = std::chrono::steady_clock;
 
-// One case's run: seconds, and the samples it compared. `direct`: the built-in kernel called directly, on the very
-// draws the plugin case gets (its spec and sample stream; only the path differs).
-std::pair<double, uint64_t> TimeCase(const CaseSpec& spec, driver::ReferenceCache& cache, bool direct) {
+// The built-in kernel called directly, on the very draws the plugin case gets (its spec and sample stream; only the
+// path differs).
+driver::RunOptions Direct() {
   driver::RunOptions options;
   options.threads = 1;
-  if (direct) {
-    options.fused_path = [](const CaseSpec& s, std::string* why) {
-      CaseSpec builtin = s;
-      builtin.backend = std::string(kBuiltInPath);
-      builtin.backend_arg.clear();
-      builtin.table_kind = TableKind::lut;
-      return fused::CreateBuiltInPath(builtin, why);
-    };
-  }
-  const Clock::time_point start = Clock::now();
-  const CaseResult r = driver::RunCase(spec, options, cache);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (r.verdict != Verdict::pass) {
-    std::fprintf(stderr, "plugin_abi_cost: case %s did not pass (%s)\n", spec.name.c_str(), r.reason.c_str());
-    std::exit(1);
-  }
-  return {seconds, compared_samples(r)};
+  options.fused_path = [](const CaseSpec& s, std::string* why) {
+    CaseSpec builtin = s;
+    builtin.backend = std::string(kBuiltInPath);
+    builtin.backend_arg.clear();
+    builtin.table_kind = TableKind::lut;
+    return fused::CreateBuiltInPath(builtin, why);
+  };
+  return options;
 }
 }  // namespace
 
@@ -67,31 +56,13 @@ int main(int argc, char** argv) {  // [samples per case = 200000] [rounds = 5]
   for (const CaseSpec& spec : direct) {
     for (CaseSpec& c : BackendOf(path).SuiteCases(spec, path)) wrapped.push_back(std::move(c));
   }
-  // Per case the best time of each side over the rounds, the two sides alternating case by case (and which goes
-  // first, round by round), so that a change in the machine's load between rounds touches both alike.
-  driver::ReferenceCache cache;
-  for (const CaseSpec& spec : wrapped) (void)TimeCase(spec, cache, true);  // reference tables built outside the timings
-  std::vector<double> best_direct_s(wrapped.size(), 1e300), best_wrapped_s(wrapped.size(), 1e300);
-  uint64_t samples_total = 0;
-  for (int r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < wrapped.size(); ++i) {
-      for (int side = 0; side < 2; ++side) {
-        const bool direct_side = (side + r) % 2 == 0;
-        const auto [seconds, compared] = TimeCase(wrapped[i], cache, direct_side);
-        double& best = direct_side ? best_direct_s[i] : best_wrapped_s[i];
-        best = std::min(best, seconds);
-        if (r == 0 && direct_side) samples_total += compared;
-      }
-    }
-  }
-  double direct_seconds = 0, wrapped_seconds = 0;
-  for (size_t i = 0; i < wrapped.size(); ++i) {
-    direct_seconds += best_direct_s[i];
-    wrapped_seconds += best_wrapped_s[i];
-  }
-  const double best_direct = double(samples_total) / direct_seconds;
-  const double best_wrapped = double(samples_total) / wrapped_seconds;
-  const double overhead = best_direct / best_wrapped - 1;
+  driver::RunOptions one_thread;
+  one_thread.threads = 1;
+  const bench::PairedRate rate = bench::TimePaired(
+      wrapped.size(), rounds,
+      [&](size_t i, bool direct_side) { return std::pair{wrapped[i], direct_side ? Direct() : one_thread}; },
+      "plugin_abi_cost");
+  const double best_direct = rate.a, best_wrapped = rate.b, overhead = rate.overhead();
   std::printf("cases: %zu int8 conv2d+act, %llu samples each, best of %d rounds per case, 1 thread\n", direct.size(),
               static_cast<unsigned long long>(samples), rounds);
   std::printf("direct  (--fused lut):            %.0f samples/s\n", best_direct);

@@ -1,11 +1,9 @@
 // The subprocess protocol's cost (docs/plugins.md, "Subprocess protocol"): end-to-end samples/s of `run` over the
 // default suite's int8 conv2d+act cases, examples/plugins/conv_lut_plugin.c in process (--fused plugin:...) against
 // the same library answering the same batches from a child (--fused exec:'fusediff plugin-host ...': every batch
-// framed, sent over the socket, answered and read back), interleaved, one thread, the best of several rounds each.
-// Both sides compare the same samples against the same reference; only the transport differs. A measurement, not a
-// benchmark; the target is an overhead <= 25 %. Run: build/bench/subprocess_cost [samples per case] [rounds].
-#include <algorithm>
-#include <chrono>
+// framed, sent over the socket, answered and read back), the two sides alternating case by case, one thread, each
+// case's best of several rounds (paired_timing.h). Both sides compare the same samples against the same reference;
+// only the transport differs. A measurement, not a benchmark; the target is an overhead <= 25 %. Run: build/bench/subprocess_cost [samples per case] [rounds].
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,26 +15,10 @@
 #include "fusediff/fused/plugin_backend.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/model/suite_options.h"
+#include "paired_timing.h"
 
 namespace {
 using namespace fusediff;
-using Clock = std::chrono::steady_clock;
-
-double SamplesPerSecond(const std::vector<CaseSpec>& cases, driver::ReferenceCache& cache) {
-  driver::RunOptions options;
-  options.threads = 1;
-  uint64_t samples = 0;
-  const Clock::time_point start = Clock::now();
-  for (const CaseSpec& spec : cases) {
-    const CaseResult r = driver::RunCase(spec, options, cache);
-    if (r.verdict != Verdict::pass) {
-      std::fprintf(stderr, "subprocess_cost: case %s did not pass (%s)\n", spec.name.c_str(), r.reason.c_str());
-      std::exit(1);
-    }
-    samples += compared_samples(r);
-  }
-  return double(samples) / std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::vector<CaseSpec> OnPath(const std::vector<CaseSpec>& suite, const std::string& word) {
   CaseSpec path;
@@ -68,16 +50,14 @@ int main(int argc, char** argv) {
   const std::vector<CaseSpec> in_process = OnPath(suite, std::string("plugin:") + FUSEDIFF_CONV_LUT_PLUGIN);
   const std::vector<CaseSpec> child =
       OnPath(suite, std::string("exec:") + FUSEDIFF_FULL + " plugin-host " + FUSEDIFF_CONV_LUT_PLUGIN);
-  driver::ReferenceCache cache;
-  (void)SamplesPerSecond(in_process, cache);  // the reference tables built once, outside the timings
-  (void)SamplesPerSecond(child, cache);
-  double best_in = 0, best_child = 0;
-  for (int r = 0; r < rounds; ++r) {
-    best_in = std::max(best_in, SamplesPerSecond(in_process, cache));
-    best_child = std::max(best_child, SamplesPerSecond(child, cache));
-  }
-  const double overhead = best_in / best_child - 1;
-  std::printf("cases: %zu int8 conv2d+act (double rounding), %llu samples each, best of %d rounds, 1 thread\n",
+  driver::RunOptions one_thread;
+  one_thread.threads = 1;
+  const bench::PairedRate rate = bench::TimePaired(
+      in_process.size(), rounds,
+      [&](size_t i, bool in_process_side) { return std::pair{in_process_side ? in_process[i] : child[i], one_thread}; },
+      "subprocess_cost");
+  const double best_in = rate.a, best_child = rate.b, overhead = rate.overhead();
+  std::printf("cases: %zu int8 conv2d+act (double rounding), %llu samples each, best of %d rounds per case, 1 thread\n",
               in_process.size(), static_cast<unsigned long long>(samples), rounds);
   std::printf("in process (plugin:conv_lut_plugin.so):          %.0f samples/s\n", best_in);
   std::printf("C child    (exec:fusediff plugin-host ...so):    %.0f samples/s\n", best_child);

@@ -196,6 +196,13 @@ StageRounding add_tflite(int32_t a, const QuantParams& qa, int32_t b, const Quan
   return saturate(multiply_smaller_than_one(sum, mo), qo.zero_point, output_range(qo));
 }
 
+// n 2^s / mo, rounded half to even: the ONNX rules' exact quotient (both scales' decompositions folded into n, s).
+Rounded QuotientHalfEven(const cpp_int& n, int s, uint64_t mo) {
+  const cpp_int num = s >= 0 ? cpp_int(n << s) : n;
+  const cpp_int den = s >= 0 ? cpp_int(mo) : cpp_int(cpp_int(mo) << -s);
+  return round_quotient(num, den, RoundingMode::half_to_even);
+}
+
 // (sa (a - za) + sb (b - zb)) / so exactly: with s = M 2^E (float decompositions), the numerator is
 // N 2^e0, e0 = min(Ea, Eb), N = Ma da 2^(Ea - e0) + Mb db 2^(Eb - e0); v = N 2^(e0 - Eo) / Mo.
 StageRounding add_onnx_spec(int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
@@ -206,10 +213,7 @@ StageRounding add_onnx_spec(int32_t a, const QuantParams& qa, int32_t b, const Q
   const int e0 = std::min(pa.exponent, pb.exponent);
   const cpp_int n = (cpp_int(pa.mantissa) * (int64_t{a} - qa.zero_point) << (pa.exponent - e0)) +
                     (cpp_int(pb.mantissa) * (int64_t{b} - qb.zero_point) << (pb.exponent - e0));
-  const int s = e0 - po.exponent;
-  const cpp_int num = s >= 0 ? cpp_int(n << s) : n;
-  const cpp_int den = s >= 0 ? cpp_int(po.mantissa) : cpp_int(cpp_int(po.mantissa) << -s);
-  return saturate(round_quotient(num, den, RoundingMode::half_to_even), qo.zero_point, output_range(qo));
+  return saturate(QuotientHalfEven(n, e0 - po.exponent, po.mantissa), qo.zero_point, output_range(qo));
 }
 
 // MLAS's packs after cvtps2dq: the full type's range, then the output's own (narrow types).
@@ -408,21 +412,27 @@ StageRounding mul_onnx_spec(int32_t a, const QuantParams& qa, int32_t b, const Q
   const detail::FloatParts pb = detail::decompose(qb.scale);
   const detail::FloatParts po = detail::decompose(qo.scale);
   const cpp_int n = cpp_int(pa.mantissa) * pb.mantissa * ((int64_t{a} - qa.zero_point) * (int64_t{b} - qb.zero_point));
-  const int s = pa.exponent + pb.exponent - po.exponent;
-  const cpp_int num = s >= 0 ? cpp_int(n << s) : n;
-  const cpp_int den = s >= 0 ? cpp_int(po.mantissa) : cpp_int(cpp_int(po.mantissa) << -s);
-  return saturate(round_quotient(num, den, RoundingMode::half_to_even), qo.zero_point, output_range(qo));
+  return saturate(QuotientHalfEven(n, pa.exponent + pb.exponent - po.exponent, po.mantissa), qo.zero_point,
+                  output_range(qo));
 }
 
 }  // namespace
 
+namespace {
+// A binary stage's operands and output boundary, each named ("add.a", "mul.out") when malformed.
+void ValidateBinary(const std::string& op, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
+                    const QuantParams& qo) {
+  validate(qa, op + ".a");
+  validate(qb, op + ".b");
+  validate(qo, op + ".out");
+  check_code(a, qa, (op + ".a").c_str());
+  check_code(b, qb, (op + ".b").c_str());
+}
+}  // namespace
+
 StageRounding QuantizedMul(MulRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
                            const QuantParams& qo) {
-  validate(qa, "mul.a");
-  validate(qb, "mul.b");
-  validate(qo, "mul.out");
-  check_code(a, qa, "mul.a");
-  check_code(b, qb, "mul.b");
+  ValidateBinary("mul", a, qa, b, qb, qo);
   switch (rule) {
     case MulRule::tflite: return mul_tflite(a, qa, b, qb, qo);
     case MulRule::onnx_spec: return mul_onnx_spec(a, qa, b, qb, qo);
@@ -432,11 +442,7 @@ StageRounding QuantizedMul(MulRule rule, int32_t a, const QuantParams& qa, int32
 
 StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
                            const QuantParams& qo) {
-  validate(qa, "add.a");
-  validate(qb, "add.b");
-  validate(qo, "add.out");
-  check_code(a, qa, "add.a");
-  check_code(b, qb, "add.b");
+  ValidateBinary("add", a, qa, b, qb, qo);
   switch (rule) {
     case AddRule::tflite: return add_tflite(a, qa, b, qb, qo);
     case AddRule::onnx_spec: return add_onnx_spec(a, qa, b, qb, qo);

@@ -84,10 +84,10 @@ class PluginPath final : public FusedPath {
         case_(std::move(c)),
         out_of_process_(first->out_of_process()),
         per_thread_(hello.declaration.threading == Threading::instance_per_thread ||
-                    (hello.declaration.threading == Threading::shared && out_of_process_)) {
-    instances_.emplace(std::this_thread::get_id(), std::move(first));
-  }
+                    (hello.declaration.threading == Threading::shared && out_of_process_)),
+        first_(std::move(first)) {}
   ~PluginPath() override {
+    if (first_) first_->Close();
     for (auto& [id, t] : instances_) t->Close();
   }
 
@@ -133,13 +133,15 @@ class PluginPath final : public FusedPath {
   }
 
  private:
-  // The calling thread's instance: the first one for a serial plugin or a shared one in process, one per thread
-  // otherwise.
+  // The calling thread's instance: the first one for a serial plugin or a shared one in process; otherwise one per
+  // thread, the first (prepared when the path was made) going to the first thread that asks, whichever it is.
   Transport& Instance() {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (!per_thread_) return *instances_.begin()->second;
+    if (!per_thread_) return *first_;
     auto [it, fresh] = instances_.try_emplace(std::this_thread::get_id());
-    if (fresh) {
+    if (fresh && first_) {
+      it->second = std::move(first_);
+    } else if (fresh) {
       it->second = Open(spec_);
       if (std::string why = it->second->Prepare(case_); !why.empty()) {
         throw InputError("plugin " + hello_.name + ": a second instance rejected the case its first took: " + why);
@@ -154,6 +156,7 @@ class PluginPath final : public FusedPath {
   bool out_of_process_;
   bool per_thread_;
   mutable std::mutex mutex_;
+  std::unique_ptr<Transport> first_;  // per_thread_: until a thread claims it
   std::map<std::thread::id, std::unique_ptr<Transport>> instances_;
   std::vector<std::string> implementations_;
   std::string last_implementation_;
