@@ -71,16 +71,10 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
   bisect::ExportOptions wide = o;
   wide.int16 = true;
   for (const auto& [pattern, kind] : plan.supported_int16) export_pattern(pattern, kind, wide);
-  for (bool qdq : {true, false}) {
-    const bisect::ModelExport m = bisect::BuildResNet(qdq, o);
-    const std::filesystem::path dir = std::filesystem::path(a.out_dir) / m.stem;
-    std::filesystem::create_directories(dir);
-    reports::WriteFileAtomically((dir / "model.onnx").string(), m.model_bytes);
-    WriteInputs(dir, m.inputs);
-    context.out << fmt::format("{:<34} {} ({})\n", m.name, (dir / "model.onnx").string(), m.note);
-  }
-  {
-    const bisect::ModelExport m = bisect::BuildTwinCauses(o);
+  std::vector<bisect::ModelExport> models = {bisect::BuildResNet(true, o), bisect::BuildResNet(false, o),
+                                             bisect::BuildTwinCauses(o)};
+  for (bisect::ModelExport& m : bisect::BuildTransformerModels(o)) models.push_back(std::move(m));
+  for (const bisect::ModelExport& m : models) {
     const std::filesystem::path dir = std::filesystem::path(a.out_dir) / m.stem;
     std::filesystem::create_directories(dir);
     reports::WriteFileAtomically((dir / "model.onnx").string(), m.model_bytes);
@@ -95,7 +89,8 @@ int DoExport(const ExportArgs& a, const CommandContext& context) {
 
 Command AddExportOnnxCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "export-onnx", "Write the patterns, a ResNet-style block and a two-cause model as ONNX models with inputs "
+      "export-onnx", "Write the patterns, a ResNet-style block, a two-cause model and transformer blocks (LayerNorm, SkipLayerNorm, "
+                     "GELU) as ONNX models with inputs "
                      "(ONNX test-data .pb and .npy)");
   auto a = std::make_shared<ExportArgs>();
   cmd->add_option("--out-dir", a->out_dir, "The folder (created in an existing one); one subfolder per model")->required();

@@ -72,5 +72,10 @@ ModelExport BuildResNet(bool qdq, const ExportOptions& o);
 // one rounding) and a float convolution + BatchNormalization (output b; ConvBNFusion rounds the folded weights). Disabling
 // either alone leaves the other's differences: leave-one-out finds neither, one-on finds both.
 ModelExport BuildTwinCauses(const ExportOptions& o);
+// Transformer blocks as exporters write them, for ONNX Runtime's LayerNorm, SkipLayerNorm, RMS-norm and GELU fusions
+// (transformer_models.cpp): fc+layernorm+act (GELU with Erf), fc+add+layernorm (bias + skip, [B, S, H]), the
+// feed-forward block with GELU by Erf or by Tanh,
+// an RMS norm, and QDQ int8 around a float LayerNormalization.
+std::vector<ModelExport> BuildTransformerModels(const ExportOptions& o);
 
 }  // namespace fusediff::bisect
