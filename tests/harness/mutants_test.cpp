@@ -1,7 +1,7 @@
 // Issue-level acceptance of the mutant catalog, with the default budget: every mutant detected in its own space;
 // targeted generation >= 10x fewer samples than uniform (lower bounds count) for the edge-only mutants and at most
 // 2x as many for the others; every detection shrinks to one output position (a per-tensor BatchNorm fold keeps
-// <= 2 channels), <= 4 input channels and a kernel <= 3x3, and its replay line reproduces it bit for bit.
+// <= 2 channels, a layernorm its row), <= 4 input channels and a kernel <= 3x3, and its replay line reproduces it bit for bit.
 #include <gtest/gtest.h>
 
 #include "fusediff/driver/driver.h"
@@ -28,7 +28,10 @@ TEST(MutantCatalog, EveryMutantIsFoundShrunkAndReplayed) {
     ASSERT_TRUE(r.shrunk.has_value());
     const ConvCase& conv = r.shrunk->sample.conv;
     const Pattern& pattern = r.shrunk->spec.pattern;
-    if (has_stage(pattern, StageKind::batchnorm)) {
+    if (has_stage(pattern, StageKind::layernorm)) {
+      // A layernorm reads its whole row: one row (batch 1, one position), every feature of it.
+      EXPECT_EQ(conv.output_elements(), size_t(conv.output_channels()));
+    } else if (has_stage(pattern, StageKind::batchnorm)) {
       // One output position; a per-tensor fold keeps a second channel, the one whose |w'| sets the scale.
       EXPECT_EQ(conv.output_elements() / size_t(conv.output_channels()), 1u);
       EXPECT_LE(conv.output_channels(), 2);
