@@ -158,3 +158,10 @@ foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
   add_test(NAME onednn.layer_norm_order.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormOrder.*)
   set_tests_properties(onednn.layer_norm_order.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 120)
 endforeach()
+# oneDNN's layer norm in fc+layernorm+act and fc+add+layernorm (docs/onednn.md, "Layer normalization"): the
+# same-convention cases, declared in the order oneDNN dispatches to, at tolerance 0 under every cap; ONNX Runtime's
+# order against it within the reordering bound (r <= 1).
+foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
+  add_test(NAME onednn.layernorm_chains.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNorm.*)
+  set_tests_properties(onednn.layernorm_chains.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
+endforeach()
