@@ -83,7 +83,7 @@ bool EltwiseForward(const Activation& activation, std::span<const float> x, std:
 // The fused-path interface: OneDnnKernel for conv2d+act; for conv2d+add+act (sum or binary_add post-op + eltwise)
 // and fc+act (inner product + eltwise), the post-op chains of src/onednn_patterns.cpp, and their unfused graphs;
 // conv2d+act+maxpool unfused only (oneDNN 2.6 has no conv+pool fusion: the fused case is unsupported with that
-// reason). Draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each primitive itself).
+// reason); fc+layernorm+act and fc+add+layernorm through layer_normalization_forward (src/onednn_layernorm.cpp). Draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each primitive itself).
 std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason);
 
 // oneDNN 2.6's f32 layer_normalization_forward as it dispatches here (honouring DNNL_MAX_CPU_ISA, never the host's
