@@ -114,7 +114,7 @@ constexpr MutantInfo kCatalog[] = {
      "a layernorm kept whole; differs where var is near or below eps (and rarely elsewhere)", false},
     {Mutant::ln_one_pass_variance, "ln-one-pass-variance",
      "the layer norm's variance as E[x^2] - mu^2 in binary32 (one_pass) where the declared order sums (x - mu)^2",
-     "a layernorm kept whole; differs where a large mean cancels against a small spread", false},
+     "a layernorm kept whole; differs where a large mean cancels against a small spread", true},
     {Mutant::ln_mean_wrong_axis, "ln-mean-wrong-axis",
      "the layer norm's mean taken per feature over the rows (the batch axis) instead of per row over the features",
      "a layernorm kept whole", false},

@@ -337,7 +337,7 @@ struct StageOperands {
   std::vector<int8_t> weights;
   std::vector<int32_t> bias;
   BatchNormParams bn{};
-  std::vector<float> gamma, beta;
+  std::vector<float> gamma{}, beta{};
 };
 
 // One draw of a pattern: the producer's case and input, and each stage's operands (stages[i] for pattern stage i;
