@@ -61,7 +61,7 @@ TEST(OneDnnChains, SumRoundsOnceWhereBinaryAddRoundsTwice) {
   draw.conv.batch(1).input_size(1, 1).input_channels(1).output_channels(1).kernel_size(1, 1);
   draw.conv.input_quant(QuantParams{kUint8, 0x1p-21f, 10}).weight_scales({1.0f}).weights({1}).bias({-4194307});
   draw.input = {10};
-  draw.stages = {StageOperands{{7}, {}, {}, {}, {}, {}, {}}};  // the add stage's residual
+  draw.stages = {StageOperands{{7}, {}, {}, {}}};  // the add stage's residual
   CaseSpec spec;
   spec.convention = OneDnnGraph(ActivationKind::relu, {kInt8, 0.05f, 0}, {kUint8, 1.0f, 0});
   spec.pattern = parse_pattern_name("conv2d+add+act", "test");
@@ -90,7 +90,7 @@ TEST(OneDnnChains, SumChainKnownAnswerAndItsGraph) {
   draw.conv.batch(1).input_size(1, 1).input_channels(1).output_channels(1).kernel_size(1, 1);
   draw.conv.input_quant(QuantParams{kUint8, 0.5f, 10}).weight_scales({0.25f}).weights({3}).bias({4});
   draw.input = {12};
-  draw.stages = {StageOperands{{-3}, {}, {}, {}, {}, {}, {}}};  // the add stage's residual
+  draw.stages = {StageOperands{{-3}, {}, {}, {}}};  // the add stage's residual
   CaseSpec spec;
   spec.convention = OneDnnGraph(ActivationKind::relu, {kInt8, 0.5f, 0}, {kUint8, 0.125f, 5});
   spec.pattern = parse_pattern_name("conv2d+add+act", "test");

@@ -290,6 +290,9 @@ bool LayerNormPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::stri
   if (draw.input.size() != conv.input_elements() || y.size() != static_cast<size_t>(n) * static_cast<size_t>(k)) {
     throw InputError("oneDNN layer norm path: input or output has the wrong size");
   }
+  if (conv.input_quant().type.scalar == ScalarType::int16) {
+    return Reject(rejected, "oneDNN's int8 inner product takes u8 or s8 sources, not int16");
+  }
   const StageOperands& ln = draw.operands(spec_.pattern, StageKind::layernorm);
   if (ln.gamma.size() != static_cast<size_t>(k) || ln.beta.size() != static_cast<size_t>(k)) {
     throw InputError("oneDNN layer norm path: gamma and beta need one value per feature (" + std::to_string(k) + ")");
