@@ -47,7 +47,8 @@ struct OneDnnPatternVariant {
 std::vector<OneDnnPatternVariant> OneDnnPatternVariants();
 
 // oneDNN's chains of the representative patterns and activations (OneDnnPatternVariants), filtered by
-// --activation and `only`.
+// --activation and `only`; the default run (no `only`, no --fused) keeps one layer norm case of six
+// (fc+add+layernorm.relu.int8.onednn.conv: the HTML report's size limit).
 std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std::optional<std::string>& only);
 
 }  // namespace fusediff::fused::onednn
