@@ -16,6 +16,8 @@
 #include "fusediff/fused/stages.h"
 #include "fusediff/model/errors.h"
 #include "fusediff/model/stage_module.h"
+#include "fusediff/fused/lut.h"
+#include "stages/layer_norm_rows.h"
 #include "stages/stage_common.h"
 
 namespace fusediff::fused {
@@ -53,6 +55,8 @@ struct PatternKernel::Impl {
   const Stage* fc_stage = nullptr;
   const Stage* bn_stage = nullptr;
   const Stage* mul_stage = nullptr;
+  const Stage* ln_stage = nullptr;
+  std::optional<LayerNormRows> ln_rows;  // the layernorm fusions: the norm in the declared order
   FoldScale fold_scale = FoldScaleOwn;
   FoldSteps bn_fold_steps = FoldStepsOf(Mutant::none);
 
@@ -71,6 +75,10 @@ struct PatternKernel::Impl {
   bool RunBatchNormAfterActivation(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
   bool RunBatchNormFoldAcrossActivation(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
   bool RunMulAddAffine(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
+  bool RunSkipAddF32(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
+  bool RunNormF32IntoAct(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
+  bool RunSkipAfterNorm(const PatternDraw& draw, std::span<int32_t> y, std::string*) const;
+  const StageOperands& LayerNormOperands(const PatternDraw& draw) const;
 
   std::string SelectPlan();
   std::string CreateStageKernels();
@@ -268,6 +276,65 @@ bool PatternKernel::Impl::RunMulAddAffine(const PatternDraw& draw, std::span<int
   return true;
 }
 
+const StageOperands& PatternKernel::Impl::LayerNormOperands(const PatternDraw& draw) const {
+  const StageOperands& ops = draw.operands(spec.pattern, StageKind::layernorm);
+  const size_t features = static_cast<size_t>(draw.conv.output_channels());
+  if (ops.gamma.size() != features || ops.beta.size() != features) {
+    throw InputError("PatternKernel::Run: layernorm's gamma and beta do not hold one value per feature");
+  }
+  return ops;
+}
+
+// fc+add+layernorm as a fused SkipLayerNorm over dequantized inputs (Fusion::skip_add_f32): x = fl32(fl32(su (u -
+// zu)) + fl32(sr (r - zr))), the norm in the declared order, QuantizeLinear into the norm's boundary. s is skipped.
+bool PatternKernel::Impl::RunSkipAddF32(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
+  const ProducerOut producer = RunProducer(draw);
+  const std::vector<int32_t>& r = draw.operands(spec.pattern, StageKind::add).codes;
+  if (r.size() != producer.u.size()) throw InputError("PatternKernel::Run: residual size does not match the FC output");
+  const StageOperands& ln = LayerNormOperands(draw);
+  const QuantParams& u = spec.convention.intermediate.q;
+  const QuantParams& qr = add_stage->residual;
+  std::vector<float> x(r.size()), normed(r.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = u.scale * static_cast<float>(producer.u[i] - u.zero_point) + qr.scale * static_cast<float>(r[i] - qr.zero_point);
+  }
+  ln_rows->Run(x, static_cast<size_t>(draw.conv.output_channels()), ln.gamma, ln.beta, normed);
+  for (size_t i = 0; i < normed.size(); ++i) y[i] = QuantizeLinear(normed[i], ln_stage->out);
+  return true;
+}
+
+// fc+layernorm+act with the norm's output kept in binary32 (Fusion::norm_f32_into_act): the activation in double on
+// LayerNorm(x) gamma + beta, rounded once into the output boundary half away from zero.
+bool PatternKernel::Impl::RunNormF32IntoAct(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
+  const ProducerOut producer = RunProducer(draw);
+  const StageOperands& ln = LayerNormOperands(draw);
+  const QuantParams& u = spec.convention.intermediate.q;
+  std::vector<float> x(producer.u.size()), normed(producer.u.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = u.scale * static_cast<float>(producer.u[i] - u.zero_point);
+  ln_rows->Run(x, static_cast<size_t>(draw.conv.output_channels()), ln.gamma, ln.beta, normed);
+  const QuantParams& out = spec.convention.output.q;
+  for (size_t i = 0; i < normed.size(); ++i) {
+    y[i] = RoundToType(EvaluateActivationDouble(spec.convention.activation, normed[i]) / out.scale, out.zero_point,
+                       out.type);
+  }
+  return true;
+}
+
+// Mutant ln-skip-after-norm: LayerNorm(u) into the norm's boundary, then + r by the add rule into that boundary.
+bool PatternKernel::Impl::RunSkipAfterNorm(const PatternDraw& draw, std::span<int32_t> y, std::string*) const {
+  const ProducerOut producer = RunProducer(draw);
+  const std::vector<int32_t>& r = draw.operands(spec.pattern, StageKind::add).codes;
+  if (r.size() != producer.u.size()) throw InputError("PatternKernel::Run: residual size does not match the FC output");
+  const StageOperands& ln = LayerNormOperands(draw);
+  const QuantParams& u = spec.convention.intermediate.q;
+  std::vector<float> x(producer.u.size()), normed(producer.u.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = u.scale * static_cast<float>(producer.u[i] - u.zero_point);
+  ln_rows->Run(x, static_cast<size_t>(draw.conv.output_channels()), ln.gamma, ln.beta, normed);
+  const QuantizedAddKernel add(add_stage->add_rule, ln_stage->out, add_stage->residual, ln_stage->out);
+  for (size_t i = 0; i < normed.size(); ++i) y[i] = add(QuantizeLinear(normed[i], ln_stage->out), r[i]);
+  return true;
+}
+
 // One kernel per stage, each reading the boundary the previous one writes.
 std::string PatternKernel::Impl::CreateStageKernels() {
   QuantParams in = spec.convention.intermediate.q;
@@ -293,6 +360,18 @@ std::string PatternKernel::Impl::SelectPlan() {
   const Mutant m = spec.mutant;
   if (bn_stage && bn_stage->bn_reads_codes && (spec.fusion == Fusion::fold || m == Mutant::bn_fold_across_activation)) {
     plan = &Impl::RunBatchNormFoldAcrossActivation;
+    return {};
+  }
+  if (ln_stage && (spec.fusion == Fusion::skip_add_f32 || spec.fusion == Fusion::norm_f32_into_act ||
+                   m == Mutant::ln_skip_after_norm)) {
+    ln_rows.emplace(ln_stage->ln_order, ln_stage->ln_eps);
+    if (m == Mutant::ln_skip_after_norm || spec.fusion == Fusion::skip_add_f32) {
+      if (!add_stage) return "pattern " + pattern_name(spec.pattern) + ": the skip fusions need an add stage";
+      plan = m == Mutant::ln_skip_after_norm ? &Impl::RunSkipAfterNorm : &Impl::RunSkipAddF32;
+      return {};
+    }
+    if (!activation) return "pattern " + pattern_name(spec.pattern) + ": norm_f32_into_act needs an activation";
+    plan = &Impl::RunNormF32IntoAct;
     return {};
   }
   if (mul_stage && add_stage && (spec.fusion == Fusion::mul_add_affine || m == Mutant::mul_skip_output_rounding)) {
@@ -372,6 +451,7 @@ std::unique_ptr<PatternKernel> PatternKernel::Create(const CaseSpec& spec, std::
   k.fc_stage = find_stage(k.spec.pattern, StageKind::fully_connected);
   k.bn_stage = find_stage(k.spec.pattern, StageKind::batchnorm);
   k.mul_stage = find_stage(k.spec.pattern, StageKind::mul);
+  k.ln_stage = find_stage(k.spec.pattern, StageKind::layernorm);
   std::string why;
   k.producer = FusedKernel::Create(c, TableKind::lut, Mutant::none, &why);
   if (!k.producer) return reject("pattern " + pattern_name(p) + ": " + why);

@@ -8,6 +8,13 @@
 namespace fusediff::generators {
 
 namespace {
+
+// Output channels in [min_output_channels, max], max = max_output_channels where set, else max_channels.
+int32_t DrawOutputChannels(CounterRng& rng, const ConvShapeLimits& limits) {
+  const int32_t max = limits.max_output_channels > 0 ? limits.max_output_channels : limits.max_channels;
+  return static_cast<int32_t>(rng.uniform_int(std::min(limits.min_output_channels, max), max));
+}
+
 // Log-uniform float in [lo, hi].
 float LogUniform(CounterRng& rng, double lo, double hi) {
   return static_cast<float>(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * rng.uniform01()));
@@ -41,7 +48,7 @@ ConvCase TransposedShape(CounterRng& rng, const ConvShapeLimits& limits) {
       .input_size(static_cast<int32_t>(rng.uniform_int(1, std::max(1, limits.max_spatial / 2))),
                   static_cast<int32_t>(rng.uniform_int(1, std::max(1, limits.max_spatial / 2))))
       .input_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
-      .output_channels(static_cast<int32_t>(rng.uniform_int(std::min(limits.min_output_channels, limits.max_channels), limits.max_channels)))
+      .output_channels(DrawOutputChannels(rng, limits))
       .kernel_size(kernel_h, kernel_w)
       .stride(stride_h, stride_w)
       .dilation(dilation_h, dilation_w)
@@ -85,7 +92,7 @@ ConvCase GenerateConvShape(uint64_t seed, uint64_t case_stream, uint32_t draw, c
   conv.batch(limits.single_output_position ? 1 : batch)
       .input_size(limits.single_output_position ? min_h : height, limits.single_output_position ? min_w : width)
       .input_channels(static_cast<int32_t>(rng.uniform_int(1, limits.max_channels)))
-      .output_channels(static_cast<int32_t>(rng.uniform_int(std::min(limits.min_output_channels, limits.max_channels), limits.max_channels)))
+      .output_channels(DrawOutputChannels(rng, limits))
       .kernel_size(kernel_h, kernel_w)
       .stride(static_cast<int32_t>(rng.uniform_int(1, limits.max_stride)),
               static_cast<int32_t>(rng.uniform_int(1, limits.max_stride)))

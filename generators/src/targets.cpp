@@ -400,6 +400,38 @@ void AddMutantPattern(CaseSpec& spec, CounterRng& rng) {
       add.out = JitteredQuant(rng, type, domain.input_lo, domain.input_hi);
       break;
     }
+    case Mutant::ln_drop_eps:
+    case Mutant::ln_eps_after_sqrt:
+    case Mutant::ln_one_pass_variance:
+    case Mutant::ln_mean_wrong_axis:
+    case Mutant::ln_bf16_variance:
+    case Mutant::ln_skip_after_norm: {
+      // Either layernorm pattern (the skip mutant: fc+add+layernorm), a declared order among the named ones, the
+      // rows aimed where the mutant shows: eps near the variance of a row one code off constant for the eps
+      // mutants, a large mean for the one-pass variance.
+      const bool skip = spec.mutant == Mutant::ln_skip_after_norm || rng.chance(1, 2);
+      spec.pattern = parse_pattern_name(skip ? "fc+add+layernorm" : "fc+layernorm+act", "mutant");
+      Stage& ln = spec.pattern.stages[skip ? 1 : 0];
+      constexpr const char* kOrders[] = {"onednn_jit", "onednn_cpp", "onednn_ref", "ort", "sequential"};
+      ln.ln_order = named_normalization_order(kOrders[rng.uniform_int(0, 4)], "mutant");
+      const QuantType type = c.intermediate.q.type;
+      QuantParams in = c.intermediate.q;
+      if (skip) {
+        Stage& add = spec.pattern.stages[0];
+        add.add_rule = AddRule::onnx_spec;
+        add.residual = JitteredQuant(rng, type, domain.input_lo, domain.input_hi);
+        add.out = JitteredQuant(rng, type, 2.0 * domain.input_lo, 2.0 * domain.input_hi);
+        in = add.out;
+      }
+      if (spec.mutant == Mutant::ln_drop_eps || spec.mutant == Mutant::ln_eps_after_sqrt) {
+        ln.ln_regime = LnRegime::tiny_variance;
+        ln.ln_eps = static_cast<float>(double(in.scale) * in.scale * std::ldexp(1.0, -static_cast<int>(rng.uniform_int(0, 6))));
+      } else if (spec.mutant == Mutant::ln_one_pass_variance) {
+        ln.ln_regime = LnRegime::cancellation;
+      }
+      ln.out = JitteredQuant(rng, type, -4.0, 4.0);
+      break;
+    }
     default:
       place_registered_mutant(spec);  // a stage kind's mutant (model/mutants.h)
       break;
@@ -512,6 +544,11 @@ ConvShapeLimits PatternDrawLimits(const Pattern& pattern, const ConvShapeLimits&
     limits.transposed_share = 0;
     limits.max_channels = 16;
     limits.per_tensor_weight_scale = pattern.multiplier == MultiplierRule::float_product;
+  }
+  if (const Stage* ln = find_stage(pattern, StageKind::layernorm)) {
+    // Rows of 4 to 16 features, or exactly the stage's declared length (long rows: one dedicated case).
+    limits.min_output_channels = ln->ln_features > 0 ? ln->ln_features : 4;
+    if (ln->ln_features > 0) limits.max_output_channels = ln->ln_features;
   }
   return limits;
 }
@@ -690,6 +727,90 @@ void AimBatchNorm(CounterRng& rng, const Stage& stage, const Convention& convent
 
 }  // namespace
 
+namespace {
+
+// The first row's target codes (the pivots (0, 0, 0, k): element k of the producer's output) for a layernorm regime
+// (model/pattern.h LnRegime), on the producer's boundary u:
+//   cancellation:  c + U{-2..2} with c three codes inside the end of the type farther from zu;
+//   tiny_variance: one code c for the whole row, or (half the draws) one feature one code off;
+//   outlier:       zu + U{-3..3}, one feature at an end of the type.
+std::vector<int32_t> LayerNormRowCodes(CounterRng& rng, LnRegime regime, const QuantParams& u, int32_t features) {
+  const int32_t qmin = u.type.qmin(), qmax = u.type.qmax();
+  const auto clamp = [&](int64_t q) { return static_cast<int32_t>(std::clamp<int64_t>(q, qmin, qmax)); };
+  std::vector<int32_t> codes(static_cast<size_t>(features));
+  switch (regime) {
+    case LnRegime::cancellation: {
+      const int32_t c = qmax - u.zero_point >= u.zero_point - qmin ? qmax - 3 : qmin + 3;
+      for (int32_t& q : codes) q = clamp(c + rng.uniform_int(-2, 2));
+      break;
+    }
+    case LnRegime::tiny_variance: {
+      const int32_t c = static_cast<int32_t>(rng.uniform_int(qmin + 1, qmax - 1));
+      std::fill(codes.begin(), codes.end(), c);
+      if (rng.chance(1, 2)) codes[static_cast<size_t>(rng.uniform_int(0, features - 1))] = c + (rng.chance(1, 2) ? 1 : -1);
+      break;
+    }
+    case LnRegime::outlier: {
+      for (int32_t& q : codes) q = clamp(u.zero_point + rng.uniform_int(-3, 3));
+      codes[static_cast<size_t>(rng.uniform_int(0, features - 1))] = rng.chance(1, 2) ? qmax : qmin;
+      break;
+    }
+    case LnRegime::benign:
+    case LnRegime::mixed: break;
+  }
+  return codes;
+}
+
+// A layernorm's draw: the regime of this draw (mixed: one of the four; benign where the mix aims at the bulk alone,
+// as an unaimed search's does), the first row aimed at it through the
+// producer's bias (each feature's accumulator placed mid-interval of its target code), a residual of real 0 on that
+// row where an add feeds the norm, and gamma = +-U(1/2, 3/2) (negative one in eight), beta = U(-1/2, 1/2) per
+// feature.
+void AimLayerNorm(CounterRng& rng, const Stage& ln, const Pattern& pattern, const Convention& convention,
+                  const RegionMix& mix, PatternDraw& d) {
+  ConvCase& conv = d.conv;
+  const int32_t features = conv.output_channels();
+  const bool unaimed = mix.knee == 0 && mix.saturation == 0 && mix.quant_boundary == 0;
+  LnRegime regime = unaimed ? LnRegime::benign : ln.ln_regime;
+  if (regime == LnRegime::mixed) {
+    constexpr LnRegime kRegimes[] = {LnRegime::benign, LnRegime::cancellation, LnRegime::tiny_variance,
+                                     LnRegime::outlier};
+    regime = kRegimes[rng.uniform_int(0, 3)];
+  }
+  if (regime != LnRegime::benign) {
+    const std::vector<int32_t> codes = LayerNormRowCodes(rng, regime, convention.intermediate.q, features);
+    std::vector<int32_t> bias = conv.bias();
+    for (int32_t k = 0; k < features; ++k) {
+      const int64_t target = AccumulatorForCode(convention, conv.input_quant().scale,
+                                                conv.weight_scales()[static_cast<size_t>(k)],
+                                                codes[static_cast<size_t>(k)], 0.5);
+      const int64_t b = target - PivotPartialSum(conv, d.input, k);
+      if (b < std::numeric_limits<int32_t>::min() || b > std::numeric_limits<int32_t>::max()) continue;
+      const int32_t previous = bias[static_cast<size_t>(k)];
+      bias[static_cast<size_t>(k)] = static_cast<int32_t>(b);
+      conv.bias(bias);
+      if (conv.accumulator_bound(k) > std::numeric_limits<int32_t>::max()) {  // keep the case valid
+        bias[static_cast<size_t>(k)] = previous;
+        conv.bias(bias);
+      }
+    }
+    if (const Stage* add = find_stage(pattern, StageKind::add)) {
+      std::vector<int32_t>& r = d.operands_of(pattern, StageKind::add).codes;
+      for (int32_t k = 0; k < features && static_cast<size_t>(k) < r.size(); ++k) r[static_cast<size_t>(k)] = add->residual.zero_point;
+    }
+  }
+  StageOperands& ops = d.operands_of(pattern, StageKind::layernorm);
+  ops.gamma.resize(static_cast<size_t>(features));
+  ops.beta.resize(static_cast<size_t>(features));
+  for (int32_t k = 0; k < features; ++k) {
+    const double g = 0.5 + rng.uniform01();
+    ops.gamma[static_cast<size_t>(k)] = static_cast<float>(rng.chance(1, 8) ? -g : g);
+    ops.beta[static_cast<size_t>(k)] = static_cast<float>(rng.uniform01() - 0.5);
+  }
+}
+
+}  // namespace
+
 PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t draw, const Pattern& pattern,
                                 const Convention& convention, const RegionMix& mix, const ConvShapeLimits& limits) {
   TargetedDraw targeted = GenerateTargetedDraw(seed, case_stream, draw, convention, mix, limits);
@@ -763,6 +884,7 @@ PatternDraw GeneratePatternDraw(uint64_t seed, uint64_t case_stream, uint32_t dr
       layer.bias.push_back(static_cast<int32_t>(rng.uniform_int(-span, span)));
     }
   }
+  if (const Stage* ln = find_stage(pattern, StageKind::layernorm)) AimLayerNorm(rng, *ln, pattern, convention, mix, d);
   return d;
 }
 

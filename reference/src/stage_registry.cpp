@@ -19,6 +19,7 @@ std::vector<std::unique_ptr<const ReferenceStage>>& Registry() {
     s.push_back(MakeFullyConnectedReference());
     s.push_back(MakeBatchNormReference());
     s.push_back(MakeMulReference());
+    s.push_back(MakeLayerNormReference());
     return s;
   }();
   return stages;

@@ -34,7 +34,7 @@ ConvCase QuarterMultiplier() {
 }
 
 TEST(Mutants, CatalogHasTwentyEightNamedEntriesThatParse) {
-  EXPECT_EQ(mutant_catalog().size(), 28u);  // 12 conv+act, 6 pattern, 6 BatchNorm fold, 1 FC fold, 3 mul / BatchNorm-after-act
+  EXPECT_EQ(mutant_catalog().size(), 34u);  // 12 conv+act, 6 pattern, 6 BatchNorm fold, 1 FC fold, 3 mul / BatchNorm-after-act, 6 LayerNorm
   for (const MutantInfo& info : mutant_catalog()) {
     EXPECT_EQ(parse_mutant(info.name, "m"), info.mutant);
     EXPECT_FALSE(info.definition.empty());

@@ -1,7 +1,7 @@
 // Issue-level acceptance of the mutant catalog, with the default budget: every mutant detected in its own space;
 // targeted generation >= 10x fewer samples than uniform (lower bounds count) for the edge-only mutants and at most
 // 2x as many for the others; every detection shrinks to one output position (a per-tensor BatchNorm fold keeps
-// <= 2 channels), <= 4 input channels and a kernel <= 3x3, and its replay line reproduces it bit for bit.
+// <= 2 channels, a layernorm its row, or two for ln-mean-wrong-axis), <= 4 input channels and a kernel <= 3x3, and its replay line reproduces it bit for bit.
 #include <gtest/gtest.h>
 
 #include "fusediff/driver/driver.h"
@@ -28,7 +28,10 @@ TEST(MutantCatalog, EveryMutantIsFoundShrunkAndReplayed) {
     ASSERT_TRUE(r.shrunk.has_value());
     const ConvCase& conv = r.shrunk->sample.conv;
     const Pattern& pattern = r.shrunk->spec.pattern;
-    if (has_stage(pattern, StageKind::batchnorm)) {
+    if (has_stage(pattern, StageKind::layernorm)) {
+      // A layernorm reads its whole row: one position per row, every feature of it.
+      EXPECT_EQ(conv.output_elements(), size_t(conv.batch()) * size_t(conv.output_channels()));
+    } else if (has_stage(pattern, StageKind::batchnorm)) {
       // One output position; a per-tensor fold keeps a second channel, the one whose |w'| sets the scale.
       EXPECT_EQ(conv.output_elements() / size_t(conv.output_channels()), 1u);
       EXPECT_LE(conv.output_channels(), 2);
@@ -38,7 +41,8 @@ TEST(MutantCatalog, EveryMutantIsFoundShrunkAndReplayed) {
     EXPECT_LE(conv.input_channels(), 4);
     EXPECT_LE(conv.kernel_height(), 3);
     EXPECT_LE(conv.kernel_width(), 3);
-    EXPECT_EQ(conv.batch(), 1);
+    // The mean over the wrong axis may need the second row it averaged over.
+    EXPECT_LE(conv.batch(), info.mutant == Mutant::ln_mean_wrong_axis ? 2 : 1);
     if (const Stage* pool = find_stage(pattern, StageKind::max_pool) ? find_stage(pattern, StageKind::max_pool)
                                                                       : find_stage(pattern, StageKind::avg_pool)) {
       // The pooled element's window alone: one output channel, at most a window of conv outputs.

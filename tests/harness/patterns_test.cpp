@@ -29,19 +29,19 @@ TEST(Patterns, DefaultSuiteCoversEveryPatternAndFusion) {
     fusions.insert(pattern_name(spec.pattern) + "/" + std::string(to_string(spec.fusion)));
   }
   for (const char* p : {"conv2d+add+act", "conv2d+act+maxpool", "conv2d+act+avgpool", "fc+act", "fc+fc", "fc+act+fc",
-                        "conv2d+act+batchnorm", "conv2d+mul+add+act"}) {
+                        "conv2d+act+batchnorm", "conv2d+mul+add+act", "fc+layernorm+act", "fc+add+layernorm"}) {
     EXPECT_TRUE(names.count(p)) << p;
   }
   for (const char* f : {"conv2d+add+act/add_in_accumulator", "conv2d+act+maxpool/pool_first",
                         "conv2d+act+avgpool/pool_first", "fc+fc/fold", "conv2d+act+batchnorm/fold",
-                        "conv2d+mul+add+act/mul_add_affine"}) {
+                        "conv2d+mul+add+act/mul_add_affine", "fc+layernorm+act/norm_other_order"}) {
     EXPECT_TRUE(fusions.count(f)) << f;
   }
   // The built suite includes them beside conv2d+act.
   driver::SuiteOptions options;
   std::set<std::string> all;
   for (const CaseSpec& spec : driver::BuildSuite(options)) all.insert(pattern_name(spec.pattern));
-  EXPECT_EQ(all.size(), 10u);  // conv2d+act, the eight of PatternCases, conv2d+batchnorm+act
+  EXPECT_EQ(all.size(), 12u);  // conv2d+act, the ten of PatternCases, conv2d+batchnorm+act
 }
 
 TEST(Patterns, LegalFusionsPassExactlyAndSkippingOnesAreMeasuredWithoutVerdict) {

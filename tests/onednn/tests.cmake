@@ -158,3 +158,16 @@ foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
   add_test(NAME onednn.layer_norm_order.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormOrder.*)
   set_tests_properties(onednn.layer_norm_order.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 120)
 endforeach()
+# oneDNN's layer norm in fc+layernorm+act and fc+add+layernorm (docs/onednn.md, "Layer normalization"): the
+# same-convention cases, declared in the order oneDNN dispatches to, at tolerance 0 under every cap; ONNX Runtime's
+# order against it within the reordering bound (r <= 1).
+foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
+  add_test(NAME onednn.layernorm_chains.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNorm.*)
+  set_tests_properties(onednn.layernorm_chains.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
+endforeach()
+# The same cases end to end: oneDNN's layer norm chain of fc+add+layernorm passes at tolerance 0, fused and unfused,
+# and ONNX Runtime's order against it is a measurement.
+fusediff_add_cli_test(onednn_layernorm_chains 0 "2 passed, 0 failed, 0 unsupported, 1 cross-convention measurements"
+                      run --fused onednn --pattern fc+add+layernorm --samples 3000)
+set_tests_properties(cli.onednn_layernorm_chains PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=AVX512_CORE_VNNI"
+                     SKIP_REGULAR_EXPRESSION "${fusediff_dispatch_below_vnni}")

@@ -168,7 +168,7 @@ TEST(TestStage, AnUnknownStageTokenExitsTwoNamingTheKnownOnes) {
   EXPECT_EQ(run.code, 2);
   EXPECT_NE(run.err.find("unknown pattern 'conv2d+nope+act'"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("conv2d+neg+act"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("unknown stage 'nope' (known: add, maxpool, avgpool, fc, act, batchnorm, mul, neg)"),
+  EXPECT_NE(run.err.find("unknown stage 'nope' (known: add, maxpool, avgpool, fc, act, batchnorm, mul, layernorm, neg)"),
             std::string::npos)
       << run.err;
 }

@@ -28,20 +28,22 @@ class OneDnn final : public LibraryBackend {
   bool black_box() const override { return true; }
   std::vector<std::string> stage_kinds() const override {
     std::vector<std::string> names;
-    for (StageKind kind : {StageKind::activation, StageKind::add, StageKind::max_pool, StageKind::fully_connected}) {
+    for (StageKind kind : {StageKind::activation, StageKind::add, StageKind::max_pool, StageKind::fully_connected,
+                           StageKind::layernorm}) {
       names.emplace_back(to_string(kind));
     }
     return names;
   }
   std::vector<std::string> patterns() const override {
-    return {"conv2d+act", "conv2d+add+act", "fc+act", "conv2d+act+maxpool"};
+    return {"conv2d+act", "conv2d+add+act", "fc+act", "conv2d+act+maxpool", "fc+layernorm+act", "fc+add+layernorm"};
   }
 
-  // The fused path keeps the intermediate in binary32 (requant f32_half_even, no code; the output spec unchanged);
-  // both paths compute the activation's scaling and zero point in binary32 (docs/onednn.md).
+  // The fused path keeps the intermediate in binary32 (requant f32_half_even, no code; the output spec unchanged),
+  // but for the layer norm patterns, whose paths keep u as codes (onednn_layernorm.cpp); both paths compute the
+  // activation's scaling and zero point in binary32 (docs/onednn.md).
   Convention DeclaredConvention(const CaseSpec& spec) const override {
     Convention c = spec.convention;
-    if (VariantOf(spec) == OneDnnVariant::fused) {
+    if (VariantOf(spec) == OneDnnVariant::fused && !has_stage(spec.pattern, StageKind::layernorm)) {
       c.intermediate.kind = IntermediateKind::f32;
       c.intermediate.stored = FloatBoundary{};  // oneDNN's post-ops read the binary32 value
       c.requant = RequantVariant::f32_half_even;
@@ -56,11 +58,13 @@ class OneDnn final : public LibraryBackend {
   // on its inputs (relu, relu6 = clip, leaky_relu, hard_swish in the jit injector's order; bit for bit on every
   // kernel and ISA cap tried) nothing is left to differ: 0. The other algorithms approximate f to a few binary32
   // ulps (bench/eltwise_error, table in docs/onednn.md); that moves t across a rounding tie when t lies within a
-  // few ulps of one, by 1 LSB at most: 1.
+  // few ulps of one, by 1 LSB at most: 1. A pattern without an activation (fc+add+layernorm, whose layer norm runs
+  // in its declared order, docs/summation-orders.md) has nothing approximated: 0.
   Tolerance DefaultTolerance(const CaseSpec& spec) const override {
     const ActivationKind a = spec.convention.activation.kind;
     const bool exact_in_binary32 = a == ActivationKind::relu || a == ActivationKind::relu6 ||
-                                   a == ActivationKind::leaky_relu || a == ActivationKind::hard_swish;
+                                   a == ActivationKind::leaky_relu || a == ActivationKind::hard_swish ||
+                                   !has_stage(spec.pattern, StageKind::activation);
     return Tolerance{exact_in_binary32 ? 0 : 1, std::nullopt, std::nullopt};
   }
 

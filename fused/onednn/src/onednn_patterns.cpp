@@ -421,6 +421,7 @@ std::unique_ptr<FusedPath> Unsupported(std::string* why, std::string reason) {
 std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* why) {
   const std::string name = pattern_name(spec.pattern);
   const bool unfused = VariantOf(spec) == OneDnnVariant::unfused;
+  if (has_stage(spec.pattern, StageKind::layernorm)) return CreateLayerNormPath(spec, why);
   if (spec.fusion != Fusion::keep_all) {
     return Unsupported(why, "oneDNN's paths declare their own arithmetic (fusion keep_all), not " +
                                 std::string(to_string(spec.fusion)));
@@ -443,7 +444,8 @@ std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* 
     }
     chain = Chain::max_pool;
   } else {
-    return Unsupported(why, "oneDNN runs conv2d+act, conv2d+add+act, fc+act and (unfused) conv2d+act+maxpool here, not " + name);
+    return Unsupported(why, "oneDNN runs conv2d+act, conv2d+add+act, fc+act, fc+layernorm+act, fc+add+layernorm and "
+                            "(unfused) conv2d+act+maxpool here, not " + name);
   }
   const Convention& graph = spec.convention;
   std::optional<EltwiseAlgorithm> eltwise = MapEltwise(graph.activation, why);

@@ -108,6 +108,11 @@ struct Scratchpad {
 // *unsupported_reason for any other pattern, fusion or mutant, or a convention oneDNN cannot express.
 std::unique_ptr<FusedPath> CreatePatternPath(const CaseSpec& spec, std::string* unsupported_reason);
 
+// oneDNN's layer normalization in fc+layernorm+act and fc+add+layernorm (onednn_layernorm.cpp): every boundary kept
+// as codes, the norm fused with gamma and beta (onednn) or followed by a binary mul and add (onednn_unfused). Null with
+// *unsupported_reason for another pattern, fusion or mutant, or a convention oneDNN cannot express.
+std::unique_ptr<FusedPath> CreateLayerNormPath(const CaseSpec& spec, std::string* unsupported_reason);
+
 // oneDNN's float convolutions (onednn_float_conv.cpp): spec.convention.float_conv enabled, conv2d+act, a float
 // output. Null with *unsupported_reason where oneDNN or this CPU cannot run them (NativeBf16).
 std::unique_ptr<FusedPath> CreateFloatConvPath(const CaseSpec& spec, std::string* unsupported_reason);

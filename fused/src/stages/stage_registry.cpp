@@ -19,6 +19,7 @@ std::vector<std::unique_ptr<const FusedStage>>& Registry() {
     s.push_back(MakePoolStage(true));
     s.push_back(MakeFullyConnectedStage());
     s.push_back(MakeMulStage());
+    s.push_back(MakeLayerNormStage());
     s.push_back(MakeBatchNormStage());
     return s;
   }();

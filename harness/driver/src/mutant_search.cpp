@@ -371,8 +371,13 @@ Counterexample SliceToElement(const Counterexample& c, int32_t partner = -1) {
     return out;
   }
   // Output channel ch alone (and the partner): their weights, scales and biases, BatchNorm parameters and residual.
+  // A layernorm reads the whole row: every feature of batch n stays (with its gamma and beta).
   std::vector<int32_t> keep{ch};
   if (partner >= 0 && partner != ch) keep.push_back(partner);
+  if (has_stage(c.spec.pattern, StageKind::layernorm)) {
+    keep.resize(static_cast<size_t>(conv.output_channels()));
+    for (int32_t k = 0; k < conv.output_channels(); ++k) keep[static_cast<size_t>(k)] = k;
+  }
   std::sort(keep.begin(), keep.end());
   const size_t per_channel = conv.weight_elements() / static_cast<size_t>(conv.output_channels());
   std::vector<int8_t> weights;

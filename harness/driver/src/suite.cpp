@@ -193,6 +193,8 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
       // `--pattern` adds relu, gelu_erf and sigmoid.
       {"conv2d+act+batchnorm", {K::gelu_erf}},
       {"conv2d+mul+add+act", {K::relu}},
+      {"fc+layernorm+act", {K::gelu_erf}},
+      {"fc+add+layernorm", {K::relu}},  // no activation: one case set
   };
   std::vector<CaseSpec> cases;
   if (only && *only == "conv2d+batchnorm+act") return BatchNormCases(options, false);
@@ -203,7 +205,8 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
   };
   if (only && *only != "conv2d+act" && !listed(*only)) variants = {{*only, {K::relu, K::gelu_erf, K::sigmoid}}};
   for (Variant& v : variants) {
-    if (only && *only == v.pattern && (v.pattern == "conv2d+act+batchnorm" || v.pattern == "conv2d+mul+add+act")) {
+    if (only && *only == v.pattern &&
+        (v.pattern == "conv2d+act+batchnorm" || v.pattern == "conv2d+mul+add+act" || v.pattern == "fc+layernorm+act")) {
       v.activations = {K::relu, K::gelu_erf, K::sigmoid};
     }
   }
@@ -315,6 +318,38 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           if (operand != MulOperand::tensor) variant.append(".").append(to_string(operand));
           add_case(p, Fusion::keep_all, variant);
           if (rule == MulRule::tflite && operand == MulOperand::tensor) add_case(p, Fusion::mul_add_affine, variant);
+        }
+      } else if (v.pattern == "fc+layernorm+act" || v.pattern == "fc+add+layernorm") {
+        // Declared orders: ONNX Runtime's (rows of 8 or more) and oneDNN's jit kernel, each kept whole (exact); the
+        // engines' fusions and the other order measured. The norm's output spans [-4, 4] (the activation reads it
+        // through its own input boundary where there is one); SkipLayerNorm's sum by the ONNX rule. The default run
+        // keeps ORT's order kept whole, fc+layernorm+act's other order and its long rows (the HTML report's size
+        // limit, reports.output_sizes: a measurement with many differing samples lists its worst, ~22 kB each);
+        // `--pattern` runs them all.
+        const bool skip = v.pattern == "fc+add+layernorm";
+        const bool all = only.has_value();
+        Pattern p = base;
+        Stage& ln = p.stages[skip ? 1 : 0];
+        ln.out = skip ? Int8Range(-4.0, 4.0) : c.intermediate.q;
+        if (skip) {
+          Stage& add = p.stages[0];
+          const double half = 0.5 * (d.input_hi - d.input_lo);
+          add.add_rule = AddRule::onnx_spec;
+          add.residual = Int8Range(-0.5 * half, 0.5 * half);
+          add.out = c.intermediate.q;
+        }
+        for (const char* order : {"ort", "onednn_jit"}) {
+          ln.ln_order = named_normalization_order(order, "suite");
+          if (all || ln.ln_order == Stage{}.ln_order) add_case(p, Fusion::keep_all, order);
+        }
+        ln.ln_order = named_normalization_order("ort", "suite");
+        ln.ln_fused_order = named_normalization_order("onednn_jit", "suite");
+        if (all) add_case(p, skip ? Fusion::skip_add_f32 : Fusion::norm_f32_into_act, "ort");
+        if (all || !skip) add_case(p, Fusion::norm_other_order, "ort.onednn_jit");
+        if (!skip) {  // long rows: one case
+          Pattern long_rows = p;
+          long_rows.stages[0].ln_features = 4096;
+          add_case(long_rows, Fusion::keep_all, "ort.4096");
         }
       } else {
         add_case(base, Fusion::keep_all, "");

@@ -2,6 +2,7 @@
 #include "fusediff/model/mutants.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <map>
 #include <string>
@@ -331,6 +332,14 @@ std::string EncodeOperands(const StageOperands& o, const std::string& suffix, St
       out.append(name).append(suffix).append("=").append(text);
     }
   }
+  if (!o.gamma.empty()) {  // layernorm: lng=, lnb=
+    const std::pair<const char*, const std::vector<float>*> tensors[] = {{";lng", &o.gamma}, {";lnb", &o.beta}};
+    for (const auto& [name, values] : tensors) {
+      std::string text;
+      for (float v : *values) text.append(text.empty() ? "" : ":").append(format_float32(v));
+      out.append(name).append(suffix).append("=").append(text);
+    }
+  }
   return out;
 }
 
@@ -610,6 +619,28 @@ StageOperands DecodeBatchNorm(ReplayFields& fields, const Stage& st, const std::
   return o;
 }
 
+// LayerNorm's gamma and beta (lng=, lnb=): one finite binary32 each per feature of the row it normalizes.
+StageOperands DecodeLayerNorm(ReplayFields& fields, const std::string& suffix, const PatternGeometry& g) {
+  const auto key = [&suffix](const char* name) { return std::string(name) + suffix; };
+  StageOperands o;
+  if (fields.has(key("lng"))) {
+    o.gamma = SplitFloats(fields.take(key("lng")), "replay." + key("lng"));
+    o.beta = SplitFloats(fields.take(key("lnb")), "replay." + key("lnb"));
+  }
+  const size_t features = static_cast<size_t>(g.channels);
+  if (o.gamma.size() != features || o.beta.size() != features) {
+    throw InputError("replay." + key("lng") + ": gamma and beta need " + std::to_string(features) +
+                     " values each (one per feature), got " + std::to_string(o.gamma.size()) + " and " +
+                     std::to_string(o.beta.size()));
+  }
+  for (const std::vector<float>* v : {&o.gamma, &o.beta}) {
+    for (float x : *v) {
+      if (!std::isfinite(x)) throw InputError("replay." + key("lng") + ": gamma and beta must be finite");
+    }
+  }
+  return o;
+}
+
 // The inverse of EncodeOperands for each stage of `p`, with the checks that the tensors fit the pattern and the
 // conv (a replay string is user input). A stage reads the tensor its predecessors leave (pattern geometry).
 void DecodeOperands(const Pattern& p, ReplayFields& fields, ExplicitConv& e) {
@@ -626,12 +657,15 @@ void DecodeOperands(const Pattern& p, ReplayFields& fields, ExplicitConv& e) {
       o = DecodeBatchNorm(fields, st, suffix, static_cast<size_t>(e.conv.output_channels()));
     } else if (st.kind == StageKind::mul) {
       o = DecodeMulInput(fields, st, suffix, g);
+    } else if (st.kind == StageKind::layernorm) {
+      o = DecodeLayerNorm(fields, suffix, g);
     }
     e.stages.push_back(std::move(o));
     g = stage_module(st.kind).output_geometry(st, g);
   }
   if (fields.has("bng")) throw InputError("replay.bng: BatchNorm parameters for a pattern without a batchnorm stage");
   if (fields.has("res")) throw InputError("replay.res: a residual for a pattern without an add stage");
+  if (fields.has("lng")) throw InputError("replay.lng: LayerNorm parameters for a pattern without a layernorm stage");
   if (fields.has("mulc")) throw InputError("replay.mulc: a mul input for a pattern without a mul stage");
   if (fields.has("fw")) throw InputError("replay.fw: a second layer for a pattern without a fully connected stage");
 }

@@ -106,6 +106,25 @@ constexpr MutantInfo kCatalog[] = {
     {Mutant::mul_ignores_input_zero_point, "mul-ignores-input-zero-point",
      "the mul reads its second input b as if zb = 0: (a - za) b in place of (a - za)(b - zb)",
      "pattern conv2d+mul+add+act, zb != 0", false},
+    {Mutant::ln_drop_eps, "ln-drop-eps",
+     "the layer norm divides by sqrt(var) instead of sqrt(var + eps) (a zero variance gives +-inf, saturated)",
+     "a layernorm kept whole; differs most where var is near or below eps", false},
+    {Mutant::ln_eps_after_sqrt, "ln-eps-after-sqrt",
+     "the layer norm divides by sqrt(var) + eps instead of sqrt(var + eps)",
+     "a layernorm kept whole; differs where var is near or below eps (and rarely elsewhere)", false},
+    {Mutant::ln_one_pass_variance, "ln-one-pass-variance",
+     "the layer norm's variance as E[x^2] - mu^2 in binary32 (one_pass) where the declared order sums (x - mu)^2",
+     "a layernorm kept whole; differs where a large mean cancels against a small spread", true},
+    {Mutant::ln_mean_wrong_axis, "ln-mean-wrong-axis",
+     "the layer norm's mean taken per feature over the rows (the batch axis) instead of per row over the features",
+     "a layernorm kept whole", false},
+    {Mutant::ln_skip_after_norm, "ln-skip-after-norm",
+     "fc+add+layernorm computed as LayerNorm(u) + r: the residual added after the norm, into the norm's boundary by "
+     "the add rule",
+     "pattern fc+add+layernorm kept whole", false},
+    {Mutant::ln_bf16_variance, "ln-bf16-variance",
+     "the layer norm's variance summed in a bfloat16 accumulator where the declared order's is binary32",
+     "a layernorm kept whole whose declared variance accumulator is binary32 or binary64", false},
 };
 
 // The built-ins, then those registered at start-up (before any run; read-only afterwards).
@@ -133,7 +152,7 @@ Mutant register_mutant(const RegisteredMutant& m) {
     if (info.name == m.info.name) throw InputError("mutant " + std::string(m.info.name) + " is registered twice");
   }
   RegisteredMutant r = m;
-  r.info.mutant = static_cast<Mutant>(static_cast<int>(Mutant::mul_ignores_input_zero_point) + 1 +
+  r.info.mutant = static_cast<Mutant>(static_cast<int>(Mutant::ln_bf16_variance) + 1 +
                                       static_cast<int>(Registered().size()));
   Registered().push_back(r);
   Catalog().push_back(r.info);
@@ -183,6 +202,12 @@ bool is_pattern_mutant(Mutant m) {
     case Mutant::bn_fold_across_activation:
     case Mutant::mul_skip_output_rounding:
     case Mutant::mul_ignores_input_zero_point:
+    case Mutant::ln_drop_eps:
+    case Mutant::ln_eps_after_sqrt:
+    case Mutant::ln_one_pass_variance:
+    case Mutant::ln_mean_wrong_axis:
+    case Mutant::ln_skip_after_norm:
+    case Mutant::ln_bf16_variance:
       return true;
     default:
       return FindRegistered(m) != nullptr;  // a stage kind's mutant lives in its pattern's path
@@ -210,6 +235,18 @@ bool in_mutant_space(Mutant m, const CaseSpec& spec) {
       const Stage* mul = find_stage(spec.pattern, StageKind::mul);
       return mul != nullptr && mul->mul_input.zero_point != 0;
     }
+    case Mutant::ln_drop_eps:
+    case Mutant::ln_eps_after_sqrt:
+    case Mutant::ln_one_pass_variance:
+    case Mutant::ln_mean_wrong_axis:
+    case Mutant::ln_bf16_variance: {
+      const Stage* ln = find_stage(spec.pattern, StageKind::layernorm);
+      if (ln == nullptr || spec.fusion != Fusion::keep_all) return false;
+      if (m == Mutant::ln_one_pass_variance) return ln->ln_order.stats != NormalizationStats::one_pass;
+      if (m == Mutant::ln_bf16_variance) return ln->ln_order.variance.accumulator != AccumulatorPrecision::bf16;
+      return true;
+    }
+    case Mutant::ln_skip_after_norm: return pattern == "fc+add+layernorm" && spec.fusion == Fusion::keep_all;
     case Mutant::fc_fold_first_layer_scale:
       return pattern == "fc+fc" && spec.fusion == Fusion::fold &&
              find_stage(spec.pattern, StageKind::fully_connected)->fc_reference == FcReference::declared_fold;

@@ -40,11 +40,20 @@ constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplier
     {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
 constexpr std::array<std::pair<std::string_view, FcReference>, 2> kFcReferences{
     {{"graph", FcReference::graph}, {"declared_fold", FcReference::declared_fold}}};
-constexpr std::array<std::pair<std::string_view, Fusion>, 5> kFusions{{{"keep_all", Fusion::keep_all},
+constexpr std::array<std::pair<std::string_view, Fusion>, 8> kFusions{{{"keep_all", Fusion::keep_all},
                                                                         {"add_in_accumulator", Fusion::add_in_accumulator},
                                                                         {"pool_first", Fusion::pool_first},
                                                                         {"fold", Fusion::fold},
-                                                                        {"mul_add_affine", Fusion::mul_add_affine}}};
+                                                                        {"mul_add_affine", Fusion::mul_add_affine},
+                                                                        {"skip_add_f32", Fusion::skip_add_f32},
+                                                                        {"norm_f32_into_act", Fusion::norm_f32_into_act},
+                                                                        {"norm_other_order", Fusion::norm_other_order}}};
+constexpr detail::Names<LayerNormArithmetic, 1> kLnArithmetics{{{"f32", LayerNormArithmetic::f32}}};
+constexpr detail::Names<LnRegime, 5> kLnRegimes{{{"mixed", LnRegime::mixed},
+                                                 {"benign", LnRegime::benign},
+                                                 {"cancellation", LnRegime::cancellation},
+                                                 {"tiny_variance", LnRegime::tiny_variance},
+                                                 {"outlier", LnRegime::outlier}}};
 constexpr std::array<std::pair<std::string_view, MulRule>, 2> kMulRules{
     {{"tflite", MulRule::tflite}, {"onnx_spec", MulRule::onnx_spec}}};
 constexpr std::array<std::pair<std::string_view, MulOperand>, 2> kMulOperands{
@@ -58,6 +67,8 @@ constexpr Fusion kPoolFusions[] = {Fusion::keep_all, Fusion::pool_first};
 constexpr Fusion kFoldFusions[] = {Fusion::keep_all, Fusion::fold};
 constexpr Fusion kBatchNormFusions[] = {Fusion::fold};
 constexpr Fusion kMulAddFusions[] = {Fusion::keep_all, Fusion::mul_add_affine};
+constexpr Fusion kLayerNormActFusions[] = {Fusion::keep_all, Fusion::norm_f32_into_act, Fusion::norm_other_order};
+constexpr Fusion kSkipLayerNormFusions[] = {Fusion::keep_all, Fusion::skip_add_f32, Fusion::norm_other_order};
 
 constexpr PatternInfo kPatterns[] = {
     {"conv2d+act", "Act(Conv(x)): u rounded at its own scale, then the activation table", kKeepAll},
@@ -82,6 +93,14 @@ constexpr PatternInfo kPatterns[] = {
      "Act(Conv(x) * b + r): u rounded, the product rounded at its own scale by the mul rule, the sum by the add rule, "
      "then the activation",
      kMulAddFusions},
+    {"fc+layernorm+act",
+     "Act(LayerNorm(FC(x))): u rounded, each row of features normalized in the declared arithmetic and order, "
+     "rounded into its own boundary, then the activation",
+     kLayerNormActFusions},
+    {"fc+add+layernorm",
+     "LayerNorm(FC(x) + r): SkipLayerNorm's graph over rows of a [B, S, H] tensor: u rounded, the sum by the add rule, "
+     "then each row normalized and rounded into its own boundary",
+     kSkipLayerNormFusions},
 };
 
 }  // namespace
@@ -117,6 +136,14 @@ MulOperand parse_mul_operand(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "mul operand", kMulOperands);
 }
 std::string_view to_string(Fusion f) { return NameOf(f, kFusions); }
+std::string_view to_string(LayerNormArithmetic a) { return NameOf(a, kLnArithmetics); }
+std::string_view to_string(LnRegime r) { return NameOf(r, kLnRegimes); }
+LayerNormArithmetic parse_layer_norm_arithmetic(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "layer norm arithmetic", kLnArithmetics);
+}
+LnRegime parse_ln_regime(std::string_view text, std::string_view field) {
+  return ParseNamed(text, field, "layer norm regime", kLnRegimes);
+}
 std::string_view to_string(FcReference r) { return NameOf(r, kFcReferences); }
 FcReference parse_fc_reference(std::string_view text, std::string_view field) {
   return ParseNamed(text, field, "FC fold reference", kFcReferences);

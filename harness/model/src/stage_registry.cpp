@@ -22,6 +22,7 @@ std::vector<std::unique_ptr<const StageKindModule>>& Registry() {
     m.push_back(make_activation_stage());
     m.push_back(make_batchnorm_stage());
     m.push_back(make_mul_stage());
+    m.push_back(make_layernorm_stage());
     return m;
   }();
   return modules;

@@ -194,4 +194,51 @@ NormalizationOrder parse_normalization_order(std::string_view text, std::string_
   return order;
 }
 
+namespace {
+constexpr NamedNormalizationOrder kNamedOrders[] = {
+    {"onednn_jit",
+     "two_pass;mean=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
+     "var=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma"},
+    {"onednn_cpp",
+     "two_pass;mean=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;"
+     "var=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;scale_times_inv:nofma"},
+    {"onednn_ref",
+     "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma"},
+    {"ort",
+     "mean_in_double;mean=sequential:nofma:prod64:acc64;"
+     "var=blocked(8x1,halve.halve.halve,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma"},
+    {"ort_short",
+     "welford;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;centered_over_sqrt:nofma"},
+    {"sequential",
+     "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;centered_times_inv:nofma"},
+};
+}  // namespace
+
+std::span<const NamedNormalizationOrder> named_normalization_orders() { return kNamedOrders; }
+
+NormalizationOrder named_normalization_order(std::string_view name, std::string_view field) {
+  std::string known;
+  for (const NamedNormalizationOrder& n : kNamedOrders) {
+    if (n.name == name) return parse_normalization_order(n.text, field);
+    known += (known.empty() ? "" : ", ") + std::string(n.name);
+  }
+  Fail(field, "unknown normalization order " + Quote(name) + " (expected " + known + ", or an order's text)");
+}
+
+std::string format_declared_normalization_order(const NormalizationOrder& order) {
+  std::string text = format_normalization_order(order);
+  for (const NamedNormalizationOrder& n : kNamedOrders) {
+    if (n.text == text) return std::string(n.name);
+  }
+  for (char& ch : text) ch = ch == ';' ? '/' : ch;
+  return text;
+}
+
+NormalizationOrder parse_declared_normalization_order(std::string_view text, std::string_view field) {
+  if (text.find_first_of("/;") == std::string_view::npos) return named_normalization_order(text, field);
+  std::string plain(text);
+  for (char& ch : plain) ch = ch == '/' ? ';' : ch;
+  return parse_normalization_order(plain, field);
+}
+
 }  // namespace fusediff

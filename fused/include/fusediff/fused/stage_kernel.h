@@ -49,6 +49,7 @@ std::unique_ptr<const FusedStage> MakeAddStage();
 std::unique_ptr<const FusedStage> MakePoolStage(bool average);
 std::unique_ptr<const FusedStage> MakeFullyConnectedStage();
 std::unique_ptr<const FusedStage> MakeMulStage();
+std::unique_ptr<const FusedStage> MakeLayerNormStage();
 std::unique_ptr<const FusedStage> MakeBatchNormStage();  // after another stage only (Stage::bn_reads_codes)
 
 }  // namespace fusediff::fused

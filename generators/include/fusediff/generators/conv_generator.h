@@ -24,6 +24,7 @@ struct ConvShapeLimits {
   // use it so that each compared sample is an aimed one.
   bool single_output_position = false;
   int32_t min_output_channels = 1;
+  int32_t max_output_channels = 0;  // 0: max_channels (a layernorm's long rows set it beyond)
   double transposed_share = 0.25;  // fraction of draws that are ConvTranspose2D
   // Weights over the full s8 range [-128, 127] (oneDNN's cases) instead of symmetric [-127, 127].
   bool full_range_weights = false;

@@ -63,5 +63,6 @@ std::unique_ptr<const ReferenceStage> MakePoolReference(bool average);
 std::unique_ptr<const ReferenceStage> MakeFullyConnectedReference();
 std::unique_ptr<const ReferenceStage> MakeBatchNormReference();
 std::unique_ptr<const ReferenceStage> MakeMulReference();
+std::unique_ptr<const ReferenceStage> MakeLayerNormReference();
 
 }  // namespace fusediff::reference

@@ -100,6 +100,10 @@ struct StageRounding {
   double tie_distance = 0.5; // see above
 };
 
+// ONNX QuantizeLinear of a binary32 value into `out`, from its definition: the exact quotient y / s_out rounded half
+// to even, + z_out, saturated to the output type (+-infinity saturates). tie_distance: |y / s_out - (k + 1/2)|.
+StageRounding QuantizeLinearHalfEven(float y, const QuantParams& out);
+
 // One element of a quantized add, s = a + b (b: the residual). See the rule table above.
 StageRounding QuantizedAdd(AddRule rule, int32_t a, const QuantParams& qa, int32_t b, const QuantParams& qb,
                            const QuantParams& qo);

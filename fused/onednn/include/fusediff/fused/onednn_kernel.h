@@ -30,6 +30,7 @@
 #include "fusediff/model/conv_case.h"
 #include "fusediff/model/convention.h"
 #include "fusediff/model/formulation.h"
+#include "fusediff/model/summation_order.h"
 #include "fusediff/fused/fused_path.h"
 
 namespace fusediff::fused::onednn {
@@ -82,8 +83,24 @@ bool EltwiseForward(const Activation& activation, std::span<const float> x, std:
 // The fused-path interface: OneDnnKernel for conv2d+act; for conv2d+add+act (sum or binary_add post-op + eltwise)
 // and fc+act (inner product + eltwise), the post-op chains of src/onednn_patterns.cpp, and their unfused graphs;
 // conv2d+act+maxpool unfused only (oneDNN 2.6 has no conv+pool fusion: the fused case is unsupported with that
-// reason). Draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each primitive itself).
+// reason); fc+layernorm+act and fc+add+layernorm through layer_normalization_forward (src/onednn_layernorm.cpp). Draws use the whole s8 weight range; one draw at a time (oneDNN parallelises each primitive itself).
 std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* unsupported_reason);
+
+// oneDNN 2.6's f32 layer_normalization_forward as it dispatches here (honouring DNNL_MAX_CPU_ISA, never the host's
+// CPU flags): the implementation it reports for plain rows (impl_info_str) and the order declared for it
+// (docs/summation-orders.md): simple_layer_normalization at AVX2 and above (get_effective_cpu_isa) onednn_jit,
+// below AVX2 onednn_cpp, lnorm_ref onednn_ref. `scale_shift` true: use_scale | use_shift (gamma, beta inside the
+// kernel); false: no scale or shift, then a binary mul and a binary add (the unfused graph), whose output is
+// centered_times_inv without fma in every implementation (name + "+binary_mul_add"). `declared` false: another
+// implementation, with no declared order.
+struct LayerNormDispatch {
+  std::string implementation;
+  std::string isa;   // EffectiveIsa()
+  std::string name;  // the named order, e.g. "onednn_jit"
+  NormalizationOrder order;
+  bool declared = false;
+};
+LayerNormDispatch DispatchedLayerNorm(bool scale_shift);
 
 // oneDNN 2.6.3's brgconv dies with SIGSEGV on an output row whose kernel rows all fall in the padding (docs/onednn.md,
 // "brgconv: an empty kernel range crashes"; docs/repro/onednn_brgconv_empty_kernel_range.cpp). Its conditions, from

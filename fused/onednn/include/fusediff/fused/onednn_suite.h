@@ -31,7 +31,12 @@ std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, Ac
 //                       eltwise, quantize: against the graph);
 //   fc+act:             PATTERN.ACT.int8.onednn.conv, .onednn.cross.conv, .onednn_unfused.conv (inner product);
 //   conv2d+act+maxpool: PATTERN.ACT.2x2s2.int8.onednn.conv (unsupported: 2.6 has no conv+pool fusion) and
-//                       .onednn_unfused.conv (conv, dequantize, eltwise, quantize, max pooling).
+//                       .onednn_unfused.conv (conv, dequantize, eltwise, quantize, max pooling);
+//   fc+layernorm+act, fc+add+layernorm (the latter for relu only: no activation):
+//                       PATTERN.ACT.int8.onednn.conv (layer_normalization_forward with use_scale | use_shift, declared
+//                       in the order oneDNN dispatches to: DispatchedLayerNorm), .ort.int8.onednn.cross.conv (the same
+//                       path declared in ONNX Runtime's order: no verdict), .int8.onednn_unfused.conv (the norm
+//                       without scale or shift, binary mul and add), every boundary kept as codes.
 // `--fused onednn_unfused` keeps the unfused ones only. Empty for any other pattern.
 std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind);
 // The patterns and activations of oneDNN's chains in the default suite (and with --pattern): a few representatives.
@@ -42,7 +47,8 @@ struct OneDnnPatternVariant {
 std::vector<OneDnnPatternVariant> OneDnnPatternVariants();
 
 // oneDNN's chains of the representative patterns and activations (OneDnnPatternVariants), filtered by
-// --activation and `only`.
+// --activation and `only`; the default run (no `only`, no --fused) keeps one layer norm case of six
+// (fc+add+layernorm.relu.int8.onednn.conv: the HTML report's size limit).
 std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std::optional<std::string>& only);
 
 }  // namespace fusediff::fused::onednn

@@ -75,6 +75,13 @@ enum class Mutant {
   bn_fold_across_activation,
   mul_skip_output_rounding,
   mul_ignores_input_zero_point,
+  // LayerNorm (issue 30): fc+layernorm+act, fc+add+layernorm.
+  ln_drop_eps,
+  ln_eps_after_sqrt,
+  ln_one_pass_variance,
+  ln_mean_wrong_axis,
+  ln_skip_after_norm,
+  ln_bf16_variance,
 };
 
 // Where a case's samples come from.

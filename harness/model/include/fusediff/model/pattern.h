@@ -16,6 +16,7 @@
 #include "fusediff/model/convention.h"
 #include "fusediff/model/quant.h"
 #include "fusediff/model/stage_kind.h"
+#include "fusediff/model/summation_order.h"
 
 namespace fusediff {
 
@@ -95,6 +96,25 @@ enum class MulRule { tflite, onnx_spec };
 //   per_channel: one code per output channel k, broadcast over batch and space (a per-channel constant).
 enum class MulOperand { tensor, per_channel };
 
+// How a layernorm stage computes between its quantized input and output:
+//   f32: ONNX Runtime's DequantizeLinear -> LayerNormalization -> QuantizeLinear: x_j = fl32(s_in (q_j - z_in)) (one
+//        binary32 product of the scale and the exact code difference), the row normalized in binary32 by the stage's
+//        declared NormalizationOrder (model/summation_order.h; ln_eps added as that order says), y_j =
+//        LayerNorm(x)_j gamma_j + beta_j, then QuantizeLinear: the exact quotient y_j / s_out rounded half to even,
+//        + z_out, saturated to the output type (the ONNX definition).
+// (TFLite's integer layer norm, int64 sums and a fixed-point inverse square root, is not modelled yet:
+// docs/patterns.md.)
+enum class LayerNormArithmetic { f32 };
+
+// What a layernorm draw's rows look like (generators aim the first row of each draw at it; the others follow the
+// producer's draw):
+//   benign:        the producer's codes as drawn;
+//   cancellation:  a large mean against a spread of a few codes (E[x^2] - mu^2 cancels);
+//   tiny_variance: the row constant but for one or two codes one step off: a variance near or below eps;
+//   outlier:       one code at an end of the type, the rest within a few codes of the zero point;
+//   mixed:         one of the four, drawn per draw.
+enum class LnRegime { mixed, benign, cancellation, tiny_variance, outlier };
+
 // How an average pool rounds (../shared/conventions.md §2, §4).
 //   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
 //                from the zero point; input and output quantization must be equal (TFLite assumes it).
@@ -157,6 +177,16 @@ struct Stage {
   MulRule mul_rule = MulRule::tflite;
   QuantParams mul_input;
   MulOperand mul_operand = MulOperand::tensor;
+  // layernorm over the last axis (the producer's output features), gamma and beta per feature in the draw
+  // (StageOperands::gamma, beta); out is its own boundary. ln_order is the declared convention's order;
+  // ln_fused_order the one a fused path runs under Fusion::norm_other_order (a measurement). ln_features: the row
+  // length the draws use (0: drawn with the producer, 4 to 16 features).
+  LayerNormArithmetic ln_arithmetic = LayerNormArithmetic::f32;
+  float ln_eps = 1e-5f;
+  NormalizationOrder ln_order = named_normalization_order("ort", "layernorm.order");
+  NormalizationOrder ln_fused_order = named_normalization_order("onednn_jit", "layernorm.fused_order");
+  LnRegime ln_regime = LnRegime::mixed;
+  int32_t ln_features = 0;
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
@@ -180,7 +210,21 @@ struct Pattern {
 //   mul_add_affine:     conv2d+mul+add+act's mul and add as one affine map in double, s = round((sa (u - za) sb
 //                       (b - zb) + sr (r - zr)) / ss) + zs, half away from zero: the product's rounding and
 //                       saturation skipped.
-enum class Fusion { keep_all, add_in_accumulator, pool_first, fold, mul_add_affine };
+//   skip_add_f32:       fc+add+layernorm as a fused SkipLayerNorm over dequantized inputs: x = fl32(fl32(su (u - zu))
+//                       + fl32(sr (r - zr))) reaches the norm in binary32 (the add's rounding into s skipped);
+//   norm_f32_into_act:  fc+layernorm+act with the norm's output kept in binary32: the activation (double) on
+//                       LayerNorm(x) gamma + beta, rounded once into the output boundary, half away from zero;
+//   norm_other_order:   the layernorm normalized in the stage's ln_fused_order in place of its declared ln_order.
+enum class Fusion {
+  keep_all,
+  add_in_accumulator,
+  pool_first,
+  fold,
+  mul_add_affine,
+  skip_add_f32,
+  norm_f32_into_act,
+  norm_other_order
+};
 
 std::string_view to_string(Producer p);
 std::string_view to_string(StageKind k);
@@ -191,6 +235,10 @@ std::string_view to_string(MulOperand o);
 std::string_view to_string(MultiplierRule r);
 std::string_view to_string(FcReference r);
 std::string_view to_string(Fusion f);
+std::string_view to_string(LayerNormArithmetic a);
+std::string_view to_string(LnRegime r);
+LayerNormArithmetic parse_layer_norm_arithmetic(std::string_view text, std::string_view field);
+LnRegime parse_ln_regime(std::string_view text, std::string_view field);
 AddRule parse_add_rule(std::string_view text, std::string_view field);
 AvgPoolRule parse_avg_pool_rule(std::string_view text, std::string_view field);
 MulRule parse_mul_rule(std::string_view text, std::string_view field);
@@ -281,13 +329,15 @@ std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention&
 //           where its operand is per_channel), quantized by `mul_input`;
 //   weight_scales, weights, bias: a layer (fully_connected: weights [fc_outputs][K] int8 in [-127, 127], one scale
 //           per output, int32 bias at scale s_in * weight_scales[j], s_in the boundary the layer reads);
-//   bn:     batchnorm: one entry per producer output channel (before or after the activation).
+//   bn:     batchnorm: one entry per producer output channel (before or after the activation);
+//   gamma, beta: layernorm: one per feature of the row it normalizes.
 struct StageOperands {
   std::vector<int32_t> codes;
   std::vector<float> weight_scales;
   std::vector<int8_t> weights;
   std::vector<int32_t> bias;
   BatchNormParams bn{};
+  std::vector<float> gamma{}, beta{};
 };
 
 // One draw of a pattern: the producer's case and input, and each stage's operands (stages[i] for pattern stage i;

@@ -15,7 +15,7 @@ class StageKind {
   constexpr std::string_view token() const { return token_; }
   friend constexpr bool operator==(StageKind a, StageKind b) { return a.token_ == b.token_; }
 
-  static const StageKind activation, add, max_pool, avg_pool, fully_connected, batchnorm, mul;
+  static const StageKind activation, add, max_pool, avg_pool, fully_connected, batchnorm, mul, layernorm;
 
  private:
   std::string_view token_ = "act";
@@ -28,5 +28,6 @@ inline constexpr StageKind StageKind::avg_pool{"avgpool"};
 inline constexpr StageKind StageKind::fully_connected{"fc"};
 inline constexpr StageKind StageKind::batchnorm{"batchnorm"};
 inline constexpr StageKind StageKind::mul{"mul"};
+inline constexpr StageKind StageKind::layernorm{"layernorm"};
 
 }  // namespace fusediff

@@ -113,5 +113,6 @@ std::unique_ptr<const StageKindModule> make_avg_pool_stage();
 std::unique_ptr<const StageKindModule> make_fully_connected_stage();
 std::unique_ptr<const StageKindModule> make_batchnorm_stage();
 std::unique_ptr<const StageKindModule> make_mul_stage();
+std::unique_ptr<const StageKindModule> make_layernorm_stage();
 
 }  // namespace fusediff

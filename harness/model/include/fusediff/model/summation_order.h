@@ -27,6 +27,7 @@
 //   accumulator        binary32: A = fl32 of the exact sum; binary64: A = fl64; bf16: A = the binary32 sum rounded
 //                      to nearest even in bfloat16 (a kernel that stores its accumulator in bf16).
 //   A binary32 accumulator adding a binary64 term computes fl32(fl64(s + t)), as C's `float += double` does.
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,5 +117,24 @@ NormalizationOutput parse_normalization_output(std::string_view text, std::strin
 // "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma".
 std::string format_normalization_order(const NormalizationOrder& order);
 NormalizationOrder parse_normalization_order(std::string_view text, std::string_view field);
+
+// Declarations known by name (docs/summation-orders.md gives each one's source lines or measurement):
+//   onednn_jit  oneDNN 2.6.3 simple_layer_normalization, x64 jit kernel (AVX2 and above);
+//   onednn_cpp  its C++ kernel (below AVX2; Debian's libdnnl2 build, measured);
+//   onednn_ref  oneDNN's lnorm_ref;
+//   ort         ONNX Runtime 1.30 LayerNormalization, rows of 8 or more (measured, source not yet read);
+//   ort_short   the same, rows shorter than 8 (measured);
+//   sequential  two_pass, every sum left to right in binary32, centered_times_inv without fma (a plain C loop).
+struct NamedNormalizationOrder {
+  std::string_view name;
+  std::string_view text;  // format_normalization_order's text
+};
+std::span<const NamedNormalizationOrder> named_normalization_orders();
+// The named order `name`; InputError naming `field` and the names otherwise.
+NormalizationOrder named_normalization_order(std::string_view name, std::string_view field);
+// A declared order as one field of a replay string (whose fields are ';'-separated): its name where it has one, else
+// its text with each ';' written '/'. parse takes either (and the plain text).
+std::string format_declared_normalization_order(const NormalizationOrder& order);
+NormalizationOrder parse_declared_normalization_order(std::string_view text, std::string_view field);
 
 }  // namespace fusediff

@@ -1,0 +1,251 @@
+// Fused kernel of stage kind `layernorm`, f32 arithmetic: each row of codes dequantized in binary32 (DequantizeLinear),
+// normalized in the declared order, quantized (QuantizeLinear), as ONNX Runtime runs DQ -> LayerNormalization -> Q.
+// The sums are this file's own lanes and accumulators (layer_norm_rows.h), written from model/summation_order.h's
+// definitions. Mutants select a variant here, once: ln-drop-eps, ln-eps-after-sqrt, ln-mean-wrong-axis (defects),
+// ln-one-pass-variance and ln-bf16-variance (another order).
+#include "layer_norm_rows.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fusediff/fused/stage_kernel.h"
+#include "fusediff/model/errors.h"
+
+namespace fusediff::fused {
+namespace {
+
+// bfloat16 round to nearest even on the binary32 bit pattern (subnormals kept, overflow to infinity).
+float RoundBf16(float v) {
+  uint32_t bits = std::bit_cast<uint32_t>(v);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return v;  // inf, NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return std::bit_cast<float>(bits & 0xffff0000u);
+}
+
+// s + t into an accumulator of precision p (s and t its values, exact in double). For binary32 the double sum's
+// rounding then fl32 equals one binary32 rounding of the real sum (53 >= 2 * 24 + 2).
+double Combine(AccumulatorPrecision p, double s, double t) {
+  switch (p) {
+    case AccumulatorPrecision::binary32: return static_cast<float>(s + t);
+    case AccumulatorPrecision::binary64: return s + t;
+    case AccumulatorPrecision::bf16: return RoundBf16(static_cast<float>(s + t));
+  }
+  return s + t;
+}
+
+// The sum of terms x_i (squares: x_i x_i) in one SummationOrder.
+class OrderedSum {
+ public:
+  OrderedSum(const SummationOrder& o, std::span<const float> x, bool squares) : o_(o), x_(x), squares_(squares) {}
+
+  double operator()() const {
+    switch (o_.shape) {
+      case SumShape::sequential: return Run(0, x_.size());
+      case SumShape::pairwise: return Pairs(0, x_.size());
+      case SumShape::blocked: return Lanes();
+    }
+    return 0;
+  }
+
+ private:
+  double Add(double s, size_t i) const {
+    const float v = x_[i];
+    if (!squares_) return Combine(o_.accumulator, s, v);
+    if (o_.contraction == Contraction::fma) return std::fma(v, v, static_cast<float>(s));
+    if (o_.product_precision == ProductPrecision::binary32) return Combine(o_.accumulator, s, v * v);
+    return Combine(o_.accumulator, s, static_cast<double>(v) * v);
+  }
+  double Run(size_t begin, size_t end) const {
+    double s = 0;
+    for (size_t i = begin; i < end; ++i) s = Add(s, i);
+    return s;
+  }
+  double Pairs(size_t begin, size_t end) const {
+    if (end - begin <= static_cast<size_t>(o_.leaf)) return Run(begin, end);
+    const size_t half = (end - begin) / 2;
+    return Combine(o_.accumulator, Pairs(begin, begin + half), Pairs(begin + half, end));
+  }
+  double Lanes() const {
+    const size_t width = static_cast<size_t>(o_.lanes), n = x_.size(), full = n / width;
+    const size_t regs = full >= static_cast<size_t>(o_.unroll) ? static_cast<size_t>(o_.unroll) : 1;
+    std::vector<double> acc(regs * width, 0.0);  // register r, lane l at r * width + l
+    const size_t main = full - full % regs;
+    for (size_t v = 0; v < main; ++v) {
+      for (size_t l = 0; l < width; ++l) acc[(v % regs) * width + l] = Add(acc[(v % regs) * width + l], v * width + l);
+    }
+    for (size_t live = regs; live > 1; live /= 2) {
+      for (size_t r = 0; r < live / 2; ++r) {
+        for (size_t l = 0; l < width; ++l) {
+          acc[r * width + l] = Combine(o_.accumulator, acc[r * width + l], acc[(r + live / 2) * width + l]);
+        }
+      }
+    }
+    for (size_t v = main; v < full; ++v) {
+      for (size_t l = 0; l < width; ++l) acc[l] = Add(acc[l], v * width + l);
+    }
+    std::vector<double> lane(acc.begin(), acc.begin() + static_cast<std::ptrdiff_t>(width));
+    if (o_.tail == BlockedTail::into_lane0) {
+      for (size_t i = full * width; i < n; ++i) lane[0] = Add(lane[0], i);
+    }
+    double s = FoldLanes(lane);
+    if (o_.tail == BlockedTail::after_fold) {
+      for (size_t i = full * width; i < n; ++i) s = Add(s, i);
+    }
+    return s;
+  }
+  double FoldLanes(std::vector<double>& lane) const {
+    if (o_.lane_fold.empty()) {
+      double s = lane[0];
+      for (size_t l = 1; l < lane.size(); ++l) s = Combine(o_.accumulator, s, lane[l]);
+      return s;
+    }
+    size_t live = lane.size();
+    for (LaneFoldStep step : o_.lane_fold) {
+      std::vector<double> next(live / 2);
+      for (size_t i = 0; i < live / 2; ++i) {
+        next[i] = step == LaneFoldStep::halve ? Combine(o_.accumulator, lane[i], lane[i + live / 2])
+                                              : Combine(o_.accumulator, lane[2 * i], lane[2 * i + 1]);
+      }
+      std::copy(next.begin(), next.end(), lane.begin());
+      live /= 2;
+    }
+    return lane[0];
+  }
+
+  const SummationOrder& o_;
+  std::span<const float> x_;
+  bool squares_;
+};
+
+// S / n stored in binary32: binary64 accumulators divide in binary64 first.
+float Mean(double sum, size_t n, AccumulatorPrecision p) {
+  if (p == AccumulatorPrecision::binary64) return static_cast<float>(sum / static_cast<double>(n));
+  return static_cast<float>(sum) / static_cast<float>(n);
+}
+
+}  // namespace
+
+void LayerNormRows::Run(std::span<const float> x, size_t features, std::span<const float> gamma,
+                        std::span<const float> beta, std::span<float> y) const {
+  const size_t rows = x.size() / features;
+  std::vector<float> column_mean;
+  if (defects_.mean_over_rows) {  // mutant ln-mean-wrong-axis
+    column_mean.resize(features);
+    std::vector<float> column(rows);
+    for (size_t j = 0; j < features; ++j) {
+      for (size_t r = 0; r < rows; ++r) column[r] = x[r * features + j];
+      column_mean[j] = Mean(OrderedSum(order_.mean, column, false)(), rows, order_.mean.accumulator);
+    }
+  }
+  std::vector<float> d(features), mean(features);
+  for (size_t r = 0; r < rows; ++r) {
+    const std::span<const float> row = x.subspan(r * features, features);
+    float variance = 0;
+    if (order_.stats == NormalizationStats::welford && !defects_.mean_over_rows) {
+      float m = 0, m2 = 0;
+      for (size_t k = 0; k < features; ++k) {
+        const float delta = row[k] - m;
+        m += delta / static_cast<float>(k + 1);
+        m2 += delta * (row[k] - m);
+      }
+      std::fill(mean.begin(), mean.end(), m);
+      variance = m2 / static_cast<float>(features);
+    } else {
+      if (defects_.mean_over_rows) {
+        mean = column_mean;
+      } else if (order_.stats == NormalizationStats::mean_in_double) {
+        double s = 0;
+        for (float v : row) s += v;
+        std::fill(mean.begin(), mean.end(), static_cast<float>(s / static_cast<double>(features)));
+      } else {
+        std::fill(mean.begin(), mean.end(), Mean(OrderedSum(order_.mean, row, false)(), features, order_.mean.accumulator));
+      }
+      if (order_.stats == NormalizationStats::one_pass) {
+        const float square = Mean(OrderedSum(order_.variance, row, true)(), features, order_.variance.accumulator);
+        variance = square - mean[0] * mean[0];
+      } else {
+        for (size_t j = 0; j < features; ++j) d[j] = row[j] - mean[j];
+        variance = Mean(OrderedSum(order_.variance, d, true)(), features, order_.variance.accumulator);
+      }
+    }
+    float s = 0;
+    if (defects_.drop_eps) s = std::sqrt(variance);
+    else if (defects_.eps_after_sqrt) s = std::sqrt(variance) + eps_;
+    else s = std::sqrt(variance + eps_);
+    const float inv = 1.0f / s;
+    const bool fma = order_.output_contraction == Contraction::fma;
+    for (size_t j = 0; j < features; ++j) {
+      const float c = row[j] - mean[j];
+      float p = 0, g = gamma[j];
+      switch (order_.output) {
+        case NormalizationOutput::centered_times_inv: p = c * inv; break;
+        case NormalizationOutput::centered_over_sqrt: p = c / s; break;
+        case NormalizationOutput::scale_times_inv: p = gamma[j] * inv; g = c; break;
+        case NormalizationOutput::scale_over_sqrt: p = gamma[j] / s; g = c; break;
+      }
+      y[r * features + j] = fma ? std::fma(p, g, beta[j]) : p * g + beta[j];
+    }
+  }
+}
+
+int32_t QuantizeLinear(float y, const QuantParams& out) {
+  if (std::isnan(y)) return out.zero_point;
+  const double q = std::nearbyint(std::clamp(static_cast<double>(y) / out.scale, -0x1p21, 0x1p21));
+  return static_cast<int32_t>(std::clamp(q + out.zero_point, double(out.type.qmin()), double(out.type.qmax())));
+}
+
+namespace {
+
+class LayerNormKernel final : public StageKernel {
+ public:
+  LayerNormKernel(const Stage& s, const QuantParams& in, const NormalizationOrder& order, LayerNormDefects defects)
+      : rows_(order, s.ln_eps, defects), in_(in), out_(s.out) {}
+  void Run(const StageOperands& ops, StageTensor& t) const override {
+    const size_t features = static_cast<size_t>(t.shape.channels);
+    if (ops.gamma.size() != features || ops.beta.size() != features) {
+      throw InputError("pattern draw: layernorm's gamma and beta do not hold one value per feature (" +
+                       std::to_string(features) + ")");
+    }
+    std::vector<float> x(t.codes.size()), y(t.codes.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = in_.scale * static_cast<float>(t.codes[i] - in_.zero_point);
+    rows_.Run(x, features, ops.gamma, ops.beta, y);
+    for (size_t i = 0; i < y.size(); ++i) t.codes[i] = QuantizeLinear(y[i], out_);
+  }
+
+ private:
+  LayerNormRows rows_;
+  QuantParams in_, out_;
+};
+
+class LayerNormStage final : public FusedStage {
+ public:
+  StageKind kind() const override { return StageKind::layernorm; }
+  std::unique_ptr<StageKernel> Create(const CaseSpec& spec, const Stage& s, const QuantParams& in,
+                                      std::string*) const override {
+    NormalizationOrder order = spec.fusion == Fusion::norm_other_order ? s.ln_fused_order : s.ln_order;
+    LayerNormDefects defects;
+    switch (spec.mutant) {
+      case Mutant::ln_drop_eps: defects.drop_eps = true; break;
+      case Mutant::ln_eps_after_sqrt: defects.eps_after_sqrt = true; break;
+      case Mutant::ln_mean_wrong_axis: defects.mean_over_rows = true; break;
+      case Mutant::ln_one_pass_variance:
+        order.stats = NormalizationStats::one_pass;
+        break;
+      case Mutant::ln_bf16_variance:
+        order.variance.accumulator = AccumulatorPrecision::bf16;
+        order.variance.contraction = Contraction::none;  // an fma rounds in binary32; the bf16 store follows it
+        break;
+      default: break;
+    }
+    return std::make_unique<LayerNormKernel>(s, in, order, defects);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<const FusedStage> MakeLayerNormStage() { return std::make_unique<LayerNormStage>(); }
+
+}  // namespace fusediff::fused

@@ -1,0 +1,103 @@
+// Stage kind `layernorm`: each row of the tensor it reads (the producer's output features, the last axis) normalized
+// by the stage's declared arithmetic (model/pattern.h LayerNormArithmetic) and order (model/summation_order.h), with
+// gamma and beta per feature from the draw and eps a stage parameter, rounded into its own boundary `out`. A row's
+// outputs depend on every element of it: not elementwise.
+#include <cmath>
+#include <string>
+
+#include "fusediff/model/errors.h"
+#include "fusediff/model/stage_module.h"
+
+namespace fusediff {
+namespace {
+
+constexpr int32_t kMaxFeatures = 4096;
+
+class LayerNormStage final : public StageKindModule {
+ public:
+  StageKind kind() const override { return StageKind::layernorm; }
+  bool elementwise() const override { return false; }
+  QuantParams output_boundary(const Stage& s, const QuantParams&, const Convention&) const override { return s.out; }
+
+  void validate(const Stage& s, const QuantParams&, const Convention&, const std::string& field) const override {
+    if (!(s.ln_eps > 0.0f) || !std::isfinite(s.ln_eps)) throw InputError(field + ".eps: expected a finite value > 0");
+    if (s.ln_features != 0 && (s.ln_features < 1 || s.ln_features > kMaxFeatures)) {
+      throw InputError(field + ".features: expected 0 (drawn) or 1.." + std::to_string(kMaxFeatures) + ", got " +
+                       std::to_string(s.ln_features));
+    }
+    fusediff::validate(s.ln_order.mean, field + ".order.mean");
+    fusediff::validate(s.ln_order.variance, field + ".order.var");
+    fusediff::validate(s.ln_fused_order.mean, field + ".fused_order.mean");
+    fusediff::validate(s.ln_fused_order.variance, field + ".fused_order.var");
+    fusediff::validate(s.out, field + ".out");
+  }
+
+  std::string describe(const Stage& s, Fusion fusion, bool) const override {
+    std::string part = "layernorm " + std::string(to_string(s.ln_arithmetic)) + " eps=" + format_float32(s.ln_eps) +
+                       " order " + format_declared_normalization_order(s.ln_order);
+    if (fusion == Fusion::norm_other_order) part += " fused order " + format_declared_normalization_order(s.ln_fused_order);
+    part += " regime " + std::string(to_string(s.ln_regime));
+    if (s.ln_features != 0) part += " features " + std::to_string(s.ln_features);
+    return part + " o=" + format_quant_params(s.out);
+  }
+
+  std::vector<std::pair<std::string, std::string>> replay_fields(const Stage& s, bool for_samples) const override {
+    std::vector<std::pair<std::string, std::string>> f{{"ln", std::string(to_string(s.ln_arithmetic))},
+                                                       {"ln_eps", format_float32(s.ln_eps)},
+                                                       {"ln_regime", std::string(to_string(s.ln_regime))},
+                                                       {"ln_out", format_quant_params(s.out)}};
+    if (s.ln_features != 0) f.emplace_back("ln_features", std::to_string(s.ln_features));
+    if (!for_samples) {  // what the draws do not depend on
+      f.emplace_back("ln_order", format_declared_normalization_order(s.ln_order));
+      f.emplace_back("ln_fused_order", format_declared_normalization_order(s.ln_fused_order));
+    }
+    return f;
+  }
+  void parse_replay_fields(Stage& s, const ReplayFieldSource& f) const override {
+    s.ln_arithmetic = parse_layer_norm_arithmetic(f.take("ln"), "replay.ln");
+    s.ln_eps = parse_float32(f.take("ln_eps"), "replay.ln_eps");
+    s.ln_regime = parse_ln_regime(f.take("ln_regime"), "replay.ln_regime");
+    s.out = parse_quant_params(f.take("ln_out"), "replay.ln_out", QuantParams{});
+    if (f.has("ln_features")) s.ln_features = ParseFeatures(f.take("ln_features"));
+    s.ln_order = parse_declared_normalization_order(f.take("ln_order"), "replay.ln_order");
+    s.ln_fused_order = parse_declared_normalization_order(f.take("ln_fused_order"), "replay.ln_fused_order");
+  }
+
+  std::vector<StageField> results_fields(const Stage& s) const override {
+    return {{"arithmetic", std::string(to_string(s.ln_arithmetic))},
+            {"eps", s.ln_eps},
+            {"order", format_declared_normalization_order(s.ln_order)},
+            {"fused_order", format_declared_normalization_order(s.ln_fused_order)},
+            {"regime", std::string(to_string(s.ln_regime))},
+            {"features", s.ln_features},
+            {"out", s.out}};
+  }
+  void read_results_fields(Stage& s, const StageFieldReader& f) const override {
+    s.ln_arithmetic = f.parsed("arithmetic", parse_layer_norm_arithmetic);
+    s.ln_eps = f.float32("eps");
+    s.ln_order = f.parsed("order", parse_declared_normalization_order);
+    s.ln_fused_order = f.parsed("fused_order", parse_declared_normalization_order);
+    s.ln_regime = f.parsed("regime", parse_ln_regime);
+    s.ln_features = f.integer("features");
+    s.out = f.quant("out");
+  }
+
+ private:
+  static int32_t ParseFeatures(const std::string& text) {
+    int32_t n = 0;
+    for (char ch : text) {
+      if (ch < '0' || ch > '9' || n > kMaxFeatures) throw InputError("replay.ln_features: expected 1.." + std::to_string(kMaxFeatures) + ", got '" + text + "'");
+      n = n * 10 + (ch - '0');
+    }
+    if (text.empty() || n < 1 || n > kMaxFeatures) {
+      throw InputError("replay.ln_features: expected 1.." + std::to_string(kMaxFeatures) + ", got '" + text + "'");
+    }
+    return n;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<const StageKindModule> make_layernorm_stage() { return std::make_unique<LayerNormStage>(); }
+
+}  // namespace fusediff

@@ -1,0 +1,76 @@
+// Reference of stage kind `layernorm` (model/pattern.h LayerNormArithmetic f32): per row of features, the dequantized
+// values x_j = fl32(s_in (q_j - z_in)), LayerNormInOrder (summation.h) by the stage's declared order, then ONNX's
+// QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to even, + z_out, saturated.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fusediff/model/errors.h"
+#include "fusediff/reference/stage_eval.h"
+#include "fusediff/reference/stages.h"
+#include "fusediff/reference/summation.h"
+
+namespace fusediff::reference {
+
+StageRounding QuantizeLinearHalfEven(float y, const QuantParams& out) {
+  StageRounding r;
+  const int64_t qmin = out.type.qmin(), qmax = out.type.qmax();
+  const double t = static_cast<double>(y) / static_cast<double>(out.scale);
+  int64_t q = 0;
+  if (!std::isfinite(t) || std::abs(t) > 0x1p20) {  // beyond every type: saturates (+-inf included)
+    q = t > 0 ? (int64_t{1} << 21) : -(int64_t{1} << 21);
+  } else {
+    // k = floor(t) may be one off where t rounded; the comparisons below are exact (|2k + 1| < 2^22: (2k + 1) s_out
+    // and 2y are exact in binary64), so the nearest integer is right either way.
+    const int64_t k = static_cast<int64_t>(std::floor(t));
+    const double twice_y = 2.0 * static_cast<double>(y);
+    const double half_point = static_cast<double>(2 * k + 1) * static_cast<double>(out.scale);
+    if (twice_y > half_point) q = k + 1;
+    else if (twice_y < half_point) q = k;
+    else q = (k % 2 == 0) ? k : k + 1;  // an exact tie: to even
+    r.tie_distance = std::abs(t - (static_cast<double>(k) + 0.5));
+  }
+  r.unsaturated = q + out.zero_point;
+  r.code = static_cast<int32_t>(std::clamp<int64_t>(r.unsaturated, qmin, qmax));
+  r.saturated = r.code != r.unsaturated;
+  return r;
+}
+
+namespace {
+
+class LayerNormReference final : public ReferenceStage {
+ public:
+  StageKind kind() const override { return StageKind::layernorm; }
+  void Apply(const Stage& stage, const StageInputs& in, GraphTensor& t) const override {
+    const size_t features = static_cast<size_t>(t.shape.channels);
+    const std::vector<float>& gamma = in.operands.gamma;
+    const std::vector<float>& beta = in.operands.beta;
+    if (gamma.size() != features || beta.size() != features) {
+      throw InputError("pattern draw: layernorm's gamma and beta have " + std::to_string(gamma.size()) + " and " +
+                       std::to_string(beta.size()) + " values, the row has " + std::to_string(features) + " features");
+    }
+    std::vector<float> x(features);
+    for (size_t row = 0; row * features < t.e.size(); ++row) {
+      GraphElement* e = &t.e[row * features];
+      // The code difference is exact in binary32 (|q - z| < 2^17); the product is one binary32 rounding.
+      for (size_t j = 0; j < features; ++j) {
+        x[j] = in.in.scale * static_cast<float>(int64_t{e[j].y} - in.in.zero_point);
+      }
+      const LayerNormRow y = LayerNormInOrder(stage.ln_order, x, gamma, beta, stage.ln_eps);
+      RegionSet row_regions = 0;  // every output of a row reads every input of it
+      for (size_t j = 0; j < features; ++j) row_regions |= e[j].regions;
+      for (size_t j = 0; j < features; ++j) {
+        const StageRounding r = QuantizeLinearHalfEven(y.y[j], stage.out);
+        e[j].regions = row_regions | RoundingRegions(r.saturated, r.tie_distance);
+        e[j].y = r.code;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<const ReferenceStage> MakeLayerNormReference() { return std::make_unique<LayerNormReference>(); }
+
+}  // namespace fusediff::reference

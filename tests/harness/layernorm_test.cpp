@@ -1,0 +1,336 @@
+// Stage kind layernorm (f32 arithmetic) and its patterns fc+layernorm+act, fc+add+layernorm: reference and built-in
+// kernel against hand-computed rows; the kernel kept whole matches the reference exactly (tolerance 0) for every
+// named order and any seed; the generators' row regimes; each layernorm mutant detected, shrunk to one row and
+// replayed; bad parameters refused naming the field; a layernorm case's replay string round-trips.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusediff/driver/driver.h"
+#include "fusediff/driver/mutant_search.h"
+#include "fusediff/driver/suite.h"
+#include "fusediff/fused/stage_kernel.h"
+#include "fusediff/generators/targets.h"
+#include "fusediff/model/errors.h"
+#include "fusediff/model/mutants.h"
+#include "fusediff/model/stage_module.h"
+#include "fusediff/reference/stage_eval.h"
+#include "fusediff/reference/stages.h"
+
+namespace fusediff {
+namespace {
+
+QuantParams Int8(float scale, int32_t zero_point) { return QuantParams{QuantType{ScalarType::int8, false}, scale, zero_point}; }
+
+// A small row with its hand-computed result: builder-style named fields.
+struct RowCase {
+  std::vector<int32_t> codes;
+  QuantParams in = Int8(0.5f, 0);
+  std::vector<float> gamma, beta;
+  QuantParams out = Int8(1.0f / 64, 0);
+  std::vector<int32_t> expected;
+  RowCase& with_codes(std::vector<int32_t> v) { codes = std::move(v); return *this; }
+  RowCase& with_gamma(std::vector<float> v) { gamma = std::move(v); return *this; }
+  RowCase& with_beta(std::vector<float> v) { beta = std::move(v); return *this; }
+  RowCase& with_out(QuantParams q) { out = q; return *this; }
+  RowCase& expecting(std::vector<int32_t> v) { expected = std::move(v); return *this; }
+};
+
+// x = 0.5 q = [0.5, 1, 1.5, 2]: mu = 1.25, var = 0.3125; (x - mu) / sqrt(var + 1e-5) = [-1.341619, -0.447206,
+// 0.447206, 1.341619]. At 1/64: [-85.86, -28.62, 28.62, 85.86] (+ beta 0.25 on the last: 101.86); at 1/128 the ends
+// saturate (-171.7, 171.7).
+std::vector<RowCase> HandRows() {
+  return {RowCase{}
+              .with_codes({1, 2, 3, 4})
+              .with_gamma({1, 1, 1, 1})
+              .with_beta({0, 0, 0, 0.25f})
+              .expecting({-86, -29, 29, 102}),
+          RowCase{}
+              .with_codes({1, 2, 3, 4})
+              .with_gamma({1, 1, 1, 1})
+              .with_beta({0, 0, 0, 0})
+              .with_out(Int8(1.0f / 128, 0))
+              .expecting({-128, -57, 57, 127}),
+          // gamma -2 on the first: 2.683238 * 64 = 171.7 saturates high; a constant row is all beta (0.5 * 64).
+          RowCase{}
+              .with_codes({1, 2, 3, 4})
+              .with_gamma({-2, 1, 1, 1})
+              .with_beta({0, 0, 0, 0})
+              .expecting({127, -29, 29, 86}),
+          RowCase{}
+              .with_codes({7, 7, 7, 7})
+              .with_gamma({1, 1, 1, 1})
+              .with_beta({0.5f, 0.5f, 0.5f, 0.5f})
+              .expecting({32, 32, 32, 32})};
+}
+
+Stage LayerNormStage(const char* order, const QuantParams& out) {
+  Stage s;
+  s.kind = StageKind::layernorm;
+  s.ln_order = named_normalization_order(order, "test");
+  s.out = out;
+  return s;
+}
+
+std::vector<int32_t> ReferenceRow(const RowCase& row, const Stage& stage) {
+  Pattern p = parse_pattern_name("fc+layernorm+act", "test");
+  p.stages[0] = stage;
+  const Convention c;
+  const PatternDraw draw;
+  StageOperands ops;
+  ops.gamma = row.gamma;
+  ops.beta = row.beta;
+  const reference::ActivationLookup none;
+  const reference::StageInputs in{p, c, draw, ops, none, row.in};
+  reference::GraphTensor t;
+  t.shape = PatternGeometry{1, 1, 1, static_cast<int32_t>(row.codes.size())};
+  for (int32_t q : row.codes) t.e.push_back(reference::GraphElement{0, q, 0, 0});
+  reference::reference_stage(StageKind::layernorm).Apply(stage, in, t);
+  std::vector<int32_t> y;
+  for (const reference::GraphElement& e : t.e) y.push_back(e.y);
+  return y;
+}
+
+std::vector<int32_t> FusedRow(const RowCase& row, const Stage& stage, Mutant mutant = Mutant::none) {
+  CaseSpec spec;
+  spec.pattern = parse_pattern_name("fc+layernorm+act", "test");
+  spec.pattern.stages[0] = stage;
+  spec.mutant = mutant;
+  std::string why;
+  const std::unique_ptr<fused::StageKernel> k =
+      fused::find_fused_stage(StageKind::layernorm)->Create(spec, stage, row.in, &why);
+  StageOperands ops;
+  ops.gamma = row.gamma;
+  ops.beta = row.beta;
+  fused::StageTensor t{PatternGeometry{1, 1, 1, static_cast<int32_t>(row.codes.size())}, row.codes};
+  k->Run(ops, t);
+  return t.codes;
+}
+
+TEST(LayerNorm, ReferenceAndKernelMatchHandComputedRowsInEveryNamedOrder) {
+  for (const NamedNormalizationOrder& order : named_normalization_orders()) {
+    for (const RowCase& row : HandRows()) {
+      SCOPED_TRACE(std::string(order.name));
+      const Stage stage = LayerNormStage(std::string(order.name).c_str(), row.out);
+      EXPECT_EQ(ReferenceRow(row, stage), row.expected);
+      EXPECT_EQ(FusedRow(row, stage), row.expected);
+    }
+  }
+}
+
+TEST(LayerNorm, QuantizeLinearRoundsHalfToEvenAndSaturates) {
+  const QuantParams q = Int8(0.25f, 0);
+  EXPECT_EQ(reference::QuantizeLinearHalfEven(0.625f, q).code, 2);   // 2.5 -> 2
+  EXPECT_EQ(reference::QuantizeLinearHalfEven(0.875f, q).code, 4);   // 3.5 -> 4
+  EXPECT_EQ(reference::QuantizeLinearHalfEven(-0.625f, q).code, -2);  // -2.5 -> -2
+  EXPECT_EQ(reference::QuantizeLinearHalfEven(0.6250001f, q).code, 3);
+  EXPECT_EQ(reference::QuantizeLinearHalfEven(0.625f, Int8(0.25f, 5)).code, 7);  // the zero point after rounding
+  const reference::StageRounding high = reference::QuantizeLinearHalfEven(1e30f, q);
+  EXPECT_EQ(high.code, 127);
+  EXPECT_TRUE(high.saturated);
+  EXPECT_EQ(reference::QuantizeLinearHalfEven(-INFINITY, q).code, -128);
+}
+
+TEST(LayerNorm, MutantKernelsDifferFromTheDeclaredOneWhereTheyShould) {
+  const RowCase row = HandRows()[0];
+  const Stage stage = LayerNormStage("ort", row.out);
+  // eps = 1e-5 against var = 0.3125: dropping it or adding it after the root moves no code here...
+  EXPECT_EQ(FusedRow(row, stage, Mutant::ln_drop_eps), row.expected);
+  // ...but on a row one code off constant (var = 0.046875 at scale 0.5, n = 4) with eps = var they do.
+  RowCase off = RowCase{}.with_codes({2, 2, 2, 3}).with_gamma({1, 1, 1, 1}).with_beta({0, 0, 0, 0});
+  Stage near = stage;
+  near.ln_eps = 0.046875f;
+  const std::vector<int32_t> declared = FusedRow(off, near);
+  EXPECT_EQ(declared, ReferenceRow(off, near));
+  EXPECT_NE(FusedRow(off, near, Mutant::ln_drop_eps), declared);
+  EXPECT_NE(FusedRow(off, near, Mutant::ln_eps_after_sqrt), declared);
+  // One row: its mean over the rows is each element itself, so every centred value is 0.
+  EXPECT_EQ(FusedRow(row, stage, Mutant::ln_mean_wrong_axis), (std::vector<int32_t>{0, 0, 0, 16}));
+}
+
+std::vector<CaseSpec> LayerNormCases(size_t samples) {
+  driver::SuiteOptions options;
+  options.samples = samples;
+  std::vector<CaseSpec> cases;
+  for (const char* p : {"fc+layernorm+act", "fc+add+layernorm"}) {
+    for (CaseSpec& spec : driver::PatternCases(options, std::string(p))) {
+      if (find_stage(spec.pattern, StageKind::layernorm)->ln_features != 0) continue;  // long rows: their own test
+      cases.push_back(spec);
+      if (spec.fusion != Fusion::keep_all) continue;
+      for (const NamedNormalizationOrder& order : named_normalization_orders()) {  // every declared order kept whole
+        CaseSpec other = spec;
+        for (Stage& s : other.pattern.stages) {
+          if (s.kind == StageKind::layernorm) s.ln_order = named_normalization_order(order.name, "test");
+        }
+        other.name.append(".").append(order.name);
+        cases.push_back(other);
+      }
+    }
+  }
+  return cases;
+}
+
+RC_GTEST_PROP(LayerNorm, KeptWholeMatchesTheReferenceExactlyForAnySeed, ()) {
+  static const std::vector<CaseSpec> cases = LayerNormCases(400);
+  static driver::ReferenceCache cache;
+  const CaseSpec& spec = *rc::gen::elementOf(cases);
+  driver::RunOptions run;
+  run.seed = *rc::gen::inRange<uint64_t>(1, uint64_t{1} << 40);
+  RC_TAG(spec.name);
+  const CaseResult r = driver::RunCase(spec, run, cache);
+  if (spec.comparison == Comparison::same_convention) {
+    RC_ASSERT(r.verdict == Verdict::pass);
+    RC_ASSERT(r.stats.overall.max_abs() == 0);
+  } else {
+    RC_ASSERT(r.verdict == Verdict::cross_convention);
+  }
+}
+
+TEST(LayerNorm, LongRowsOf4096FeaturesPassAtToleranceZero) {
+  driver::SuiteOptions options;
+  options.samples = 8192;
+  driver::ReferenceCache cache;
+  size_t long_cases = 0;
+  for (const CaseSpec& spec : driver::PatternCases(options, std::string("fc+layernorm+act"))) {
+    if (spec.pattern.stages[0].ln_features != 4096) continue;
+    ++long_cases;
+    const CaseResult r = driver::RunCase(spec, driver::RunOptions{}, cache);
+    EXPECT_EQ(r.verdict, Verdict::pass) << spec.name;
+    EXPECT_EQ(r.stats.overall.max_abs(), 0) << spec.name;
+  }
+  EXPECT_EQ(long_cases, 3u);  // one per activation of --pattern
+}
+
+// The row statistics the regimes aim at, classified over many draws of the first row (x = su (u - zu)).
+RC_GTEST_PROP(LayerNorm, GeneratorsReachEveryRowRegime, ()) {
+  const auto regime = *rc::gen::element(LnRegime::cancellation, LnRegime::tiny_variance, LnRegime::outlier);
+  Pattern p = parse_pattern_name("fc+layernorm+act", "test");
+  p.stages[0].ln_regime = regime;
+  p.stages[0].out = Int8(1.0f / 32, 0);
+  Convention c;
+  c.intermediate.q = Int8(0.05f, *rc::gen::inRange(-20, 20));
+  const uint64_t seed = *rc::gen::inRange<uint64_t>(1, 1u << 30);
+  const PatternDraw d = generators::GeneratePatternDraw(seed, 3, 0, p, c, RegionMix{}, generators::PatternDrawLimits(p));
+  const ConvCase& conv = d.conv;
+  const int32_t n = conv.output_channels();
+  RC_ASSERT(n >= 4 && n <= 16);
+  RC_ASSERT(d.operands(0).gamma.size() == size_t(n));
+  // The first row's u codes as the reference computes them.
+  std::vector<double> x;
+  for (int32_t k = 0; k < n; ++k) {
+    int64_t acc = conv.bias()[size_t(k)];
+    for (int32_t ci = 0; ci < conv.input_channels(); ++ci) {
+      acc += int64_t(d.input[size_t(ci)] - conv.input_quant().zero_point) * conv.weights()[conv.weight_index(k, 0, 0, ci)];
+    }
+    const double m = double(conv.input_quant().scale) * conv.weight_scales()[size_t(k)] / c.intermediate.q.scale;
+    const double u = std::clamp(std::round(double(acc) * m) + c.intermediate.q.zero_point, -128.0, 127.0);
+    x.push_back(c.intermediate.q.scale * (u - c.intermediate.q.zero_point));
+  }
+  double mean = 0, var = 0, max_dev = 0;
+  for (double v : x) mean += v / n;
+  for (double v : x) var += (v - mean) * (v - mean) / n;
+  for (double v : x) max_dev = std::max(max_dev, std::abs(v - mean));
+  const double s = c.intermediate.q.scale;
+  RC_CLASSIFY(var == 0, "constant row");
+  RC_CLASSIFY(var > 0 && var < 2 * s * s, "variance within two squared LSBs");
+  RC_CLASSIFY(std::abs(mean) > 40 * std::sqrt(var), "mean over 40 standard deviations");
+  RC_CLASSIFY(max_dev > 2.5 * std::sqrt(var) && var > 0, "outlier beyond 2.5 standard deviations");
+  switch (regime) {
+    case LnRegime::cancellation: RC_ASSERT(std::abs(mean) > 10 * std::sqrt(var)); break;
+    case LnRegime::tiny_variance: RC_ASSERT(var <= s * s); break;
+    case LnRegime::outlier: RC_ASSERT(max_dev >= 0.5 * s * 100); break;  // 100 codes or more from the mean
+    default: break;
+  }
+}
+
+TEST(LayerNorm, EachMutantIsDetectedShrunkToOneRowAndReplays) {
+  driver::MutantSearchOptions options;
+  options.seeds = 1;
+  for (Mutant m : {Mutant::ln_drop_eps, Mutant::ln_eps_after_sqrt, Mutant::ln_one_pass_variance,
+                   Mutant::ln_mean_wrong_axis, Mutant::ln_skip_after_norm, Mutant::ln_bf16_variance}) {
+    SCOPED_TRACE(std::string(to_string(m)));
+    const driver::MutantReport r = driver::EvaluateMutant(m, options);
+    ASSERT_TRUE(r.detected);
+    ASSERT_TRUE(r.shrunk.has_value());
+    const ConvCase& conv = r.shrunk->sample.conv;
+    // One row; the mean over the wrong axis may need the second row it averaged over (a lone row's mean over the
+    // rows is itself: its outputs become beta, which can land on the reference's codes).
+    EXPECT_LE(conv.batch(), m == Mutant::ln_mean_wrong_axis ? 2 : 1);
+    EXPECT_EQ(conv.output_elements(), size_t(conv.batch()) * size_t(conv.output_channels()));
+    EXPECT_NE(r.replay.find(";lng="), std::string::npos) << r.replay;
+    const ReplayTrace t = driver::Replay(parse_replay(r.replay));
+    EXPECT_EQ(t.y_reference, r.shrunk->y_reference);
+    EXPECT_EQ(t.y_fused, r.shrunk->y_fused);
+    EXPECT_NE(t.y_reference, t.y_fused);
+  }
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+TEST(LayerNorm, BadParametersAreRefusedNamingTheField) {
+  const Convention c;
+  Pattern p = parse_pattern_name("fc+layernorm+act", "test");
+  p.stages[0].out = Int8(1.0f / 32, 0);
+  Pattern bad = p;
+  bad.stages[0].ln_eps = 0;
+  EXPECT_NE(ErrorOf([&] { validate(bad, c); }).find("pattern.layernorm.eps"), std::string::npos);
+  bad.stages[0].ln_eps = NAN;
+  EXPECT_NE(ErrorOf([&] { validate(bad, c); }).find("pattern.layernorm.eps"), std::string::npos);
+  bad = p;
+  bad.stages[0].ln_features = 5000;
+  EXPECT_NE(ErrorOf([&] { validate(bad, c); }).find("pattern.layernorm.features"), std::string::npos);
+  bad = p;
+  bad.stages[0].out.scale = -1;
+  EXPECT_NE(ErrorOf([&] { validate(bad, c); }).find("pattern.layernorm.out"), std::string::npos);
+  EXPECT_NE(ErrorOf([] { parse_declared_normalization_order("onednn_fast", "replay.ln_order"); }).find("replay.ln_order"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { parse_declared_normalization_order("two_pass/mean=random/var=x/y", "replay.ln_order"); })
+                .find("replay.ln_order"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { parse_ln_regime("calm", "replay.ln_regime"); }).find("replay.ln_regime"), std::string::npos);
+}
+
+TEST(LayerNorm, ReplayOfALayerNormCaseRoundTrips) {
+  driver::SuiteOptions options;
+  options.samples = 100;
+  for (const char* name : {"fc+layernorm+act", "fc+add+layernorm"}) {
+    const CaseSpec spec = driver::PatternCases(options, std::string(name)).front();
+    const PatternDraw d = generators::GeneratePatternDraw(5, 7, 0, spec.pattern, spec.convention, RegionMix{},
+                                                          generators::PatternDrawLimits(spec.pattern));
+    ReplayKey key;
+    key.spec = spec;
+    key.explicit_conv = ExplicitConv{d.conv, d.input, 1, d.stages};
+    const std::string text = format_replay(key);
+    SCOPED_TRACE(text);
+    const ReplayKey back = parse_replay(text);
+    EXPECT_EQ(back.spec.pattern, spec.pattern);
+    ASSERT_TRUE(back.explicit_conv.has_value());
+    const size_t ln = std::string(name) == "fc+add+layernorm" ? 1 : 0;
+    EXPECT_EQ(back.explicit_conv->stages[ln].gamma, d.stages[ln].gamma);
+    EXPECT_EQ(back.explicit_conv->stages[ln].beta, d.stages[ln].beta);
+    EXPECT_EQ(format_replay(back), text);
+    const ReplayTrace t = driver::Replay(back);
+    EXPECT_EQ(t.y_reference, t.y_fused);  // kept whole: exact
+    // A gamma short of one value per feature is refused, naming the key.
+    std::string cut = text;
+    const size_t at = cut.find(";lng=");
+    ASSERT_NE(at, std::string::npos);
+    cut.insert(at + 5, "1:");
+    EXPECT_NE(ErrorOf([&] { parse_replay(cut); }).find("replay.lng"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace fusediff

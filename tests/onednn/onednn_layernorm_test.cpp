@@ -1,0 +1,297 @@
+// oneDNN 2.6's layer normalization in fc+layernorm+act and fc+add+layernorm (fused/onednn/src/onednn_layernorm.cpp,
+// docs/onednn.md "Layer normalization"): the same-convention cases, declared in the order oneDNN dispatches to, pass
+// at tolerance 0 on the driver's own draws; a case declared in another order (ONNX Runtime's) is a cross-convention
+// measurement, and its difference stays within the reordering bound: r = |delta| / bound <= 1. ctest runs this
+// under each DNNL_MAX_CPU_ISA cap (tests/onednn/tests.cmake): the declared order follows the dispatch.
+#include <gtest/gtest.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fusediff/driver/suite.h"
+#include "fusediff/fused/onednn_kernel.h"
+#include "fusediff/fused/onednn_suite.h"
+#include "fusediff/generators/targets.h"
+#include "fusediff/reference/graph.h"
+#include "fusediff/reference/summation.h"
+
+namespace fusediff {
+namespace {
+
+// The rule the module states (docs/summation-orders.md), restated from oneDNN's source rather than read back from
+// the module: simple_layer_normalization takes the jit kernel where mayiuse(avx2).
+std::string ExpectedOrderName(const std::string& implementation) {
+  using I = dnnl::cpu_isa;
+  const I isa = dnnl::get_effective_cpu_isa();
+  const bool below_avx2 = isa == I::sse41 || isa == I::avx;
+  if (implementation == "simple_layer_normalization:any") return below_avx2 ? "onednn_cpp" : "onednn_jit";
+  if (implementation == "lnorm_ref:any") return "onednn_ref";
+  return "";
+}
+
+TEST(OneDnnLayerNorm, DeclaresTheOrderOfTheDispatchedImplementation) {
+  const fused::onednn::LayerNormDispatch fused = fused::onednn::DispatchedLayerNorm(true);
+  const fused::onednn::LayerNormDispatch unfused = fused::onednn::DispatchedLayerNorm(false);
+  std::printf("oneDNN layer norm at %s: %s, declared %s; unfused %s\n", fused.isa.c_str(), fused.implementation.c_str(),
+              fused.name.c_str(), unfused.name.c_str());
+  ASSERT_TRUE(fused.declared) << fused.implementation;
+  EXPECT_EQ(fused.name, ExpectedOrderName(fused.implementation));
+  EXPECT_EQ(fused.order, named_normalization_order(fused.name, "test"));
+  EXPECT_EQ(unfused.name, ExpectedOrderName(unfused.implementation) + "+binary_mul_add");
+  // The unfused graph's stats are the fused kernel's; only the output formula changes.
+  EXPECT_EQ(unfused.order.mean, fused.order.mean);
+  EXPECT_EQ(unfused.order.variance, fused.order.variance);
+  EXPECT_EQ(unfused.order.output, NormalizationOutput::centered_times_inv);
+  EXPECT_EQ(unfused.order.output_contraction, Contraction::none);
+}
+
+// Every same-convention layer norm case of the suite (fused and unfused, both patterns) on 400 of its draws as the
+// driver draws them (the path's limits: up to 16 rows, 4 to 16 features, the regimes aimed at cancellation, tiny
+// variance, an outlier; 7-bit weights): every output code equals the reference's. The cross case is labelled
+// cross_convention.
+TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
+  driver::SuiteOptions options;
+  for (const std::string pattern : {"fc+layernorm+act", "fc+add+layernorm"}) {
+    const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, pattern, ActivationKind::relu);
+    ASSERT_EQ(specs.size(), 3u) << pattern;
+    for (const CaseSpec& spec : specs) {
+      const Stage& ln = *find_stage(spec.pattern, StageKind::layernorm);
+      if (spec.comparison == Comparison::cross_convention) {
+        EXPECT_EQ(format_declared_normalization_order(ln.ln_order), "ort") << spec.name;
+        continue;
+      }
+      std::string why;
+      std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(spec, &why);
+      ASSERT_TRUE(path) << spec.name << ": " << why;
+      EXPECT_EQ(FindBackend(spec.backend)->DefaultTolerance(spec).max_abs_lsb, 0) << spec.name;
+      const Convention conv = reference_convention(spec);
+      std::optional<reference::ActivationTable> table;
+      table.emplace(activation_convention(spec.pattern, conv));
+      const reference::GraphReference reference(spec.pattern, conv, &*table, 1.0);
+      generators::ConvShapeLimits base;
+      base.full_range_weights = true;
+      base.max_batch = path->max_batch();
+      // 7-bit weights: the inner product's u is then exact below VNNI too (its int16 pairs never saturate, and the
+      // gemm shifts an s8 source: docs/onednn.md, "Which formulation is exact without VNNI"), so every cap judges the
+      // norm alone. The driver's full-range draws meet the ledger's documented behaviour there instead.
+      Formulation seven_bit;
+      seven_bit.seven_bit_weights = true;
+      base.formulation = seven_bit;
+      const generators::ConvShapeLimits limits = generators::PatternDrawLimits(spec.pattern, base);
+      uint64_t compared = 0, exact = 0;
+      for (uint32_t d = 0; d < 400; ++d) {
+        const PatternDraw draw =
+            generators::GeneratePatternDraw(1, case_stream_id(spec), d, spec.pattern, spec.convention, spec.mix, limits);
+        std::vector<int32_t> y(pattern_output_geometry(spec.pattern, draw.conv).elements());
+        ASSERT_TRUE(path->Run(draw, y, &why)) << spec.name << " draw " << d << ": " << why;
+        const std::vector<reference::GraphElement> ref = reference(draw);
+        ASSERT_EQ(ref.size(), y.size());
+        for (size_t j = 0; j < y.size(); ++j) {
+          EXPECT_EQ(y[j], ref[j].y) << spec.name << " draw " << d << " element " << j;
+          exact += y[j] == ref[j].y;
+          ++compared;
+        }
+      }
+      std::printf("%s (%s): %llu of %llu samples exact\n", spec.name.c_str(), path->last_run().implementation.c_str(),
+                  static_cast<unsigned long long>(exact), static_cast<unsigned long long>(compared));
+      EXPECT_GE(compared, 4000u) << spec.name;
+    }
+  }
+}
+
+// A bound on |mu - S / n| for a mean computed in any order (docs/summation-orders.md): the sum's error is at most
+// B = SumReorderingBound(x) in any order and accumulator; the division and the store in binary32 (or binary64, then
+// binary32) add at most (u + 2^-53)(1 + u) |S^| / n <= 2u (sum |x| + B) / n.
+double MeanBound(std::span<const float> x) {
+  const double b = reference::SumReorderingBound(x);
+  double abs_sum = 0;
+  for (const float v : x) abs_sum += std::fabs(static_cast<double>(v));
+  return (b + 2 * 0x1p-24 * (abs_sum + b)) / static_cast<double>(x.size());
+}
+// The same for the variance of rows whose means agree (so the centred d_j agree): the products' bound.
+double VarianceBound(std::span<const float> d) {
+  const double b = reference::DotReorderingBound(d, d);
+  double sum = 0;
+  for (const float v : d) sum += static_cast<double>(v) * v;
+  return (b + 2 * 0x1p-24 * (sum + b)) / static_cast<double>(d.size());
+}
+
+// ONNX Runtime's declared order against oneDNN's layer norm: rows in three regimes (N(0, 1), 1000 + N(0, 0.01),
+// +-2^U(-20, 20)) at lengths 8 .. 4096. The orders differ (a verdict at tolerance 0 would fail rows: that is why such a
+// case is cross_convention), and every difference is a legal reorder: r = |delta| / (B_onednn + B_ort) <= 1, for the
+// mean, and for the variance where the means agree.
+TEST(OneDnnLayerNorm, AnotherDeclaredOrderIsAMeasurementWithinTheReorderingBound) {
+  const fused::onednn::LayerNormDispatch dispatch = fused::onednn::DispatchedLayerNorm(true);
+  ASSERT_TRUE(dispatch.declared);
+  const NormalizationOrder ort = named_normalization_order("ort", "test");
+  std::mt19937_64 rng(30);
+  std::normal_distribution<float> normal(0, 1);
+  std::uniform_real_distribution<float> exponent(-20, 20);
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  int64_t rows_total = 0, mean_differs = 0, var_compared = 0, var_differs = 0, y_differs = 0;
+  double max_r_mean = 0, max_r_var = 0;
+  for (const int64_t length : {8, 15, 31, 64, 100, 127, 768, 1024, 4096}) {
+    const int64_t rows = 60;
+    std::vector<float> x(static_cast<size_t>(rows * length)), gamma(static_cast<size_t>(length)),
+        beta(static_cast<size_t>(length));
+    for (int64_t i = 0; i < rows * length; ++i) {
+      const int64_t r = i / length;
+      x[i] = r % 3 == 0 ? normal(rng)
+             : r % 3 == 1 ? 1000 + 0.01f * normal(rng)
+                          : std::exp2(exponent(rng)) * (normal(rng) < 0 ? -1.0f : 1.0f);
+    }
+    for (int64_t c = 0; c < length; ++c) {
+      gamma[c] = 1 + 0.5f * normal(rng);
+      beta[c] = normal(rng);
+    }
+    using dnnl::memory;
+    const memory::desc data({rows, length}, memory::data_type::f32, memory::format_tag::ab);
+    const memory::desc stat({rows}, memory::data_type::f32, memory::format_tag::a);
+    const memory::desc channel({length}, memory::data_type::f32, memory::format_tag::a);
+    const dnnl::layer_normalization_forward::desc desc(
+        dnnl::prop_kind::forward_training, data, stat, 1e-5f,
+        dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
+    const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine);
+    ASSERT_EQ(std::string(pd.impl_info_str()), dispatch.implementation);
+    std::vector<float> y(x.size()), mean(rows), variance(rows);
+    dnnl::layer_normalization_forward(pd).execute(
+        stream, {{DNNL_ARG_SRC, memory(data, engine, x.data())}, {DNNL_ARG_DST, memory(data, engine, y.data())},
+                 {DNNL_ARG_SCALE, memory(channel, engine, gamma.data())},
+                 {DNNL_ARG_SHIFT, memory(channel, engine, beta.data())},
+                 {DNNL_ARG_MEAN, memory(stat, engine, mean.data())},
+                 {DNNL_ARG_VARIANCE, memory(stat, engine, variance.data())}});
+    stream.wait();
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::span<const float> row(x.data() + r * length, static_cast<size_t>(length));
+      // The declared order reproduces oneDNN bit for bit (tests/onednn/layer_norm_order_test.cpp); ONNX Runtime's
+      // is the other convention.
+      const reference::LayerNormRow own = reference::LayerNormInOrder(dispatch.order, row, gamma, beta, 1e-5f);
+      const reference::LayerNormRow other = reference::LayerNormInOrder(ort, row, gamma, beta, 1e-5f);
+      ASSERT_EQ(own.mean, mean[r]);
+      ASSERT_EQ(own.variance, variance[r]);
+      ++rows_total;
+      const double r_mean = std::fabs(double(mean[r]) - other.mean) / (2 * MeanBound(row));
+      mean_differs += mean[r] != other.mean;
+      max_r_mean = std::max(max_r_mean, mean[r] == other.mean ? 0.0 : r_mean);
+      for (int64_t c = 0; c < length; ++c) y_differs += y[r * length + c] != other.y[c] ? 1 : 0;
+      if (mean[r] != other.mean) continue;
+      std::vector<float> d(static_cast<size_t>(length));
+      for (int64_t c = 0; c < length; ++c) d[c] = row[c] - mean[r];
+      ++var_compared;
+      var_differs += variance[r] != other.variance;
+      if (variance[r] != other.variance) {
+        max_r_var = std::max(max_r_var, std::fabs(double(variance[r]) - other.variance) / (2 * VarianceBound(d)));
+      }
+    }
+  }
+  std::printf("oneDNN %s (declared %s) against the order ort: mean differs in %lld of %lld rows (max r %.3g), "
+              "variance in %lld of %lld rows with equal means (max r %.3g), y in %lld values\n",
+              dispatch.implementation.c_str(), dispatch.name.c_str(), static_cast<long long>(mean_differs),
+              static_cast<long long>(rows_total), max_r_mean, static_cast<long long>(var_differs),
+              static_cast<long long>(var_compared), max_r_var, static_cast<long long>(y_differs));
+  EXPECT_GT(mean_differs + var_differs, 0) << "the orders never differ: nothing to measure";
+  EXPECT_LE(max_r_mean, 1.0);
+  EXPECT_LE(max_r_var, 1.0);
+}
+
+// bfloat16 round to nearest even on the binary32 bit pattern (finite values).
+uint16_t Bf16Bits(float v) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float FromBf16(uint16_t b) {
+  const uint32_t bits = uint32_t{b} << 16;
+  float v = 0;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// oneDNN 2.6's bf16 layer norm (src and dst bf16, stats and gamma/beta f32), which the driver does not run (the stage
+// declares f32 arithmetic only: docs/onednn.md), read in its source and checked here bit for bit: the f32 kernel's
+// arithmetic on the bf16 values (exact in binary32) with 16-lane zmm sums (simd_w 16,
+// jit_uni_layer_normalization_kernels.cpp:181) folded by reduce() for bf16 (415-424: vextractf32x8 + vaddps =
+// halve, vhaddps twice within 128-bit halves = adjacent, adjacent, vextractf128 + vaddps = the last pair), and y
+// rounded to bf16 to nearest even (vcvtneps2bf16, or its emulation below avx512_core_bf16, 141-157). oneDNN offers it
+// from avx512_core (platform::has_data_type_support, platform.cpp:100-111): skipped below.
+TEST(OneDnnLayerNorm, Bf16IsTheDeclaredOrderOnBf16ValuesRoundedOnce) {
+  using I = dnnl::cpu_isa;
+  const I isa = dnnl::get_effective_cpu_isa();
+  if (isa == I::sse41 || isa == I::avx || isa == I::avx2 || isa == I::avx2_vnni) {
+    GTEST_SKIP() << "oneDNN 2.6 has a bf16 layer norm from avx512_core only; it dispatches to "
+                 << fused::onednn::EffectiveIsa() << " here";
+  }
+  const NormalizationOrder order = parse_normalization_order(
+      "two_pass;mean=blocked(16x8,halve.adjacent.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
+      "var=blocked(16x8,halve.adjacent.adjacent.adjacent,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma",
+      "test");
+  // The f32 kernel's order (8 lanes) is another: it must not explain oneDNN's bf16 statistics.
+  const NormalizationOrder f32_jit = named_normalization_order("onednn_jit", "test");
+  int64_t f32_order_rows = 0;
+  std::mt19937_64 rng(31);
+  std::normal_distribution<float> normal(0, 1);
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  using dnnl::memory;
+  int64_t rows_total = 0, exact_rows = 0;
+  std::string implementation;
+  for (const int64_t length : {1, 7, 16, 17, 31, 64, 100, 127, 128, 129, 255, 768, 1000, 1024, 1025, 4096}) {
+    const int64_t rows = 30;
+    std::vector<uint16_t> x(static_cast<size_t>(rows * length)), y(x.size());
+    std::vector<float> xf(x.size()), gamma(static_cast<size_t>(length)), beta(static_cast<size_t>(length));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(i) / length;
+      x[i] = Bf16Bits(r % 2 == 0 ? normal(rng) : 100 + 0.5f * normal(rng));
+      xf[i] = FromBf16(x[i]);
+    }
+    for (int64_t c = 0; c < length; ++c) {
+      gamma[c] = 1 + 0.5f * normal(rng);
+      beta[c] = normal(rng);
+    }
+    const memory::desc data({rows, length}, memory::data_type::bf16, memory::format_tag::ab);
+    const memory::desc stat({rows}, memory::data_type::f32, memory::format_tag::a);
+    const memory::desc channel({length}, memory::data_type::f32, memory::format_tag::a);
+    const dnnl::layer_normalization_forward::desc desc(
+        dnnl::prop_kind::forward_training, data, stat, 1e-5f,
+        dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
+    const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine);
+    implementation = pd.impl_info_str();
+    std::vector<float> mean(rows), variance(rows);
+    dnnl::layer_normalization_forward(pd).execute(
+        stream, {{DNNL_ARG_SRC, memory(data, engine, x.data())}, {DNNL_ARG_DST, memory(data, engine, y.data())},
+                 {DNNL_ARG_SCALE, memory(channel, engine, gamma.data())},
+                 {DNNL_ARG_SHIFT, memory(channel, engine, beta.data())},
+                 {DNNL_ARG_MEAN, memory(stat, engine, mean.data())},
+                 {DNNL_ARG_VARIANCE, memory(stat, engine, variance.data())}});
+    stream.wait();
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::span<const float> row(xf.data() + r * length, static_cast<size_t>(length));
+      const reference::LayerNormRow want = reference::LayerNormInOrder(order, row, gamma, beta, 1e-5f);
+      bool exact = want.mean == mean[r] && want.variance == variance[r];
+      for (int64_t c = 0; c < length && exact; ++c) exact = Bf16Bits(want.y[c]) == y[r * length + c];
+      const reference::LayerNormRow f32_order = reference::LayerNormInOrder(f32_jit, row, gamma, beta, 1e-5f);
+      f32_order_rows += f32_order.mean == mean[r] && f32_order.variance == variance[r];
+      ++rows_total;
+      exact_rows += exact;
+      EXPECT_TRUE(exact) << "length " << length << " row " << r << ": mean " << mean[r] << " vs " << want.mean
+                         << ", variance " << variance[r] << " vs " << want.variance;
+    }
+  }
+  std::printf("oneDNN bf16 layer norm %s at %s: %lld of %lld rows bit-exact (y, mean, variance); the f32 kernel's "
+              "8-lane order gives its mean and variance on %lld\n",
+              implementation.c_str(), fused::onednn::EffectiveIsa().c_str(), static_cast<long long>(exact_rows),
+              static_cast<long long>(rows_total), static_cast<long long>(f32_order_rows));
+  EXPECT_LT(f32_order_rows, rows_total);
+}
+
+}  // namespace
+}  // namespace fusediff
