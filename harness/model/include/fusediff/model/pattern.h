@@ -26,7 +26,7 @@ namespace fusediff {
 enum class Producer { conv2d, fully_connected };
 
 // A stage's kind is a token (model/stage_kind.h) whose module (model/stage_module.h) says what it does. The built-in
-// kinds: act, add, maxpool, avgpool, fc and batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output
+// kinds: act, add, maxpool, avgpool, fc, mul, layernorm (below) and batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output
 // channel of the producer's real output (acc sx sw[k], never rounded to a code in the graph), then quantized into
 // the producer's boundary u by the convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
 
