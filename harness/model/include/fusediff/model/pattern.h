@@ -101,7 +101,8 @@ enum class MulOperand { tensor, per_channel };
 //        binary32 product of the scale and the exact code difference), the row normalized in binary32 by the stage's
 //        declared NormalizationOrder (model/summation_order.h; ln_eps added as that order says), y_j =
 //        LayerNorm(x)_j gamma_j + beta_j, then QuantizeLinear: the exact quotient y_j / s_out rounded half to even,
-//        + z_out, saturated to the output type (the ONNX definition).
+//        + z_out, saturated to the output type (the ONNX definition; a NaN, from a one_pass variance below -eps,
+//        is declared to give z_out).
 // (TFLite's integer layer norm, int64 sums and a fixed-point inverse square root, is not modelled yet:
 // docs/patterns.md.)
 enum class LayerNormArithmetic { f32 };
