@@ -123,6 +123,56 @@ TEST(LayerNorm, ReferenceAndKernelMatchHandComputedRowsInEveryNamedOrder) {
   }
 }
 
+// A random valid order: every shape, lane count, unroll, fold, tail, contraction and precision the model allows.
+SummationOrder RandomOrder() {
+  SummationOrder o;
+  o.shape = *rc::gen::element(SumShape::sequential, SumShape::pairwise, SumShape::blocked);
+  o.leaf = *rc::gen::inRange(1, 17);
+  o.lanes = 1 << *rc::gen::inRange(0, 5);
+  o.unroll = 1 << *rc::gen::inRange(0, 4);
+  if (*rc::gen::arbitrary<bool>()) {
+    for (int m = o.lanes; m > 1; m /= 2) o.lane_fold.push_back(*rc::gen::element(LaneFoldStep::halve, LaneFoldStep::adjacent));
+  }
+  o.tail = *rc::gen::element(BlockedTail::after_fold, BlockedTail::into_lane0);
+  o.accumulator = *rc::gen::element(AccumulatorPrecision::binary32, AccumulatorPrecision::binary64, AccumulatorPrecision::bf16);
+  o.product_precision = *rc::gen::element(ProductPrecision::binary32, ProductPrecision::binary64);
+  const bool fma = o.accumulator == AccumulatorPrecision::binary32 && *rc::gen::arbitrary<bool>();
+  o.contraction = fma ? Contraction::fma : Contraction::none;
+  return o;
+}
+
+// The kernel's own lanes and accumulators against the reference's emulation, for any declared order: one row of
+// random codes (1 to 300 features), random gamma and beta, bit for bit on every output code.
+RC_GTEST_PROP(LayerNorm, KernelMatchesTheReferenceInAnyDeclaredOrder, ()) {
+  NormalizationOrder order;
+  order.stats = *rc::gen::element(NormalizationStats::two_pass, NormalizationStats::mean_in_double,
+                                  NormalizationStats::welford, NormalizationStats::one_pass);
+  order.mean = RandomOrder();
+  order.variance = RandomOrder();
+  order.output = *rc::gen::element(NormalizationOutput::centered_times_inv, NormalizationOutput::scale_times_inv,
+                                   NormalizationOutput::scale_over_sqrt, NormalizationOutput::centered_over_sqrt);
+  order.output_contraction = *rc::gen::element(Contraction::none, Contraction::fma);
+  RC_TAG(std::string(to_string(order.stats)) + "/" + std::string(to_string(order.variance.shape)));
+  const int n = *rc::gen::inRange(1, 301);
+  RowCase row;
+  row.in = Int8(std::ldexp(1.0f + *rc::gen::inRange(0, 1000) / 1000.0f, -*rc::gen::inRange(2, 9)), *rc::gen::inRange(-20, 21));
+  row.out = Int8(1.0f / 32, *rc::gen::inRange(-5, 6));
+  const int centre = *rc::gen::inRange(-128, 128), spread = *rc::gen::inRange(0, 128);
+  for (int j = 0; j < n; ++j) {
+    row.codes.push_back(std::clamp(centre + *rc::gen::inRange(-spread, spread + 1), -128, 127));
+    row.gamma.push_back(*rc::gen::inRange(-1500, 1501) / 1000.0f);
+    row.beta.push_back(*rc::gen::inRange(-500, 501) / 1000.0f);
+  }
+  Stage stage = LayerNormStage("ort", row.out);
+  stage.ln_order = order;
+  const std::vector<int32_t> fused = FusedRow(row, stage), reference = ReferenceRow(row, stage);
+  RC_LOG() << format_normalization_order(order) << " n=" << n << " in=" << format_quant_params(row.in);
+  for (size_t j = 0; j < fused.size(); ++j) {
+    if (fused[j] != reference[j]) RC_LOG() << " j=" << j << " fused " << fused[j] << " reference " << reference[j];
+  }
+  RC_ASSERT(fused == reference);
+}
+
 TEST(LayerNorm, QuantizeLinearRoundsHalfToEvenAndSaturates) {
   const QuantParams q = Int8(0.25f, 0);
   EXPECT_EQ(reference::QuantizeLinearHalfEven(0.625f, q).code, 2);   // 2.5 -> 2

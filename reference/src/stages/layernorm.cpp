@@ -18,6 +18,12 @@ StageRounding QuantizeLinearHalfEven(float y, const QuantParams& out) {
   const int64_t qmin = out.type.qmin(), qmax = out.type.qmax();
   const double t = static_cast<double>(y) / static_cast<double>(out.scale);
   int64_t q = 0;
+  if (std::isnan(t)) {  // declared: a NaN (a negative one-pass variance's square root) gives the zero point
+    r.code = out.zero_point;
+    r.unsaturated = out.zero_point;
+    r.saturated = true;  // the output left the real line: counted where saturations are
+    return r;
+  }
   if (!std::isfinite(t) || std::abs(t) > 0x1p20) {  // beyond every type: saturates (+-inf included)
     q = t > 0 ? (int64_t{1} << 21) : -(int64_t{1} << 21);
   } else {

@@ -101,7 +101,8 @@ struct StageRounding {
 };
 
 // ONNX QuantizeLinear of a binary32 value into `out`, from its definition: the exact quotient y / s_out rounded half
-// to even, + z_out, saturated to the output type (+-infinity saturates). tie_distance: |y / s_out - (k + 1/2)|.
+// to even, + z_out, saturated to the output type (+-infinity saturates; a NaN, which a one-pass variance below
+// -eps makes, gives z_out and counts as saturated). tie_distance: |y / s_out - (k + 1/2)|.
 StageRounding QuantizeLinearHalfEven(float y, const QuantParams& out);
 
 // One element of a quantized add, s = a + b (b: the residual). See the rule table above.

@@ -26,7 +26,7 @@ namespace fusediff {
 enum class Producer { conv2d, fully_connected };
 
 // A stage's kind is a token (model/stage_kind.h) whose module (model/stage_module.h) says what it does. The built-in
-// kinds: act, add, maxpool, avgpool, fc and batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output
+// kinds: act, add, maxpool, avgpool, fc, mul, layernorm (below) and batchnorm: y = gamma (x - mean) / sqrt(var + eps) + beta per output
 // channel of the producer's real output (acc sx sw[k], never rounded to a code in the graph), then quantized into
 // the producer's boundary u by the convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
 
@@ -101,7 +101,8 @@ enum class MulOperand { tensor, per_channel };
 //        binary32 product of the scale and the exact code difference), the row normalized in binary32 by the stage's
 //        declared NormalizationOrder (model/summation_order.h; ln_eps added as that order says), y_j =
 //        LayerNorm(x)_j gamma_j + beta_j, then QuantizeLinear: the exact quotient y_j / s_out rounded half to even,
-//        + z_out, saturated to the output type (the ONNX definition).
+//        + z_out, saturated to the output type (the ONNX definition; a NaN, from a one_pass variance below -eps,
+//        is declared to give z_out).
 // (TFLite's integer layer norm, int64 sums and a fixed-point inverse square root, is not modelled yet:
 // docs/patterns.md.)
 enum class LayerNormArithmetic { f32 };
