@@ -11,6 +11,7 @@
 #include "fusediff/driver/mutant_search.h"
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/mutants.h"
+#include "../support/any_seed_property.h"
 
 namespace fusediff {
 namespace {
@@ -28,17 +29,7 @@ std::vector<CaseSpec> NewPatternCases(size_t samples) {
 RC_GTEST_PROP(NormChains, KeptWholeMatchesTheReferenceExactlyForAnySeed, ()) {
   static const std::vector<CaseSpec> cases = NewPatternCases(300);
   static driver::ReferenceCache cache;
-  const CaseSpec& spec = *rc::gen::elementOf(cases);
-  driver::RunOptions run;
-  run.seed = *rc::gen::inRange<uint64_t>(1, uint64_t{1} << 40);
-  RC_TAG(spec.name);
-  const CaseResult r = driver::RunCase(spec, run, cache);
-  if (spec.comparison == Comparison::same_convention) {
-    RC_ASSERT(r.verdict == Verdict::pass);
-    RC_ASSERT(r.stats.overall.max_abs() == 0);
-  } else {
-    RC_ASSERT(r.verdict == Verdict::cross_convention);
-  }
+  test_support::CheckAnyCaseOnAnySeed(cases, cache);
 }
 
 TEST(NormChains, TheSuiteJudgesTheKeptPathsAndMeasuresTheSkippingFusions) {

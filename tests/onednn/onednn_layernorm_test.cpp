@@ -109,6 +109,36 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
 // A bound on |mu - S / n| for a mean computed in any order (docs/summation-orders.md): the sum's error is at most
 // B = SumReorderingBound(x) in any order and accumulator; the division and the store in binary32 (or binary64, then
 // binary32) add at most (u + 2^-53)(1 + u) |S^| / n <= 2u (sum |x| + B) / n.
+// One forward_training layer normalization with use_scale | use_shift over `rows` rows of `length` values of type
+// `type` (x and y in that type's bytes), eps 1e-5: its primitive descriptor, and each row's mean and variance.
+struct LayerNormRun {
+  std::string implementation;
+  std::vector<float> mean, variance;
+};
+LayerNormRun RunLayerNorm(dnnl::memory::data_type type, int64_t rows, int64_t length, void* x, void* y,
+                          std::vector<float>& gamma, std::vector<float>& beta) {
+  using dnnl::memory;
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const memory::desc data({rows, length}, type, memory::format_tag::ab);
+  const memory::desc stat({rows}, memory::data_type::f32, memory::format_tag::a);
+  const memory::desc channel({length}, memory::data_type::f32, memory::format_tag::a);
+  const dnnl::layer_normalization_forward::desc desc(
+      dnnl::prop_kind::forward_training, data, stat, 1e-5f,
+      dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
+  const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine);
+  LayerNormRun run{pd.impl_info_str(), std::vector<float>(static_cast<size_t>(rows)),
+                   std::vector<float>(static_cast<size_t>(rows))};
+  dnnl::layer_normalization_forward(pd).execute(
+      stream, {{DNNL_ARG_SRC, memory(data, engine, x)}, {DNNL_ARG_DST, memory(data, engine, y)},
+               {DNNL_ARG_SCALE, memory(channel, engine, gamma.data())},
+               {DNNL_ARG_SHIFT, memory(channel, engine, beta.data())},
+               {DNNL_ARG_MEAN, memory(stat, engine, run.mean.data())},
+               {DNNL_ARG_VARIANCE, memory(stat, engine, run.variance.data())}});
+  stream.wait();
+  return run;
+}
+
 double MeanBound(std::span<const float> x) {
   const double b = reference::SumReorderingBound(x);
   double abs_sum = 0;
@@ -134,8 +164,6 @@ TEST(OneDnnLayerNorm, AnotherDeclaredOrderIsAMeasurementWithinTheReorderingBound
   std::mt19937_64 rng(30);
   std::normal_distribution<float> normal(0, 1);
   std::uniform_real_distribution<float> exponent(-20, 20);
-  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
   int64_t rows_total = 0, mean_differs = 0, var_compared = 0, var_differs = 0, y_differs = 0;
   double max_r_mean = 0, max_r_var = 0;
   for (const int64_t length : {8, 15, 31, 64, 100, 127, 768, 1024, 4096}) {
@@ -152,23 +180,11 @@ TEST(OneDnnLayerNorm, AnotherDeclaredOrderIsAMeasurementWithinTheReorderingBound
       gamma[c] = 1 + 0.5f * normal(rng);
       beta[c] = normal(rng);
     }
-    using dnnl::memory;
-    const memory::desc data({rows, length}, memory::data_type::f32, memory::format_tag::ab);
-    const memory::desc stat({rows}, memory::data_type::f32, memory::format_tag::a);
-    const memory::desc channel({length}, memory::data_type::f32, memory::format_tag::a);
-    const dnnl::layer_normalization_forward::desc desc(
-        dnnl::prop_kind::forward_training, data, stat, 1e-5f,
-        dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
-    const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine);
-    ASSERT_EQ(std::string(pd.impl_info_str()), dispatch.implementation);
-    std::vector<float> y(x.size()), mean(rows), variance(rows);
-    dnnl::layer_normalization_forward(pd).execute(
-        stream, {{DNNL_ARG_SRC, memory(data, engine, x.data())}, {DNNL_ARG_DST, memory(data, engine, y.data())},
-                 {DNNL_ARG_SCALE, memory(channel, engine, gamma.data())},
-                 {DNNL_ARG_SHIFT, memory(channel, engine, beta.data())},
-                 {DNNL_ARG_MEAN, memory(stat, engine, mean.data())},
-                 {DNNL_ARG_VARIANCE, memory(stat, engine, variance.data())}});
-    stream.wait();
+    std::vector<float> y(x.size());
+    const LayerNormRun run = RunLayerNorm(dnnl::memory::data_type::f32, rows, length, x.data(), y.data(), gamma, beta);
+    ASSERT_EQ(run.implementation, dispatch.implementation);
+    const std::vector<float>& mean = run.mean;
+    const std::vector<float>& variance = run.variance;
     for (int64_t r = 0; r < rows; ++r) {
       const std::span<const float> row(x.data() + r * length, static_cast<size_t>(length));
       // The declared order reproduces oneDNN bit for bit (tests/onednn/layer_norm_order_test.cpp); ONNX Runtime's
@@ -239,9 +255,6 @@ TEST(OneDnnLayerNorm, Bf16IsTheDeclaredOrderOnBf16ValuesRoundedOnce) {
   int64_t f32_order_rows = 0;
   std::mt19937_64 rng(31);
   std::normal_distribution<float> normal(0, 1);
-  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
-  using dnnl::memory;
   int64_t rows_total = 0, exact_rows = 0;
   std::string implementation;
   for (const int64_t length : {1, 7, 16, 17, 31, 64, 100, 127, 128, 129, 255, 768, 1000, 1024, 1025, 4096}) {
@@ -257,22 +270,10 @@ TEST(OneDnnLayerNorm, Bf16IsTheDeclaredOrderOnBf16ValuesRoundedOnce) {
       gamma[c] = 1 + 0.5f * normal(rng);
       beta[c] = normal(rng);
     }
-    const memory::desc data({rows, length}, memory::data_type::bf16, memory::format_tag::ab);
-    const memory::desc stat({rows}, memory::data_type::f32, memory::format_tag::a);
-    const memory::desc channel({length}, memory::data_type::f32, memory::format_tag::a);
-    const dnnl::layer_normalization_forward::desc desc(
-        dnnl::prop_kind::forward_training, data, stat, 1e-5f,
-        dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
-    const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine);
-    implementation = pd.impl_info_str();
-    std::vector<float> mean(rows), variance(rows);
-    dnnl::layer_normalization_forward(pd).execute(
-        stream, {{DNNL_ARG_SRC, memory(data, engine, x.data())}, {DNNL_ARG_DST, memory(data, engine, y.data())},
-                 {DNNL_ARG_SCALE, memory(channel, engine, gamma.data())},
-                 {DNNL_ARG_SHIFT, memory(channel, engine, beta.data())},
-                 {DNNL_ARG_MEAN, memory(stat, engine, mean.data())},
-                 {DNNL_ARG_VARIANCE, memory(stat, engine, variance.data())}});
-    stream.wait();
+    const LayerNormRun run = RunLayerNorm(dnnl::memory::data_type::bf16, rows, length, x.data(), y.data(), gamma, beta);
+    implementation = run.implementation;
+    const std::vector<float>& mean = run.mean;
+    const std::vector<float>& variance = run.variance;
     for (int64_t r = 0; r < rows; ++r) {
       const std::span<const float> row(xf.data() + r * length, static_cast<size_t>(length));
       const reference::LayerNormRow want = reference::LayerNormInOrder(order, row, gamma, beta, 1e-5f);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "fusediff/fused/stages.h"
 #include "fusediff/model/errors.h"
 #include "onednn_patterns.h"
 
@@ -81,27 +82,6 @@ namespace detail {
 namespace {
 
 using Args = std::unordered_map<int, memory>;
-
-bool Reject(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return false;
-}
-
-struct Quant {
-  DataType type = DataType::s8;
-  float scale = 1.0f;
-  int32_t zero_point = 0;
-};
-
-// QuantizeLinear (the layernorm stage's rule, model/pattern.h LayerNormArithmetic): nearbyint(y / s_out) half to
-// even, + z_out, saturated. The binary64 quotient decides every half-way case right: an exact quotient of two
-// binary32 values that is not a tie lies at least 2^-25 from one, beyond binary64's error while |y / s_out| < 2^20
-// (larger ones saturate). A NaN gives z_out.
-int32_t QuantizeLinear(float y, const QuantParams& out) {
-  if (std::isnan(y)) return out.zero_point;
-  const double q = std::nearbyint(std::clamp(static_cast<double>(y) / out.scale, -0x1p21, 0x1p21));
-  return static_cast<int32_t>(std::clamp(q + out.zero_point, double(out.type.qmin()), double(out.type.qmax())));
-}
 
 class LayerNormPath final : public FusedPath {
  public:
@@ -348,10 +328,6 @@ bool LayerNormPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::stri
   }
 }
 
-std::unique_ptr<FusedPath> Unsupported(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return nullptr;
-}
 
 std::optional<Quant> EightBit(const QuantParams& q) {
   const std::optional<DataType> t = EightBitDataType(q.type);

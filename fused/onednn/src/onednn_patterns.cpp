@@ -67,18 +67,6 @@ using Args = std::unordered_map<int, memory>;
 
 enum class Chain { sum, binary, inner_product, max_pool };
 
-// 8-bit codes of one oneDNN data type (u8 or s8), stored as bytes.
-bool Reject(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return false;
-}
-
-struct Quant {
-  DataType type = DataType::s8;
-  float scale = 1.0f;
-  int32_t zero_point = 0;
-};
-
 class PatternPath final : public FusedPath {
  public:
   PatternPath(Chain chain, OneDnnVariant variant, const CaseSpec& spec, EltwiseAlgorithm eltwise, Quant u, Quant y,
@@ -411,10 +399,6 @@ bool PatternPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::string
   }
 }
 
-std::unique_ptr<FusedPath> Unsupported(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return nullptr;
-}
 
 }  // namespace
 

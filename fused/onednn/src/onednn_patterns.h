@@ -17,6 +17,25 @@
 
 namespace fusediff::fused::onednn::detail {
 
+// An 8-bit boundary as oneDNN takes it: its data type (u8 or s8), scale and zero point.
+struct Quant {
+  dnnl::memory::data_type type = dnnl::memory::data_type::s8;
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+};
+
+// A draw the path will not run: *why (when asked for) gets the reason; returns false for `return Reject(...)`.
+inline bool Reject(std::string* why, std::string reason) {
+  if (why != nullptr) *why = std::move(reason);
+  return false;
+}
+
+// A case the path cannot run: *why gets the reason; returns no path.
+inline std::unique_ptr<FusedPath> Unsupported(std::string* why, std::string reason) {
+  if (why != nullptr) *why = std::move(reason);
+  return nullptr;
+}
+
 struct EltwiseAlgorithm {
   dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
   float alpha = 0.0f;

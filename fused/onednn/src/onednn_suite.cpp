@@ -154,6 +154,22 @@ std::vector<CaseSpec> OneDnnPatternCases(const SuiteOptions& options, const std:
 }
 
 namespace {
+// One comparison of a chain pattern's cases: the pattern on convention c, run by `backend` under `comparison`.
+CaseSpec ChainCase(const SuiteOptions& options, const Convention& c, Pattern pattern, std::string_view backend,
+                   Comparison comparison, std::string name) {
+  CaseSpec spec;
+  spec.mix = options.mix;
+  spec.source = SampleSource::conv;
+  spec.convention = c;
+  spec.pattern = std::move(pattern);
+  spec.backend = std::string(backend);
+  spec.comparison = comparison;
+  spec.mutant = options.mutant;
+  spec.samples = options.samples;
+  spec.name = std::move(name);
+  return spec;
+}
+
 // oneDNN's layer norm in fc+layernorm+act and fc+add+layernorm (onednn_layernorm.cpp), on the built-in pattern cases'
 // quantization (the norm's output at the activation's input boundary, or [-4, 4]; SkipLayerNorm's residual over half
 // the domain), the add by oneDNN's own rule (onednn_unfused). Three comparisons on the same draws:
@@ -190,18 +206,10 @@ std::vector<CaseSpec> LayerNormComparisons(const SuiteOptions& options, const st
   std::vector<CaseSpec> specs;
   for (const LnComparison& k : comparisons) {
     if (options.backend == kUnfused && k.backend != kUnfused) continue;
-    CaseSpec spec;
-    spec.mix = options.mix;
-    spec.source = SampleSource::conv;
-    spec.convention = c;
-    spec.pattern = base;
-    spec.pattern.stages[skip ? 1 : 0].ln_order = k.order;
-    spec.backend = std::string(k.backend);
-    spec.comparison = k.comparison;
-    spec.mutant = options.mutant;
-    spec.samples = options.samples;
-    spec.name = pattern + "." + std::string(to_string(kind)) + "." + k.label + ".conv";
-    specs.push_back(std::move(spec));
+    Pattern declared = base;
+    declared.stages[skip ? 1 : 0].ln_order = k.order;
+    specs.push_back(ChainCase(options, c, std::move(declared), k.backend, k.comparison,
+                              pattern + "." + std::string(to_string(kind)) + "." + k.label + ".conv"));
   }
   return specs;
 }
@@ -255,20 +263,12 @@ std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, cons
   std::vector<CaseSpec> specs;
   for (const ChainComparison& k : comparisons) {
     if (options.backend == kUnfused && k.backend != kUnfused) continue;
-    CaseSpec spec;
-    spec.mix = options.mix;
-    spec.source = SampleSource::conv;
-    spec.convention = c;
-    spec.pattern = base;
-    for (Stage& stage : spec.pattern.stages) {
+    Pattern declared = base;
+    for (Stage& stage : declared.stages) {
       if (stage.kind == StageKind::add) stage.f32_add_rule = k.f32_add;
     }
-    spec.backend = std::string(k.backend);
-    spec.comparison = k.comparison;
-    spec.mutant = options.mutant;
-    spec.samples = options.samples;
-    spec.name = pattern + "." + std::string(to_string(kind)) + "." + variant + k.label + ".conv";
-    specs.push_back(std::move(spec));
+    specs.push_back(ChainCase(options, c, std::move(declared), k.backend, k.comparison,
+                              pattern + "." + std::string(to_string(kind)) + "." + variant + k.label + ".conv"));
   }
   return specs;
 }

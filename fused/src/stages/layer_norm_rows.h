@@ -36,10 +36,4 @@ class LayerNormRows {
   LayerNormDefects defects_;
 };
 
-// QuantizeLinear: nearbyint(y / s_out) half to even, + z_out, saturated. The quotient in binary64 decides every
-// half-way case right: an exact quotient of two binary32 values that is not a tie lies at least 2^-25 from one, far
-// beyond binary64's error at |y / s_out| < 2^20 (larger quotients saturate anyway). A NaN (a one-pass variance below
-// -eps, a mutant's 0 x inf) gives z_out, as the model declares.
-int32_t QuantizeLinear(float y, const QuantParams& out);
-
 }  // namespace fusediff::fused
