@@ -4,6 +4,8 @@
 //                              (2024 revision, both TFLITE_SINGLE_ROUNDING branches)
 //   tensorflow/tflite-micro    tensorflow/lite/kernels/internal/common.cc              MultiplyByQuantizedMultiplier
 //                              (int32 overload, both TFLITE_SINGLE_ROUNDING branches)
+//   tensorflow/tensorflow @ ed031a6b8cc49c55745a38c8a8d0b9affe935a7b
+//                              tensorflow/lite/kernels/internal/common.h  GetInvSqrtQuantizedMultiplierExp
 // Deviations, both deliberate and documented in fixedpoint.h: the double-rounding left shift saturates instead
 // of overflowing, and the single-rounding result saturates to int32 instead of being DCHECKed.
 #include "fusediff/fused/fixedpoint.h"
@@ -126,6 +128,63 @@ int32_t MultiplyByQuantizedMultiplierSingleRounding(int32_t x, int32_t quantized
   const int64_t round = int64_t{1} << (total_shift - 1);
   const int64_t scaled = static_cast<int64_t>(x) * static_cast<int64_t>(quantized_multiplier) + round;
   return SaturateToInt32(scaled >> total_shift);
+}
+
+// The saturation thresholds are gemmlowp's: x > 2^(31-e) - 1 gives INT32_MAX, x < -(2^(31-e) - 1) gives INT32_MIN
+// (x = -2^(31-e) shifts to INT32_MIN exactly, so that case agrees either way). Below them x << e cannot overflow.
+int32_t SaturatingRoundingMultiplyByPOT(int32_t x, int exponent) {
+  assert(exponent >= -31 && exponent <= 31);
+  if (exponent == 0) return x;
+  if (exponent < 0) return RoundingDivideByPOT(x, -exponent);
+  const int32_t threshold = static_cast<int32_t>((int64_t{1} << (31 - exponent)) - 1);
+  if (x > threshold) return kInt32Max;
+  if (x < -threshold) return kInt32Min;
+  return static_cast<int32_t>(static_cast<uint32_t>(x) << exponent);
+}
+
+namespace {
+// gemmlowp FixedPoint<int32, I> products: FixedPoint<I1> * FixedPoint<I2> is FixedPoint<I1 + I2> with raw
+// SRDHM(a, b); Rescale<I_dst> of a FixedPoint<I_src> is SaturatingRoundingMultiplyByPOT<I_src - I_dst>.
+constexpr int32_t kF3One = int32_t{1} << 28;
+constexpr int32_t kF3ThreeHalves = (int32_t{1} << 28) + (int32_t{1} << 27);
+constexpr int32_t kF0HalfSqrt2 = 1518500250;  // sqrt(2) / 2 in Q0.31
+}  // namespace
+
+// Every product below is of positive F3 values (x rises from 1 toward 1/sqrt(v) <= 2 from below, so x^3 < 8), so
+// the F6 difference 3/2 x - (v/2) x^3 stays inside int32, as gemmlowp's plain int32 subtraction needs.
+void GetInvSqrtQuantizedMultiplierExp(int32_t input, int reverse_shift, int32_t* output_inv_sqrt, int* output_shift) {
+  assert(input >= 0);
+  if (input <= 1) {  // TFLite answers 1 (and 0, an invalid input) with the largest multiplier and no shift
+    *output_inv_sqrt = kInt32Max;
+    *output_shift = 0;
+    return;
+  }
+  *output_shift = 11;
+  while (input >= (int32_t{1} << 29)) {
+    input /= 4;
+    ++*output_shift;
+  }
+  const unsigned leading_zeros = static_cast<unsigned>(__builtin_clz(static_cast<uint32_t>(input)));
+  const unsigned left_shift_bit_pairs = (leading_zeros - 1) / 2 - 1;
+  *output_shift -= static_cast<int>(left_shift_bit_pairs);
+  input <<= 2 * left_shift_bit_pairs;
+  assert(input >= (int32_t{1} << 27) && input < (int32_t{1} << 29));
+  const int32_t half_input = SaturatingRoundingMultiplyByPOT(input >> 1, -1);  // F3: v / 2
+  int32_t x = kF3One;
+  for (int i = 0; i < 5; ++i) {
+    const int32_t x_squared = SaturatingRoundingDoublingHighMul(x, x);                                  // F6
+    const int32_t x3 = SaturatingRoundingMultiplyByPOT(SaturatingRoundingDoublingHighMul(x_squared, x), 6);  // F9 -> F3
+    const int32_t difference =
+        SaturatingRoundingDoublingHighMul(kF3ThreeHalves, x) - SaturatingRoundingDoublingHighMul(half_input, x3);  // F6
+    x = SaturatingRoundingMultiplyByPOT(difference, 3);  // F6 -> F3
+  }
+  x = SaturatingRoundingDoublingHighMul(x, kF0HalfSqrt2);
+  if (*output_shift < 0) {
+    x <<= -*output_shift;  // x < 2^29 and the shift is at most 2 here
+    *output_shift = 0;
+  }
+  *output_inv_sqrt = x;
+  *output_shift *= reverse_shift;
 }
 
 }  // namespace fusediff::fused

@@ -364,6 +364,9 @@ std::string PatternKernel::Impl::SelectPlan() {
   }
   if (ln_stage && (spec.fusion == Fusion::skip_add_f32 || spec.fusion == Fusion::norm_f32_into_act ||
                    m == Mutant::ln_skip_after_norm)) {
+    if (ln_stage->ln_arithmetic != LayerNormArithmetic::f32) {
+      return "pattern " + pattern_name(spec.pattern) + ": the layernorm fusions in binary32 need the f32 arithmetic";
+    }
     ln_rows.emplace(ln_stage->ln_order, ln_stage->ln_eps);
     if (m == Mutant::ln_skip_after_norm || spec.fusion == Fusion::skip_add_f32) {
       if (!add_stage) return "pattern " + pattern_name(spec.pattern) + ": the skip fusions need an add stage";

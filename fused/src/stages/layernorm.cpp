@@ -1,9 +1,11 @@
-// Fused kernel of stage kind `layernorm`, f32 arithmetic: each row of codes dequantized in binary32 (DequantizeLinear),
+// Fused kernel of stage kind `layernorm` in its declared arithmetic (or, under Fusion::norm_other_arithmetic, the
+// stage's ln_fused_arithmetic). tflite_int16: TFLite's integer layer norm (tflite_layer_norm.h). f32 arithmetic: each row of codes dequantized in binary32 (DequantizeLinear),
 // normalized in the declared order, quantized (QuantizeLinear), as ONNX Runtime runs DQ -> LayerNormalization -> Q.
 // The sums are this file's own lanes and accumulators (layer_norm_rows.h), written from model/summation_order.h's
 // definitions. Mutants select a variant here, once: ln-drop-eps, ln-eps-after-sqrt, ln-mean-wrong-axis (defects),
 // ln-one-pass-variance and ln-bf16-variance (another order).
 #include "layer_norm_rows.h"
+#include "tflite_layer_norm.h"
 
 #include <algorithm>
 #include <bit>
@@ -220,11 +222,58 @@ class LayerNormKernel final : public StageKernel {
   QuantParams in_, out_;
 };
 
+// tflite_int16: v = q - z_in as int16, TFLite's integer row (tflite_layer_norm.h), the operands prepared per draw.
+class TfliteLayerNormKernel final : public StageKernel {
+ public:
+  TfliteLayerNormKernel(const QuantParams& in, const QuantParams& out) : in_(in), out_(out) {}
+  void Run(const StageOperands& ops, StageTensor& t) const override {
+    const size_t features = static_cast<size_t>(t.shape.channels);
+    if (ops.gamma.size() != features || ops.beta.size() != features) {
+      throw InputError("pattern draw: layernorm's gamma and beta do not hold one value per feature (" +
+                       std::to_string(features) + ")");
+    }
+    const TfliteLayerNormParams params = PrepareTfliteLayerNorm(ops.gamma, ops.beta);
+    std::vector<int16_t> v(t.codes.size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int16_t>(t.codes[i] - in_.zero_point);  // validated
+    ApplyTfliteLayerNorm(v, features, params, out_, t.codes);
+  }
+
+ private:
+  QuantParams in_, out_;
+};
+
+// Why the tflite_int16 kernel cannot read `in` or write `out` (model/pattern.h); empty when it can.
+std::string TfliteBoundaryProblem(const QuantParams& in, const QuantParams& out) {
+  int exponent = 0;
+  if (in.type.qmin() - in.zero_point < -32768 || in.type.qmax() - in.zero_point > 32767) {
+    return "tflite_int16 layer norm: q - z_in leaves int16 for " + format_quant_params(in);
+  }
+  if (std::frexp(out.scale, &exponent) != 0.5f || out.zero_point != 0) {
+    return "tflite_int16 layer norm: the output needs a power-of-two scale and zero point 0, got " +
+           format_quant_params(out);
+  }
+  return {};
+}
+
 class LayerNormStage final : public FusedStage {
  public:
   StageKind kind() const override { return StageKind::layernorm; }
   std::unique_ptr<StageKernel> Create(const CaseSpec& spec, const Stage& s, const QuantParams& in,
-                                      std::string*) const override {
+                                      std::string* why) const override {
+    const LayerNormArithmetic arithmetic =
+        spec.fusion == Fusion::norm_other_arithmetic ? s.ln_fused_arithmetic : s.ln_arithmetic;
+    if (arithmetic == LayerNormArithmetic::tflite_int16) {
+      std::string problem = TfliteBoundaryProblem(in, s.out);
+      for (Mutant m : {Mutant::ln_drop_eps, Mutant::ln_eps_after_sqrt, Mutant::ln_mean_wrong_axis,
+                       Mutant::ln_one_pass_variance, Mutant::ln_bf16_variance}) {
+        if (problem.empty() && spec.mutant == m) problem = "the layernorm mutants vary the f32 arithmetic";
+      }
+      if (!problem.empty()) {
+        if (why) *why = problem;
+        return nullptr;
+      }
+      return std::make_unique<TfliteLayerNormKernel>(in, s.out);
+    }
     NormalizationOrder order = spec.fusion == Fusion::norm_other_order ? s.ln_fused_order : s.ln_order;
     LayerNormDefects defects;
     switch (spec.mutant) {

@@ -351,6 +351,17 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           long_rows.stages[0].ln_features = 4096;
           add_case(long_rows, Fusion::keep_all, "ort.4096");
         }
+        if (all) {  // TFLite's integer layer norm (--pattern only): the norm's output int8 at 2^-5 (TFLite's shift
+                    // + 12 becomes + 5), kept whole under its own arithmetic, and run for ORT's f32 graph (measured)
+          Pattern integer = p;
+          Stage& iln = integer.stages[skip ? 1 : 0];
+          iln.out = QuantParams{QuantType{ScalarType::int8, false}, 0.03125f, 0};
+          iln.ln_arithmetic = LayerNormArithmetic::tflite_int16;
+          add_case(integer, Fusion::keep_all, "tflite_int16");
+          iln.ln_arithmetic = LayerNormArithmetic::f32;
+          iln.ln_fused_arithmetic = LayerNormArithmetic::tflite_int16;
+          add_case(integer, Fusion::norm_other_arithmetic, "ort.tflite_int16");
+        }
       } else {
         add_case(base, Fusion::keep_all, "");
       }

@@ -40,15 +40,17 @@ constexpr std::array<std::pair<std::string_view, MultiplierRule>, 2> kMultiplier
     {{"double_product", MultiplierRule::double_product}, {"float_product", MultiplierRule::float_product}}};
 constexpr std::array<std::pair<std::string_view, FcReference>, 2> kFcReferences{
     {{"graph", FcReference::graph}, {"declared_fold", FcReference::declared_fold}}};
-constexpr std::array<std::pair<std::string_view, Fusion>, 8> kFusions{{{"keep_all", Fusion::keep_all},
+constexpr std::array<std::pair<std::string_view, Fusion>, 9> kFusions{{{"keep_all", Fusion::keep_all},
                                                                         {"add_in_accumulator", Fusion::add_in_accumulator},
                                                                         {"pool_first", Fusion::pool_first},
                                                                         {"fold", Fusion::fold},
                                                                         {"mul_add_affine", Fusion::mul_add_affine},
                                                                         {"skip_add_f32", Fusion::skip_add_f32},
                                                                         {"norm_f32_into_act", Fusion::norm_f32_into_act},
-                                                                        {"norm_other_order", Fusion::norm_other_order}}};
-constexpr detail::Names<LayerNormArithmetic, 1> kLnArithmetics{{{"f32", LayerNormArithmetic::f32}}};
+                                                                        {"norm_other_order", Fusion::norm_other_order},
+                                                                        {"norm_other_arithmetic", Fusion::norm_other_arithmetic}}};
+constexpr detail::Names<LayerNormArithmetic, 2> kLnArithmetics{
+    {{"f32", LayerNormArithmetic::f32}, {"tflite_int16", LayerNormArithmetic::tflite_int16}}};
 constexpr detail::Names<LnRegime, 5> kLnRegimes{{{"mixed", LnRegime::mixed},
                                                  {"benign", LnRegime::benign},
                                                  {"cancellation", LnRegime::cancellation},
@@ -67,8 +69,10 @@ constexpr Fusion kPoolFusions[] = {Fusion::keep_all, Fusion::pool_first};
 constexpr Fusion kFoldFusions[] = {Fusion::keep_all, Fusion::fold};
 constexpr Fusion kBatchNormFusions[] = {Fusion::fold};
 constexpr Fusion kMulAddFusions[] = {Fusion::keep_all, Fusion::mul_add_affine};
-constexpr Fusion kLayerNormActFusions[] = {Fusion::keep_all, Fusion::norm_f32_into_act, Fusion::norm_other_order};
-constexpr Fusion kSkipLayerNormFusions[] = {Fusion::keep_all, Fusion::skip_add_f32, Fusion::norm_other_order};
+constexpr Fusion kLayerNormActFusions[] = {Fusion::keep_all, Fusion::norm_f32_into_act, Fusion::norm_other_order,
+                                           Fusion::norm_other_arithmetic};
+constexpr Fusion kSkipLayerNormFusions[] = {Fusion::keep_all, Fusion::skip_add_f32, Fusion::norm_other_order,
+                                            Fusion::norm_other_arithmetic};
 
 constexpr PatternInfo kPatterns[] = {
     {"conv2d+act", "Act(Conv(x)): u rounded at its own scale, then the activation table", kKeepAll},

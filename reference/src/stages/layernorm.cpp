@@ -1,8 +1,10 @@
-// Reference of stage kind `layernorm` (model/pattern.h LayerNormArithmetic f32): per row of features, the dequantized
-// values x_j = fl32(s_in (q_j - z_in)), LayerNormInOrder (summation.h) by the stage's declared order, then ONNX's
-// QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to even, + z_out, saturated.
+// Reference of stage kind `layernorm` in its declared arithmetic (model/pattern.h LayerNormArithmetic). f32: per row
+// of features, the dequantized values x_j = fl32(s_in (q_j - z_in)), LayerNormInOrder (summation.h) by the stage's
+// declared order, then ONNX's QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to
+// even, + z_out, saturated. tflite_int16: TFLite's integer layer norm from its definition (tflite_layer_norm.h).
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "fusediff/reference/stage_eval.h"
 #include "fusediff/reference/stages.h"
 #include "fusediff/reference/summation.h"
+#include "fusediff/reference/tflite_layer_norm.h"
 
 namespace fusediff::reference {
 
@@ -56,21 +59,48 @@ class LayerNormReference final : public ReferenceStage {
       throw InputError("pattern draw: layernorm's gamma and beta have " + std::to_string(gamma.size()) + " and " +
                        std::to_string(beta.size()) + " values, the row has " + std::to_string(features) + " features");
     }
-    std::vector<float> x(features);
+    // The arithmetic is chosen once per call: the only place the reference looks at it.
+    if (stage.ln_arithmetic == LayerNormArithmetic::tflite_int16) {
+      const TfliteLayerNormOperands ops = DeriveTfliteLayerNormOperands(gamma, beta);
+      ForEachRow(t, features, [&](std::span<GraphElement> e, RegionSet r) { TfliteInt16Row(stage, in, ops, e, r); });
+    } else {
+      ForEachRow(t, features, [&](std::span<GraphElement> e, RegionSet r) { F32Row(stage, in, e, r); });
+    }
+  }
+
+ private:
+  template <typename RowFunction>
+  static void ForEachRow(GraphTensor& t, size_t features, RowFunction row_function) {
     for (size_t row = 0; row * features < t.e.size(); ++row) {
-      GraphElement* e = &t.e[row * features];
-      // The code difference is exact in binary32 (|q - z| < 2^17); the product is one binary32 rounding.
-      for (size_t j = 0; j < features; ++j) {
-        x[j] = in.in.scale * static_cast<float>(int64_t{e[j].y} - in.in.zero_point);
-      }
-      const LayerNormRow y = LayerNormInOrder(stage.ln_order, x, gamma, beta, stage.ln_eps);
+      const std::span<GraphElement> e(&t.e[row * features], features);
       RegionSet row_regions = 0;  // every output of a row reads every input of it
-      for (size_t j = 0; j < features; ++j) row_regions |= e[j].regions;
-      for (size_t j = 0; j < features; ++j) {
-        const StageRounding r = QuantizeLinearHalfEven(y.y[j], stage.out);
-        e[j].regions = row_regions | RoundingRegions(r.saturated, r.tie_distance);
-        e[j].y = r.code;
-      }
+      for (const GraphElement& g : e) row_regions |= g.regions;
+      row_function(e, row_regions);
+    }
+  }
+  // f32: x_j = fl32(s_in (q_j - z_in)) (the code difference is exact in binary32, |q - z| < 2^17; the product one
+  // binary32 rounding), LayerNormInOrder, QuantizeLinear.
+  static void F32Row(const Stage& stage, const StageInputs& in, std::span<GraphElement> e, RegionSet row_regions) {
+    std::vector<float> x(e.size());
+    for (size_t j = 0; j < e.size(); ++j) x[j] = in.in.scale * static_cast<float>(int64_t{e[j].y} - in.in.zero_point);
+    const LayerNormRow y = LayerNormInOrder(stage.ln_order, x, in.operands.gamma, in.operands.beta, stage.ln_eps);
+    for (size_t j = 0; j < e.size(); ++j) {
+      const StageRounding r = QuantizeLinearHalfEven(y.y[j], stage.out);
+      e[j].regions = row_regions | RoundingRegions(r.saturated, r.tie_distance);
+      e[j].y = r.code;
+    }
+  }
+  // tflite_int16 (tflite_layer_norm.h): v_j = q_j - z_in, TFLite's integer row. Its last rounding is a fixed-point
+  // one whose tie distance is not tracked (0.5: never counted near a tie).
+  static void TfliteInt16Row(const Stage& stage, const StageInputs& in, const TfliteLayerNormOperands& ops,
+                             std::span<GraphElement> e, RegionSet row_regions) {
+    std::vector<int32_t> v(e.size());
+    for (size_t j = 0; j < e.size(); ++j) v[j] = static_cast<int32_t>(int64_t{e[j].y} - in.in.zero_point);
+    std::vector<bool> saturated;
+    const std::vector<int32_t> y = TfliteLayerNormRow(v, ops, stage.out, &saturated);
+    for (size_t j = 0; j < e.size(); ++j) {
+      e[j].regions = row_regions | RoundingRegions(saturated[j], 0.5);
+      e[j].y = y[j];
     }
   }
 };

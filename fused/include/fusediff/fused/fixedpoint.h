@@ -31,4 +31,15 @@ int32_t MultiplyByQuantizedMultiplierDoubleRounding(int32_t x, int32_t quantized
 // rounding, ties toward +infinity. The result saturates to int32.
 int32_t MultiplyByQuantizedMultiplierSingleRounding(int32_t x, int32_t quantized_multiplier, int shift);
 
+// gemmlowp SaturatingRoundingMultiplyByPOT<exponent> with a run-time exponent in [-31, 31]: exponent > 0 shifts
+// left, saturating to int32 where |x| exceeds 2^(31 - exponent) - 1; exponent < 0 is RoundingDivideByPOT(x,
+// -exponent) (ties away from zero); 0 returns x.
+int32_t SaturatingRoundingMultiplyByPOT(int32_t x, int exponent);
+
+// TFLite GetInvSqrtQuantizedMultiplierExp (common.h): 1/sqrt(input) as a Q31 multiplier and a shift, by five
+// Newton-Raphson steps in gemmlowp FixedPoint<int32, 3> from x = 1 on input normalized by powers of 4 into
+// [2^27, 2^29). input <= 1 gives (2^31 - 1, 0). The shift is multiplied by reverse_shift (TFLite passes -1: a
+// right shift comes back negative). input must be >= 0.
+void GetInvSqrtQuantizedMultiplierExp(int32_t input, int reverse_shift, int32_t* output_inv_sqrt, int* output_shift);
+
 }  // namespace fusediff::fused

@@ -19,7 +19,7 @@ class LayerNormStage final : public StageKindModule {
   bool elementwise() const override { return false; }
   QuantParams output_boundary(const Stage& s, const QuantParams&, const Convention&) const override { return s.out; }
 
-  void validate(const Stage& s, const QuantParams&, const Convention&, const std::string& field) const override {
+  void validate(const Stage& s, const QuantParams& in, const Convention&, const std::string& field) const override {
     if (!(s.ln_eps > 0.0f) || !std::isfinite(s.ln_eps)) throw InputError(field + ".eps: expected a finite value > 0");
     if (s.ln_features != 0 && (s.ln_features < 1 || s.ln_features > kMaxFeatures)) {
       throw InputError(field + ".features: expected 0 (drawn) or 1.." + std::to_string(kMaxFeatures) + ", got " +
@@ -30,12 +30,14 @@ class LayerNormStage final : public StageKindModule {
     fusediff::validate(s.ln_fused_order.mean, field + ".fused_order.mean");
     fusediff::validate(s.ln_fused_order.variance, field + ".fused_order.var");
     fusediff::validate(s.out, field + ".out");
+    if (s.ln_arithmetic == LayerNormArithmetic::tflite_int16) ValidateIntegerBoundaries(in, s.out, field);
   }
 
   std::string describe(const Stage& s, Fusion fusion, bool) const override {
     std::string part = "layernorm " + std::string(to_string(s.ln_arithmetic)) + " eps=" + format_float32(s.ln_eps) +
                        " order " + format_declared_normalization_order(s.ln_order);
     if (fusion == Fusion::norm_other_order) part += " fused order " + format_declared_normalization_order(s.ln_fused_order);
+    if (fusion == Fusion::norm_other_arithmetic) part += " fused arithmetic " + std::string(to_string(s.ln_fused_arithmetic));
     part += " regime " + std::string(to_string(s.ln_regime));
     if (s.ln_features != 0) part += " features " + std::to_string(s.ln_features);
     return part + " o=" + format_quant_params(s.out);
@@ -50,6 +52,9 @@ class LayerNormStage final : public StageKindModule {
     if (!for_samples) {  // what the draws do not depend on
       f.emplace_back("ln_order", format_declared_normalization_order(s.ln_order));
       f.emplace_back("ln_fused_order", format_declared_normalization_order(s.ln_fused_order));
+      if (s.ln_fused_arithmetic != Stage{}.ln_fused_arithmetic) {  // absent: the default (earlier strings hold)
+        f.emplace_back("ln_fused_arithmetic", std::string(to_string(s.ln_fused_arithmetic)));
+      }
     }
     return f;
   }
@@ -61,16 +66,23 @@ class LayerNormStage final : public StageKindModule {
     if (f.has("ln_features")) s.ln_features = ParseFeatures(f.take("ln_features"));
     s.ln_order = parse_declared_normalization_order(f.take("ln_order"), "replay.ln_order");
     s.ln_fused_order = parse_declared_normalization_order(f.take("ln_fused_order"), "replay.ln_fused_order");
+    if (f.has("ln_fused_arithmetic")) {
+      s.ln_fused_arithmetic = parse_layer_norm_arithmetic(f.take("ln_fused_arithmetic"), "replay.ln_fused_arithmetic");
+    }
   }
 
   std::vector<StageField> results_fields(const Stage& s) const override {
-    return {{"arithmetic", std::string(to_string(s.ln_arithmetic))},
-            {"eps", s.ln_eps},
-            {"order", format_declared_normalization_order(s.ln_order)},
-            {"fused_order", format_declared_normalization_order(s.ln_fused_order)},
-            {"regime", std::string(to_string(s.ln_regime))},
-            {"features", s.ln_features},
-            {"out", s.out}};
+    std::vector<StageField> f{{"arithmetic", std::string(to_string(s.ln_arithmetic))},
+                              {"eps", s.ln_eps},
+                              {"order", format_declared_normalization_order(s.ln_order)},
+                              {"fused_order", format_declared_normalization_order(s.ln_fused_order)},
+                              {"regime", std::string(to_string(s.ln_regime))},
+                              {"features", s.ln_features},
+                              {"out", s.out}};
+    if (s.ln_fused_arithmetic != Stage{}.ln_fused_arithmetic) {  // absent: the default (earlier results hold)
+      f.push_back({"fused_arithmetic", std::string(to_string(s.ln_fused_arithmetic))});
+    }
+    return f;
   }
   void read_results_fields(Stage& s, const StageFieldReader& f) const override {
     s.ln_arithmetic = f.parsed("arithmetic", parse_layer_norm_arithmetic);
@@ -80,9 +92,26 @@ class LayerNormStage final : public StageKindModule {
     s.ln_regime = f.parsed("regime", parse_ln_regime);
     s.ln_features = f.integer("features");
     s.out = f.quant("out");
+    if (f.has("fused_arithmetic")) s.ln_fused_arithmetic = f.parsed("fused_arithmetic", parse_layer_norm_arithmetic);
   }
 
  private:
+  // tflite_int16 (model/pattern.h): the input's code differences q - z_in are TFLite's int16 input; the output
+  // scale 2^-k replaces TFLite's fixed 2^-12 (the shift's + 12), with no zero point.
+  static void ValidateIntegerBoundaries(const QuantParams& in, const QuantParams& out, const std::string& field) {
+    const int64_t lo = int64_t{in.type.qmin()} - in.zero_point, hi = int64_t{in.type.qmax()} - in.zero_point;
+    if (lo < -32768 || hi > 32767) {
+      throw InputError(field + ".in: the tflite_int16 arithmetic reads q - z_in as int16; " + format_quant_params(in) +
+                       " spans " + std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    int k = 0;
+    const float m = std::frexp(out.scale, &k);
+    if (m != 0.5f || out.zero_point != 0 || out.type.bits() > 16) {
+      throw InputError(field + ".out: the tflite_int16 arithmetic needs a power-of-two scale, zero point 0 and at most "
+                       "16 bits (TFLite: int16 at 2^-12), got " + format_quant_params(out));
+    }
+  }
+
   static int32_t ParseFeatures(const std::string& text) {
     int32_t n = 0;
     for (char ch : text) {

@@ -103,9 +103,21 @@ enum class MulOperand { tensor, per_channel };
 //        LayerNorm(x)_j gamma_j + beta_j, then QuantizeLinear: the exact quotient y_j / s_out rounded half to even,
 //        + z_out, saturated to the output type (the ONNX definition; a NaN, from a one_pass variance below -eps,
 //        is declared to give z_out).
-// (TFLite's integer layer norm, int64 sums and a fixed-point inverse square root, is not modelled yet:
-// docs/patterns.md.)
-enum class LayerNormArithmetic { f32 };
+//   tflite_int16: TFLite's integer layer norm (PortableApplyLayerNorm, as its integer LSTM runs it; docs/patterns.md
+//        "LayerNorm" cites the source lines). Operands, per draw: v_j = q_j - z_in (the int16 input; it must fit
+//        int16); s_g = fl32(max_j |gamma_j| / 32767) (1 where every gamma is 0), w_j = round_half_away(gamma_j / s_g)
+//        (exact quotient, int16); s_b = s_g 2^-10, b_j = round_half_away(beta_j / s_b) saturated to int32;
+//        (a, sh) = QuantizeMultiplier(s_g) (double rounding); variance_limit = max(1, trunc(fl32(10000 s_g))).
+//        Per row of n: S = sum v (int64), Q = sum v^2 (int64); mean = trunc(1024 S / n);
+//        var = trunc((Q trunc(2^20 / n) - mean^2) / 2^20) (trunc(2^20 / n) is exact only for a power-of-two n),
+//        var < 1 -> variance_limit; (m, e) = GetInvSqrtQuantizedMultiplierExp(var) (gemmlowp fixed point, five
+//        Newton steps); per element: r = MultiplyByQuantizedMultiplier(1024 v_j - mean, m, -e);
+//        t = r w_j + b_j in int32, wrapping modulo 2^32 (TFLite's plain int32 multiply-add: undefined in C++,
+//        two's-complement on the builds that run it); t4 = round_half_away(t / 1024);
+//        y = MultiplyByQuantizedMultiplier(t4, a, sh + k) with s_out = 2^-k (TFLite: k = 12, int16), saturated to
+//        the output type. ln_eps does not enter: variance_limit stands where eps would. out needs a
+//        power-of-two scale and zero point 0.
+enum class LayerNormArithmetic { f32, tflite_int16 };
 
 // What a layernorm draw's rows look like (generators aim the first row of each draw at it; the others follow the
 // producer's draw):
@@ -183,6 +195,7 @@ struct Stage {
   // ln_fused_order the one a fused path runs under Fusion::norm_other_order (a measurement). ln_features: the row
   // length the draws use (0: drawn with the producer, 4 to 16 features).
   LayerNormArithmetic ln_arithmetic = LayerNormArithmetic::f32;
+  LayerNormArithmetic ln_fused_arithmetic = LayerNormArithmetic::tflite_int16;  // Fusion::norm_other_arithmetic's
   float ln_eps = 1e-5f;
   NormalizationOrder ln_order = named_normalization_order("ort", "layernorm.order");
   NormalizationOrder ln_fused_order = named_normalization_order("onednn_jit", "layernorm.fused_order");
@@ -215,7 +228,9 @@ struct Pattern {
 //                       + fl32(sr (r - zr))) reaches the norm in binary32 (the add's rounding into s skipped);
 //   norm_f32_into_act:  fc+layernorm+act with the norm's output kept in binary32: the activation (double) on
 //                       LayerNorm(x) gamma + beta, rounded once into the output boundary, half away from zero;
-//   norm_other_order:   the layernorm normalized in the stage's ln_fused_order in place of its declared ln_order.
+//   norm_other_order:   the layernorm normalized in the stage's ln_fused_order in place of its declared ln_order;
+//   norm_other_arithmetic: the layernorm computed in the stage's ln_fused_arithmetic in place of its declared
+//                       ln_arithmetic (e.g. a graph of ORT's f32 norm run by TFLite's integer kernel).
 enum class Fusion {
   keep_all,
   add_in_accumulator,
@@ -224,7 +239,8 @@ enum class Fusion {
   mul_add_affine,
   skip_add_f32,
   norm_f32_into_act,
-  norm_other_order
+  norm_other_order,
+  norm_other_arithmetic
 };
 
 std::string_view to_string(Producer p);
