@@ -41,6 +41,11 @@ class Accumulator {
       v_ = std::fma(a, b, static_cast<float>(v_));
       return;
     }
+    AddRoundedProduct(a, b);
+  }
+
+  // s = A(s + P(a b)) whatever the contraction: the product rounded on its own (a vector multiply).
+  void AddRoundedProduct(float a, float b) {
     if (order_->product_precision == ProductPrecision::binary32) return AddExact(a * b);  // fl32(a b)
     AddDouble(static_cast<double>(a) * static_cast<double>(b));  // exact: 48-bit significand
   }
@@ -125,7 +130,8 @@ Accumulator FoldToScalar(const SummationOrder& order, Vector lanes) {
 }
 
 // model/summation_order.h, "blocked": accumulators, their halving fold, the remainder vectors, the lane fold and the
-// scalar tail (after the fold, or into lane 0 before it).
+// scalar tail (after the fold, or into lane 0 before it; after_fold_mul4: a tail of 4 or more products starts with
+// 4 rounded products).
 Accumulator Blocked(const SummationOrder& order, const Terms& t, size_t n) {
   const size_t lanes = static_cast<size_t>(order.lanes);
   const size_t vectors = n / lanes;
@@ -144,7 +150,11 @@ Accumulator Blocked(const SummationOrder& order, const Terms& t, size_t n) {
     return FoldToScalar(order, acc[0]);
   }
   Accumulator sum = FoldToScalar(order, acc[0]);
-  for (size_t i = vectors * lanes; i < n; ++i) AddTerm(sum, t, i);
+  size_t i = vectors * lanes;
+  if (order.tail == BlockedTail::after_fold_mul4 && t.products() && n - i >= 4) {
+    for (const size_t end = i + 4; i < end; ++i) sum.AddRoundedProduct(t.a[i], t.b[i]);
+  }
+  for (; i < n; ++i) AddTerm(sum, t, i);
   return sum;
 }
 

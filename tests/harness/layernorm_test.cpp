@@ -134,7 +134,7 @@ SummationOrder RandomOrder() {
   if (*rc::gen::arbitrary<bool>()) {
     for (int m = o.lanes; m > 1; m /= 2) o.lane_fold.push_back(*rc::gen::element(LaneFoldStep::halve, LaneFoldStep::adjacent));
   }
-  o.tail = *rc::gen::element(BlockedTail::after_fold, BlockedTail::into_lane0);
+  o.tail = *rc::gen::element(BlockedTail::after_fold, BlockedTail::into_lane0, BlockedTail::after_fold_mul4);
   o.accumulator = *rc::gen::element(AccumulatorPrecision::binary32, AccumulatorPrecision::binary64, AccumulatorPrecision::bf16);
   o.product_precision = *rc::gen::element(ProductPrecision::binary32, ProductPrecision::binary64);
   const bool fma = o.accumulator == AccumulatorPrecision::binary32 && *rc::gen::arbitrary<bool>();

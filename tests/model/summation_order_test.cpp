@@ -47,7 +47,7 @@ TEST(SummationOrder, BadTextNamesTheField) {
   ExpectError("blocked(8x1,halve.halve,tail_after_fold):nofma:prod32:acc32", "a lane fold of 8 lanes takes 3 steps, got 2");
   ExpectError("blocked(8x1,halve.twist.halve,tail_after_fold):nofma:prod32:acc32", "unknown lane fold step 'twist'");
   ExpectError("blocked(8x1,sequential):nofma:prod32:acc32", "'blocked(8x1,sequential)': expected blocked(LANESxUNROLL,FOLD,TAIL)");
-  ExpectError("blocked(8x1,sequential,tail_first):nofma:prod32:acc32", "unknown blocked tail 'tail_first' (expected tail_after_fold, tail_into_lane0)");
+  ExpectError("blocked(8x1,sequential,tail_first):nofma:prod32:acc32", "unknown blocked tail 'tail_first' (expected tail_after_fold, tail_into_lane0, tail_after_fold_mul4)");
   ExpectError("sequential:fused:prod32:acc32", "lnorm.mean.contraction: unknown contraction 'fused' (expected nofma, fma)");
   ExpectError("sequential:fma:prod32:acc64", "fma contraction is declared for binary32 accumulators only");
   ExpectError("sequential:nofma:prod16:acc32", "lnorm.mean.product_precision: unknown product precision 'prod16'");

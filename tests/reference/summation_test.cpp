@@ -108,6 +108,39 @@ TEST(SummationOrder, BlockedFollowsItsDeclaredSteps) {
             ((lane[0] + lane[1]) + lane[2]) + lane[3]);
 }
 
+// tail_after_fold_mul4 (GCC's vectorized epilogue, ONNX Runtime 1.30's MLAS AVX2 variance): eight lanes under fma,
+// folded 4+4, 2+2, 1+1; a tail of 4 or more squares starts with 4 rounded squares added in order, the rest fused.
+// A tail of 3 is all fused, as tail_after_fold. Some row of 15 tells the two tails apart.
+TEST(SummationOrder, TailAfterFoldMul4RoundsTheFirstFourTailProducts) {
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> normal(0, 1);
+  const SummationOrder mul4 = Order("blocked(8x1,halve.halve.halve,tail_after_fold_mul4):fma:prod32:acc32");
+  const SummationOrder plain = Order("blocked(8x1,halve.halve.halve,tail_after_fold):fma:prod32:acc32");
+  int differ = 0;
+  for (int row = 0; row < 200; ++row) {
+    for (const size_t n : {size_t{11}, size_t{15}}) {
+      std::vector<float> d(n);
+      for (float& v : d) v = normal(rng);
+      float lane[8] = {};
+      for (int l = 0; l < 8; ++l) lane[l] = std::fma(d[l], d[l], 0.0f);
+      for (int l = 0; l < 4; ++l) lane[l] += lane[l + 4];
+      for (int l = 0; l < 2; ++l) lane[l] += lane[l + 2];
+      float sum = lane[0] + lane[1];
+      size_t i = 8;
+      if (n - i >= 4) {
+        for (; i < 12; ++i) sum += d[i] * d[i];  // fl32(fl32(d d) + s): -ffp-contract=off
+      }
+      for (; i < n; ++i) sum = std::fma(d[i], d[i], sum);
+      ASSERT_EQ(DotInOrder(mul4, d, d), sum) << "n " << n << " row " << row;
+      if (n == 11) {
+        ASSERT_EQ(DotInOrder(plain, d, d), sum) << "row " << row;
+      }
+      differ += n == 15 && DotInOrder(plain, d, d) != sum ? 1 : 0;
+    }
+  }
+  EXPECT_GT(differ, 0);
+}
+
 // A random binary32 value: a 24-bit significand and an exponent in [-40, 40], either sign; some exact zeros.
 float RandomValue(std::mt19937_64& rng) {
   const uint32_t m = static_cast<uint32_t>(rng() % (1u << 24));
@@ -127,7 +160,7 @@ SummationOrder RandomOrder(std::mt19937_64& rng, bool products) {
   if (rng() % 2) {
     for (int m = order.lanes; m > 1; m /= 2) order.lane_fold.push_back(static_cast<LaneFoldStep>(rng() % 2));
   }
-  order.tail = static_cast<BlockedTail>(rng() % 2);
+  order.tail = static_cast<BlockedTail>(rng() % 3);
   order.accumulator = (rng() % 4 == 0) ? AccumulatorPrecision::binary64 : AccumulatorPrecision::binary32;
   if (products) {
     order.product_precision = static_cast<ProductPrecision>(rng() % 2);

@@ -57,6 +57,11 @@ class OrderedSum {
     const float v = x_[i];
     if (!squares_) return Combine(o_.accumulator, s, v);
     if (o_.contraction == Contraction::fma) return std::fma(v, v, static_cast<float>(s));
+    return AddUnfused(s, i);
+  }
+  // s + P(x_i x_i), the square rounded on its own whatever the contraction.
+  double AddUnfused(double s, size_t i) const {
+    const float v = x_[i];
     if (o_.product_precision == ProductPrecision::binary32) return Combine(o_.accumulator, s, v * v);
     return Combine(o_.accumulator, s, static_cast<double>(v) * v);
   }
@@ -93,9 +98,12 @@ class OrderedSum {
       for (size_t i = full * width; i < n; ++i) lane[0] = Add(lane[0], i);
     }
     double s = FoldLanes(lane);
-    if (o_.tail == BlockedTail::after_fold) {
-      for (size_t i = full * width; i < n; ++i) s = Add(s, i);
+    if (o_.tail == BlockedTail::into_lane0) return s;
+    size_t i = full * width;
+    if (o_.tail == BlockedTail::after_fold_mul4 && squares_ && n - i >= 4) {
+      for (const size_t end = i + 4; i < end; ++i) s = AddUnfused(s, i);  // one 4-lane multiply, in-order adds
     }
+    for (; i < n; ++i) s = Add(s, i);
     return s;
   }
   double FoldLanes(std::vector<double>& lane) const {

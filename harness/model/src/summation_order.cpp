@@ -19,8 +19,9 @@ using detail::Split;
 constexpr Names<SumShape, 3> kShapes{
     {{"sequential", SumShape::sequential}, {"pairwise", SumShape::pairwise}, {"blocked", SumShape::blocked}}};
 constexpr Names<LaneFoldStep, 2> kFoldSteps{{{"halve", LaneFoldStep::halve}, {"adjacent", LaneFoldStep::adjacent}}};
-constexpr Names<BlockedTail, 2> kTails{
-    {{"tail_after_fold", BlockedTail::after_fold}, {"tail_into_lane0", BlockedTail::into_lane0}}};
+constexpr Names<BlockedTail, 3> kTails{{{"tail_after_fold", BlockedTail::after_fold},
+                                        {"tail_into_lane0", BlockedTail::into_lane0},
+                                        {"tail_after_fold_mul4", BlockedTail::after_fold_mul4}}};
 constexpr Names<Contraction, 2> kContractions{{{"nofma", Contraction::none}, {"fma", Contraction::fma}}};
 constexpr Names<ProductPrecision, 2> kProducts{
     {{"prod32", ProductPrecision::binary32}, {"prod64", ProductPrecision::binary64}}};
@@ -205,8 +206,8 @@ constexpr NamedNormalizationOrder kNamedOrders[] = {
     {"onednn_ref",
      "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma"},
     {"ort",
-     "mean_in_double;mean=sequential:nofma:prod64:acc64;"
-     "var=blocked(8x1,halve.halve.halve,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma"},
+     "two_pass;mean=blocked(4x1,halve.halve,tail_after_fold):nofma:prod64:acc64;"
+     "var=blocked(8x1,halve.halve.halve,tail_after_fold_mul4):fma:prod32:acc32;centered_times_inv:fma"},
     {"ort_short",
      "welford;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;centered_over_sqrt:nofma"},
     {"sequential",

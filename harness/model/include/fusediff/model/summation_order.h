@@ -16,6 +16,11 @@
 //                 after_fold   to the folded value (oneDNN's jit: jit_uni_layer_normalization_kernels.cpp:402);
 //                 into_lane0   to lane 0 of accumulator 0, before the lane fold (GCC's `omp simd` reduction: the
 //                              scalar epilogue runs on the private copy of lane 0, measured on oneDNN's C++ kernel).
+//                 after_fold_mul4  to the folded value, but when the tail holds 4 or more terms its first 4 products
+//                              are rounded, P(a b), never contracted, and added in order; the remaining terms add by
+//                              the order's contraction (GCC's vectorized epilogue of a scalar `s += d * d` loop: one
+//                              4-lane vmulps, then in-order vaddss, then vfmadd231ss; read in ONNX Runtime 1.30's
+//                              MLAS AVX2 layer norm, docs/summation-orders.md). For value terms it is after_fold.
 //               lane_fold is either "sequential" (l_0 + l_1 + ... + l_{lanes-1}) or a list of steps on m lanes:
 //                 halve     lane i = lane i + lane i + m/2   (vextractf128 + vaddps: "4+4")
 //                 adjacent  lane i = lane 2i + lane 2i + 1   (vhaddps)
@@ -36,7 +41,7 @@ namespace fusediff {
 
 enum class SumShape { sequential, pairwise, blocked };
 enum class LaneFoldStep { halve, adjacent };
-enum class BlockedTail { after_fold, into_lane0 };
+enum class BlockedTail { after_fold, into_lane0, after_fold_mul4 };
 enum class Contraction { none, fma };
 enum class ProductPrecision { binary32, binary64 };
 enum class AccumulatorPrecision { binary32, binary64, bf16 };
@@ -56,7 +61,7 @@ struct SummationOrder {
 
 std::string_view to_string(SumShape s);              // "sequential", "pairwise", "blocked"
 std::string_view to_string(LaneFoldStep s);          // "halve", "adjacent"
-std::string_view to_string(BlockedTail t);           // "tail_after_fold", "tail_into_lane0"
+std::string_view to_string(BlockedTail t);           // "tail_after_fold", "tail_into_lane0", "tail_after_fold_mul4"
 std::string_view to_string(Contraction c);           // "nofma", "fma"
 std::string_view to_string(ProductPrecision p);      // "prod32", "prod64"
 std::string_view to_string(AccumulatorPrecision a);  // "acc32", "acc64", "accbf16"
@@ -122,8 +127,10 @@ NormalizationOrder parse_normalization_order(std::string_view text, std::string_
 //   onednn_jit  oneDNN 2.6.3 simple_layer_normalization, x64 jit kernel (AVX2 and above);
 //   onednn_cpp  its C++ kernel (below AVX2; Debian's libdnnl2 build, measured);
 //   onednn_ref  oneDNN's lnorm_ref;
-//   ort         ONNX Runtime 1.30 LayerNormalization, rows of 8 or more (measured, source not yet read);
-//   ort_short   the same, rows shorter than 8 (measured);
+//   ort         ONNX Runtime 1.30 LayerNormalization, rows of 8 or more: MLAS's AVX2 kernel (read, and proven
+//               bit for bit by tests/bisect/ort_layer_norm_order_test.cpp);
+//   ort_short   ORT 1.30's scalar Welford path: LayerNormalization's rows shorter than 8, and every row of
+//               SkipLayerNormalization (measured, the same test);
 //   sequential  two_pass, every sum left to right in binary32, centered_times_inv without fma (a plain C loop).
 struct NamedNormalizationOrder {
   std::string_view name;
