@@ -151,21 +151,48 @@ struct Tally {
 
 const FloatBoundary kRoundNearestEven{FloatFormat::bf16};  // for the inputs and beta's expected bf16
 
-// Checks one length under one affine: rows of every regime, each against its declared emulation.
-void CompareLength(std::mt19937_64& rng, int64_t length, int64_t rows_per_regime, bool column_major,
-                   const Affine& affine, Tally& tally, std::string& impl) {
-  std::vector<float> xf;
-  std::vector<LnRowRegime> regime_of_row;
+// rows_per_regime rows of `length` bf16 values in every regime, row-major; the regime of each row.
+std::vector<uint16_t> RegimeRows(std::mt19937_64& rng, int64_t length, int64_t rows_per_regime,
+                                 std::vector<LnRowRegime>& regime_of_row) {
+  std::vector<uint16_t> x;
   for (const LnRowRegime regime : test_support::kLnRowRegimes) {
     for (int64_t k = 0; k < rows_per_regime; ++k) {
-      const std::vector<float> row = test_support::LayerNormRegimeRow(rng, regime, static_cast<size_t>(length));
-      xf.insert(xf.end(), row.begin(), row.end());
+      for (const float v : test_support::LayerNormRegimeRow(rng, regime, static_cast<size_t>(length))) {
+        x.push_back(reference::F32ToBf16Bits(v, kRoundNearestEven));  // exact: the rows hold bf16 values
+      }
       regime_of_row.push_back(regime);
     }
   }
+  return x;
+}
+
+// One row's outcome under overflow, asserted on oneDNN's own output (length >= 2: one value has variance 0), and
+// counted.
+void CheckOverflowOutcome(LnRowRegime regime, int64_t length, float mean, float variance, bool y_is_beta, bool y_nan,
+                          OverflowTally& o) {
+  const float inf = std::numeric_limits<float>::infinity();
+  if (length >= 2 && regime == LnRowRegime::sum_of_squares_overflow) {
+    EXPECT_EQ(mean, 0.0f) << "length " << length;
+    EXPECT_EQ(variance, inf) << "length " << length;
+    EXPECT_TRUE(y_is_beta) << "length " << length << ": y is not beta (or 0) under a variance of +inf";
+  }
+  if (length >= 2 && regime == LnRowRegime::mean_overflow) {
+    EXPECT_EQ(mean, inf) << "length " << length;
+    EXPECT_TRUE(y_nan) << "length " << length << ": y is not NaN under a mean of +inf";
+  }
+  o.variance_inf_rows += variance == inf ? 1 : 0;
+  o.y_is_beta_rows += variance == inf && std::isfinite(mean) && y_is_beta ? 1 : 0;
+  o.mean_inf_rows += std::isinf(mean) ? 1 : 0;
+  o.nan_mean_rows += std::isnan(mean) ? 1 : 0;
+  o.y_nan_rows += y_nan ? 1 : 0;
+}
+
+// Checks one length under one affine: rows of every regime, each against its declared emulation.
+void CompareLength(std::mt19937_64& rng, int64_t length, int64_t rows_per_regime, bool column_major,
+                   const Affine& affine, Tally& tally, std::string& impl) {
+  std::vector<LnRowRegime> regime_of_row;
+  const std::vector<uint16_t> x = RegimeRows(rng, length, rows_per_regime, regime_of_row);
   const int64_t rows = static_cast<int64_t>(regime_of_row.size());
-  std::vector<uint16_t> x(xf.size());
-  for (size_t i = 0; i < xf.size(); ++i) x[i] = reference::F32ToBf16Bits(xf[i], kRoundNearestEven);  // exact here
   std::normal_distribution<float> normal(0, 1);
   std::vector<float> gamma(static_cast<size_t>(length)), beta(static_cast<size_t>(length));
   for (int64_t c = 0; c < length; ++c) {
@@ -214,24 +241,7 @@ void CompareLength(std::mt19937_64& rng, int64_t length, int64_t rows_per_regime
                              std::to_string(want.mean) + ", variance " + std::to_string(run.variance[r]) + " vs " +
                              std::to_string(want.variance);
     }
-    // The overflow rows' outcome, asserted on oneDNN's own output (length >= 2: one value has variance 0).
-    const LnRowRegime regime = regime_of_row[r];
-    const float inf = std::numeric_limits<float>::infinity();
-    if (length >= 2 && regime == LnRowRegime::sum_of_squares_overflow) {
-      EXPECT_EQ(run.mean[r], 0.0f) << "length " << length;
-      EXPECT_EQ(run.variance[r], inf) << "length " << length;
-      EXPECT_TRUE(y_is_beta) << "length " << length << ": y is not beta (or 0) under a variance of +inf";
-    }
-    if (length >= 2 && regime == LnRowRegime::mean_overflow) {
-      EXPECT_EQ(run.mean[r], inf) << "length " << length;
-      EXPECT_TRUE(y_nan) << "length " << length << ": y is not NaN under a mean of +inf";
-    }
-    OverflowTally& o = tally.overflow;
-    o.variance_inf_rows += run.variance[r] == inf ? 1 : 0;
-    o.y_is_beta_rows += run.variance[r] == inf && std::isfinite(run.mean[r]) && y_is_beta ? 1 : 0;
-    o.mean_inf_rows += std::isinf(run.mean[r]) ? 1 : 0;
-    o.nan_mean_rows += std::isnan(run.mean[r]) ? 1 : 0;
-    o.y_nan_rows += y_nan ? 1 : 0;
+    CheckOverflowOutcome(regime_of_row[r], length, run.mean[r], run.variance[r], y_is_beta, y_nan, tally.overflow);
   }
 }
 
