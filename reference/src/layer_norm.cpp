@@ -70,15 +70,21 @@ Stats RowStats(const NormalizationOrder& order, std::span<const float> x) {
   throw std::logic_error("unknown normalization statistics");
 }
 
-// p g + b: one rounding under fma, else fl32(fl32(p g) + b).
-float MulAdd(float p, float g, float b, Contraction c) { return c == Contraction::fma ? std::fma(p, g, b) : p * g + b; }
+// p g + b: one rounding under fma, else fl32(fl32(p g) + b). An absent g (nullptr) multiplies by nothing; an absent
+// b adds nothing (the product stays as rounded, -0 included).
+float MulAdd(float p, const float* g, const float* b, Contraction c) {
+  if (g != nullptr && b != nullptr) return c == Contraction::fma ? std::fma(p, *g, *b) : p * *g + *b;
+  if (g != nullptr) return p * *g;
+  return b != nullptr ? p + *b : p;
+}
 
 }  // namespace
 
 LayerNormRow LayerNormInOrder(const NormalizationOrder& order, std::span<const float> x, std::span<const float> gamma,
                               std::span<const float> beta, float eps) {
-  if (x.empty() || gamma.size() != x.size() || beta.size() != x.size()) {
-    throw std::invalid_argument("LayerNormInOrder: x empty, or gamma / beta not of x's length");
+  const auto absent_or_of_x = [&](std::span<const float> v) { return v.empty() || v.size() == x.size(); };
+  if (x.empty() || !absent_or_of_x(gamma) || !absent_or_of_x(beta)) {
+    throw std::invalid_argument("LayerNormInOrder: x empty, or gamma / beta neither absent nor of x's length");
   }
   const Stats stats = RowStats(order, x);
   const float s = std::sqrt(stats.variance + eps);  // fl32(sqrt(fl32(var + eps)))
@@ -86,18 +92,21 @@ LayerNormRow LayerNormInOrder(const NormalizationOrder& order, std::span<const f
   LayerNormRow row{std::vector<float>(x.size()), stats.mean, stats.variance};
   for (size_t j = 0; j < x.size(); ++j) {
     const float centered = x[j] - stats.mean;  // fl32
+    const float* g = gamma.empty() ? nullptr : &gamma[j];
+    const float* b = beta.empty() ? nullptr : &beta[j];
+    const float scale = g != nullptr ? *g : 1.0f;  // no gamma: sm = 1 r = r (exact), or 1 / s
     switch (order.output) {
       case NormalizationOutput::centered_times_inv:
-        row.y[j] = MulAdd(centered * r, gamma[j], beta[j], order.output_contraction);
+        row.y[j] = MulAdd(centered * r, g, b, order.output_contraction);
         break;
       case NormalizationOutput::scale_times_inv:
-        row.y[j] = MulAdd(gamma[j] * r, centered, beta[j], order.output_contraction);
+        row.y[j] = MulAdd(scale * r, &centered, b, order.output_contraction);
         break;
       case NormalizationOutput::scale_over_sqrt:
-        row.y[j] = MulAdd(gamma[j] / s, centered, beta[j], order.output_contraction);
+        row.y[j] = MulAdd(scale / s, &centered, b, order.output_contraction);
         break;
       case NormalizationOutput::centered_over_sqrt:
-        row.y[j] = MulAdd(centered / s, gamma[j], beta[j], order.output_contraction);
+        row.y[j] = MulAdd(centered / s, g, b, order.output_contraction);
         break;
     }
   }

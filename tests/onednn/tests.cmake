@@ -158,6 +158,25 @@ foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
   add_test(NAME onednn.layer_norm_order.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormOrder.*)
   set_tests_properties(onednn.layer_norm_order.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 120)
 endforeach()
+# oneDNN's bf16 layer norm (docs/summation-orders.md, "bf16") bit for bit under its declared order and output rule,
+# both implementations, under each cap: below AVX512_CORE oneDNN has none (the support test says so, the others skip
+# naming the ISA); AVX512_CORE stores y by the emulated conversion, AVX512_CORE_BF16 by vcvtneps2bf16.
+foreach(isa AVX2 AVX512_CORE AVX512_CORE_BF16)
+  add_test(NAME onednn.layer_norm_bf16.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormBf16.*)
+  set_tests_properties(onednn.layer_norm_bf16.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
+endforeach()
+# The ISA-dependent bf16 store of a binary32 subnormal (docs/repro/onednn_bf16_subnormal_store.cpp): kept by the
+# emulation at AVX512_CORE, flushed by vcvtneps2bf16 at AVX512_CORE_BF16 (skipped where the CPU has no avx512_bf16,
+# and, 77, below AVX512_CORE).
+add_executable(onednn_bf16_subnormal_store_repro ${PROJECT_SOURCE_DIR}/docs/repro/onednn_bf16_subnormal_store.cpp)
+target_link_libraries(onednn_bf16_subnormal_store_repro PRIVATE DNNL::dnnl)
+add_test(NAME onednn.bf16_subnormal_store_repro.AVX512_CORE COMMAND onednn_bf16_subnormal_store_repro)
+set_tests_properties(onednn.bf16_subnormal_store_repro.AVX512_CORE PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=AVX512_CORE"
+                     PASS_REGULAR_EXPRESSION "kept: " SKIP_RETURN_CODE 77 TIMEOUT 60)
+add_test(NAME onednn.bf16_subnormal_store_repro.AVX512_CORE_BF16 COMMAND onednn_bf16_subnormal_store_repro)
+set_tests_properties(onednn.bf16_subnormal_store_repro.AVX512_CORE_BF16 PROPERTIES
+                     ENVIRONMENT "DNNL_MAX_CPU_ISA=AVX512_CORE_BF16" PASS_REGULAR_EXPRESSION "flushed: "
+                     SKIP_RETURN_CODE 77 SKIP_REGULAR_EXPRESSION "${fusediff_dispatch_below_bf16}" TIMEOUT 60)
 # oneDNN's layer norm in fc+layernorm+act and fc+add+layernorm (docs/onednn.md, "Layer normalization"): the
 # same-convention cases, declared in the order oneDNN dispatches to, at tolerance 0 under every cap; ONNX Runtime's
 # order against it within the reordering bound (r <= 1).

@@ -8,7 +8,10 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fusediff/model/summation_order.h"
@@ -288,6 +291,52 @@ TEST(NormalizationOrder, OnePassCancelsAtALargeMean) {
   const LayerNormRow one = LayerNormInOrder(NormOrder(NormalizationStats::one_pass, seq, seq), x, gamma, beta, 0);
   EXPECT_EQ(two.variance, 0.125f);
   EXPECT_NE(one.variance, 0.125f);
+}
+
+// An absent beta adds nothing (a kernel run without use_shift): x - mu = -0 - (+0) = -0 keeps its sign through
+// (x - mu) r; a beta of zeros adds +0 and makes it +0. An absent gamma is a gamma of ones in every output formula.
+TEST(NormalizationOrder, AbsentShiftKeepsNegativeZero) {
+  const std::vector<float> x{-0.0f, 0.0f, 1.0f, -1.0f}, ones(4, 1.0f), zeros(4, 0.0f);
+  for (const NamedNormalizationOrder& named : named_normalization_orders()) {
+    SCOPED_TRACE(std::string(named.name));
+    const NormalizationOrder order = named_normalization_order(named.name, "test");
+    const LayerNormRow absent = LayerNormInOrder(order, x, {}, {}, 1e-5f);
+    const LayerNormRow added = LayerNormInOrder(order, x, ones, zeros, 1e-5f);
+    ASSERT_EQ(absent.mean, 0.0f);
+    EXPECT_TRUE(std::signbit(absent.y[0]) && absent.y[0] == 0);
+    EXPECT_FALSE(std::signbit(added.y[0]));
+    for (size_t j = 1; j < x.size(); ++j) EXPECT_EQ(absent.y[j], added.y[j]) << j;
+    const LayerNormRow scaled = LayerNormInOrder(order, x, ones, {}, 1e-5f);
+    for (size_t j = 0; j < x.size(); ++j) EXPECT_EQ(std::signbit(scaled.y[j]), std::signbit(absent.y[j])) << j;
+  }
+  EXPECT_THROW(LayerNormInOrder(named_normalization_order("sequential", "test"), x, std::vector<float>(3, 1.0f), {},
+                                1e-5f),
+               std::invalid_argument);
+}
+
+// Overflow follows IEEE arithmetic through the declared roundings: squares that are finite but sum past binary32's
+// largest value give a variance of +inf, r = 0 and y = beta; a sum of x that overflows gives mu = +inf and y = NaN.
+TEST(NormalizationOrder, OverflowingSumsGiveBetaOrNan) {
+  const float a = 1.5f * 0x1p63f;  // a^2 = 1.125 2^127 is finite; 2 a^2 is not
+  const std::vector<float> gamma{2.0f, 3.0f}, beta{0.5f, -0.25f};
+  for (const NamedNormalizationOrder& named : named_normalization_orders()) {
+    SCOPED_TRACE(std::string(named.name));
+    const NormalizationOrder order = named_normalization_order(named.name, "test");
+    if (order.stats == NormalizationStats::welford) continue;  // its m2 += d (x - m) is another sum
+    const LayerNormRow squares = LayerNormInOrder(order, std::vector<float>{a, -a}, gamma, beta, 1e-5f);
+    EXPECT_EQ(squares.mean, 0.0f);
+    EXPECT_EQ(squares.variance, std::numeric_limits<float>::infinity());
+    EXPECT_EQ(squares.y, beta);
+    const float big = 1.5f * 0x1p127f;
+    const LayerNormRow mean = LayerNormInOrder(order, std::vector<float>{big, big}, gamma, beta, 1e-5f);
+    if (order.mean.accumulator == AccumulatorPrecision::binary64) {  // ort: 2 big is finite in binary64
+      EXPECT_EQ(mean.mean, big);
+      EXPECT_EQ(mean.y, beta);
+      continue;
+    }
+    EXPECT_EQ(mean.mean, std::numeric_limits<float>::infinity());
+    EXPECT_TRUE(std::isnan(mean.y[0]) && std::isnan(mean.y[1]));
+  }
 }
 
 }  // namespace

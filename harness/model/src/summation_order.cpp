@@ -200,6 +200,9 @@ constexpr NamedNormalizationOrder kNamedOrders[] = {
     {"onednn_jit",
      "two_pass;mean=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
      "var=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma"},
+    {"onednn_jit_bf16",
+     "two_pass;mean=blocked(16x8,halve.adjacent.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
+     "var=blocked(16x8,halve.adjacent.adjacent.adjacent,tail_after_fold):fma:prod32:acc32;centered_times_inv:fma"},
     {"onednn_cpp",
      "two_pass;mean=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;"
      "var=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;scale_times_inv:nofma"},

@@ -20,7 +20,9 @@ double SumInOrder(const SummationOrder& order, std::span<const float> x);
 double DotInOrder(const SummationOrder& order, std::span<const float> a, std::span<const float> b);
 
 // One LayerNorm row: y_j = (x_j - mu) / sqrt(var + eps) gamma_j + beta_j by the declared order's roundings, and the
-// row's mean and (biased) variance as the kernel stores them.
+// row's mean and (biased) variance as the kernel stores them. An empty gamma or beta is absent (a kernel run
+// without its scale or shift): no gamma multiplies by nothing, as by 1 (exact); no beta adds nothing, so a -0 stays
+// -0 where adding +0 would make it +0 (a kernel that adds 0 without a shift is declared with a beta of zeros).
 struct LayerNormRow {
   std::vector<float> y;
   float mean = 0;

@@ -125,6 +125,9 @@ NormalizationOrder parse_normalization_order(std::string_view text, std::string_
 
 // Declarations known by name (docs/summation-orders.md gives each one's source lines or measurement):
 //   onednn_jit  oneDNN 2.6.3 simple_layer_normalization, x64 jit kernel (AVX2 and above);
+//   onednn_jit_bf16  the same kernel on bf16 src/dst (avx512_core and above): 16-lane zmm sums of the bf16 values
+//               (exact in binary32); y is rounded to bf16 after, by a FloatBoundary the ISA decides (not part of
+//               the order: docs/summation-orders.md);
 //   onednn_cpp  its C++ kernel (below AVX2; Debian's libdnnl2 build, measured);
 //   onednn_ref  oneDNN's lnorm_ref;
 //   ort         ONNX Runtime 1.30 LayerNormalization, rows of 8 or more: MLAS's AVX2 kernel (read, and proven
