@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "fusediff/generators/counter_rng.h"
@@ -549,6 +550,12 @@ ConvShapeLimits PatternDrawLimits(const Pattern& pattern, const ConvShapeLimits&
     // Rows of 4 to 16 features, or exactly the stage's declared length (long rows: one dedicated case).
     limits.min_output_channels = ln->ln_features > 0 ? ln->ln_features : 4;
     if (ln->ln_features > 0) limits.max_output_channels = ln->ln_features;
+    if (ln->ln_regime == LnRegime::exact_rows) {  // one row a draw: the aimed row is every row
+      limits.max_batch = 1;
+      limits.max_spatial = 1;
+      limits.max_kernel = 1;
+      limits.transposed_share = 0;
+    }
   }
   return limits;
 }
@@ -756,9 +763,146 @@ std::vector<int32_t> LayerNormRowCodes(CounterRng& rng, LnRegime regime, const Q
       break;
     }
     case LnRegime::benign:
-    case LnRegime::mixed: break;
+    case LnRegime::mixed:
+    case LnRegime::exact_rows: break;  // ExactRowCodes
   }
   return codes;
+}
+
+// The deltas of ExactRowCodes' shape on centre c (chosen here), each within the type and +-cap; `fixed` is set to the
+// outlier's index (else left at n).
+std::vector<int64_t> ExactRowDeltas(CounterRng& rng, const QuantParams& in, int64_t n, int64_t cap, int64_t& c,
+                                    size_t& fixed) {
+  const int64_t qmin = in.type.qmin(), qmax = in.type.qmax(), z = in.zero_point;
+  const int64_t centre_room = std::max<int64_t>(0, (int64_t{1} << 24) / n - cap);
+  const auto centre_in = [&](int64_t lo, int64_t hi) {  // within the type and within centre_room of z
+    lo = std::max({lo, qmin, z - centre_room});
+    hi = std::min({hi, qmax, z + centre_room});
+    return lo <= hi ? rng.uniform_int(lo, hi) : std::clamp(z, qmin, qmax);
+  };
+  std::vector<int64_t> delta(static_cast<size_t>(n), 0);
+  switch (rng.uniform_int(0, 3)) {
+    case 0: {  // spread
+      c = centre_in(qmin, qmax);
+      const int64_t w = std::min({cap, c - qmin, qmax - c});
+      const int64_t width = w > 0 ? rng.uniform_int(1, w) : 0;
+      for (int64_t& d : delta) d = rng.uniform_int(-width, width);
+      break;
+    }
+    case 1: {  // large_mean
+      const int64_t end = qmax - z >= z - qmin ? qmax - 3 : qmin + 3;
+      c = centre_in(end, end);
+      for (int64_t& d : delta) d = std::clamp<int64_t>(rng.uniform_int(-2, 2), qmin - c, qmax - c);
+      break;
+    }
+    case 2: {  // near_constant
+      c = centre_in(qmin + 1, qmax - 1);
+      if (n >= 2 && rng.chance(1, 2)) {
+        const size_t a = static_cast<size_t>(rng.uniform_int(0, n - 1));
+        const size_t b = (a + static_cast<size_t>(rng.uniform_int(1, n - 1))) % delta.size();
+        delta[a] = 1;
+        delta[b] = -1;
+      }
+      break;
+    }
+    default: {  // outlier
+      c = centre_in(z - 3, z + 3);
+      for (int64_t& d : delta) d = std::clamp<int64_t>(rng.uniform_int(-3, 3), qmin - c, qmax - c);
+      fixed = static_cast<size_t>(rng.uniform_int(0, n - 1));
+      delta[fixed] = std::clamp<int64_t>((rng.chance(1, 2) ? qmax : qmin) - c, -cap, cap);
+      break;
+    }
+  }
+  return delta;
+}
+
+// Steps the deltas toward a sum of 0, one step per element per pass from a random start, each kept within the type
+// around c and within +-cap. A pass that moves nothing lets `fixed` (the outlier) move too (a zero point at the end
+// of the type leaves the others no room); then some delta of the sum's sign always steps toward 0.
+void BalanceDeltas(CounterRng& rng, const QuantParams& in, int64_t c, int64_t cap, size_t fixed,
+                   std::vector<int64_t>& delta) {
+  int64_t sum = 0;
+  for (int64_t d : delta) sum += d;
+  const size_t start = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(delta.size()) - 1));
+  bool stuck = false;
+  while (sum != 0) {
+    const int64_t step = sum > 0 ? -1 : 1;
+    bool moved = false;
+    for (size_t i = 0; i < delta.size() && sum != 0; ++i) {
+      const size_t j = (start + i) % delta.size();
+      const int64_t next = delta[j] + step;
+      if ((j == fixed && !stuck) || !in.type.contains(c + next) || std::abs(next) > cap) continue;
+      delta[j] = next;
+      sum += step;
+      moved = true;
+    }
+    if (!moved && stuck) throw std::logic_error("ExactRowCodes: the deltas cannot be balanced (a generator bug)");
+    stuck = !moved;
+  }
+}
+
+// An exact row (model/pattern.h LnRegime::exact_rows) on the norm's input boundary `in` (scale 2^e, validated):
+// q_j = c + delta_j with sum delta_j = 0, so x_j = (c - z + delta_j) 2^e, S = n (c - z) 2^e and mu = (c - z) 2^e are
+// exact for any n (benchdnn pairs src[i] + src[i+1] = 2 mean, oneDNN v2.6.3 tests/benchdnn/lnorm/lnorm.cpp:45, 102;
+// here any deltas summing to 0), d_j = delta_j 2^e and d_j^2 = delta_j^2 2^(2e). The bounds that make every partial
+// sum exact (model/summation_order.h exact_rows_difference (1), (3)): sum |c - z + delta_j| <= 2^24 (units 2^e),
+// |delta_j| <= 2^12 (delta^2 exact) and sum delta_j^2 <= 2^24 (units 2^(2e)): each |delta_j| <= cap =
+// min(2^12, floor(sqrt(2^24 / n))) and |c - z| <= 2^24 / n - cap. The shape, per draw: spread (deltas uniform in
+// +-w), large_mean (c three codes inside the end farther from z, deltas within +-2: the cancellation regime's
+// rows), near_constant (every delta 0, or one +1 / -1 pair: a variance of 0 or 2 2^(2e) / n, near eps), outlier
+// (c near z, one code at an end of the type). The deltas are then balanced to sum 0 one step per element per pass.
+std::vector<int32_t> ExactRowCodes(CounterRng& rng, const QuantParams& in, int32_t features) {
+  const int64_t n = features;
+  int64_t cap = 1;  // min(2^12, floor(sqrt(2^24 / n)))
+  while ((cap + 1) * (cap + 1) * n <= (int64_t{1} << 24) && cap < (int64_t{1} << 12)) ++cap;
+  int64_t c = 0;
+  size_t fixed = static_cast<size_t>(n);
+  std::vector<int64_t> delta = ExactRowDeltas(rng, in, n, cap, c, fixed);
+  BalanceDeltas(rng, in, c, cap, fixed, delta);
+  std::vector<int32_t> codes(delta.size());
+  int64_t units = 0, squares = 0;
+  for (size_t j = 0; j < delta.size(); ++j) {
+    codes[j] = static_cast<int32_t>(c + delta[j]);
+    units += std::abs(c + delta[j] - in.zero_point);
+    squares += delta[j] * delta[j];
+  }
+  if (units > (int64_t{1} << 24) || squares > (int64_t{1} << 24)) {
+    throw std::logic_error("ExactRowCodes: a row beyond the exact-rows bounds (a generator bug)");
+  }
+  return codes;
+}
+
+// Exact rows through an add (fc+add+layernorm): s = add(u, r) must land on the exact row's codes. Per feature, the
+// pair (u, r) whose real sum (su (u - zu) + sr (r - zr)) / ss + zs is nearest the target code (r = zr first: with
+// ss = su the sum is u itself); within 1/4 of it, every add rule (exact, or within its fixed-point error of it)
+// rounds to the target. Writes u's target codes into `codes`, r into `residual`.
+void AimSumForExactRow(const QuantParams& u, const Stage& add, std::vector<int32_t>& codes, std::vector<int32_t>& residual) {
+  const QuantParams& r = add.residual;
+  const QuantParams& s = add.out;
+  for (size_t k = 0; k < codes.size(); ++k) {
+    const double target = codes[k];
+    double best = std::numeric_limits<double>::infinity();
+    int32_t best_u = 0, best_r = r.zero_point;
+    const auto consider = [&](int32_t rc) {
+      const double want_u = (double(s.scale) * (target - s.zero_point) - double(r.scale) * (rc - r.zero_point)) / u.scale;
+      const int32_t uc = static_cast<int32_t>(std::clamp(std::round(want_u) + u.zero_point, double(u.type.qmin()), double(u.type.qmax())));
+      const double got = (double(u.scale) * (uc - u.zero_point) + double(r.scale) * (rc - r.zero_point)) / s.scale + s.zero_point;
+      if (std::abs(got - target) < best) {
+        best = std::abs(got - target);
+        best_u = uc;
+        best_r = rc;
+      }
+    };
+    consider(r.zero_point);
+    for (int32_t rc = r.type.qmin(); rc <= r.type.qmax() && best > 0; ++rc) consider(rc);
+    if (best > 0.25) {
+      throw std::logic_error("exact_rows: no (u, r) puts the add's sum within 1/4 of code " + std::to_string(codes[k]) +
+                             " (" + format_quant_params(u) + ", r " + format_quant_params(r) + ", s " +
+                             format_quant_params(s) + ")");
+    }
+    codes[k] = best_u;
+    residual[k] = best_r;
+  }
 }
 
 // A layernorm's draw: the regime of this draw (mixed: one of the four; benign where the mix aims at the bulk alone,
@@ -771,32 +915,42 @@ void AimLayerNorm(CounterRng& rng, const Stage& ln, const Pattern& pattern, cons
   ConvCase& conv = d.conv;
   const int32_t features = conv.output_channels();
   const bool unaimed = mix.knee == 0 && mix.saturation == 0 && mix.quant_boundary == 0;
-  LnRegime regime = unaimed ? LnRegime::benign : ln.ln_regime;
+  const bool exact = ln.ln_regime == LnRegime::exact_rows;  // a promise about every row, aimed whatever the mix
+  LnRegime regime = unaimed && !exact ? LnRegime::benign : ln.ln_regime;
   if (regime == LnRegime::mixed) {
     constexpr LnRegime kRegimes[] = {LnRegime::benign, LnRegime::cancellation, LnRegime::tiny_variance,
                                      LnRegime::outlier};
     regime = kRegimes[rng.uniform_int(0, 3)];
   }
   if (regime != LnRegime::benign) {
-    const std::vector<int32_t> codes = LayerNormRowCodes(rng, regime, convention.intermediate.q, features);
+    const Stage* add = find_stage(pattern, StageKind::add);
+    std::vector<int32_t> residual(static_cast<size_t>(features), add ? add->residual.zero_point : 0);
+    std::vector<int32_t> codes;
+    if (exact) {
+      codes = ExactRowCodes(rng, add ? add->out : convention.intermediate.q, features);
+      if (add) AimSumForExactRow(convention.intermediate.q, *add, codes, residual);
+    } else {
+      codes = LayerNormRowCodes(rng, regime, convention.intermediate.q, features);
+    }
     std::vector<int32_t> bias = conv.bias();
     for (int32_t k = 0; k < features; ++k) {
       const int64_t target = AccumulatorForCode(convention, conv.input_quant().scale,
                                                 conv.weight_scales()[static_cast<size_t>(k)],
                                                 codes[static_cast<size_t>(k)], 0.5);
       const int64_t b = target - PivotPartialSum(conv, d.input, k);
-      if (b < std::numeric_limits<int32_t>::min() || b > std::numeric_limits<int32_t>::max()) continue;
       const int32_t previous = bias[static_cast<size_t>(k)];
-      bias[static_cast<size_t>(k)] = static_cast<int32_t>(b);
-      conv.bias(bias);
-      if (conv.accumulator_bound(k) > std::numeric_limits<int32_t>::max()) {  // keep the case valid
-        bias[static_cast<size_t>(k)] = previous;
+      if (b >= std::numeric_limits<int32_t>::min() && b <= std::numeric_limits<int32_t>::max()) {
+        bias[static_cast<size_t>(k)] = static_cast<int32_t>(b);
+        conv.bias(bias);
+        if (conv.accumulator_bound(k) <= std::numeric_limits<int32_t>::max()) continue;
+        bias[static_cast<size_t>(k)] = previous;  // keep the case valid
         conv.bias(bias);
       }
+      if (exact) throw std::logic_error("exact_rows: feature " + std::to_string(k) + " cannot be aimed at its code");
     }
-    if (const Stage* add = find_stage(pattern, StageKind::add)) {
+    if (add) {
       std::vector<int32_t>& r = d.operands_of(pattern, StageKind::add).codes;
-      for (int32_t k = 0; k < features && static_cast<size_t>(k) < r.size(); ++k) r[static_cast<size_t>(k)] = add->residual.zero_point;
+      for (int32_t k = 0; k < features && static_cast<size_t>(k) < r.size(); ++k) r[static_cast<size_t>(k)] = residual[static_cast<size_t>(k)];
     }
   }
   StageOperands& ops = d.operands_of(pattern, StageKind::layernorm);

@@ -169,4 +169,19 @@ bool SumIsExactInEveryOrder(std::span<const float> x) {
   return true;
 }
 
+bool LayerNormStatsAreExactInEveryOrder(std::span<const float> x) {
+  if (x.empty() || x.size() > (size_t{1} << 24) || !SumIsExactInEveryOrder(x)) return false;
+  double sum = 0;  // exact: every partial sum is exact in binary32, hence in binary64
+  for (const float v : x) sum += v;
+  const float mean = static_cast<float>(sum) / static_cast<float>(x.size());  // S and n are binary32 values
+  std::vector<float> squares(x.size());
+  for (size_t j = 0; j < x.size(); ++j) {
+    const float d = x[j] - mean;                   // fl32
+    const float square = d * d;                    // fl32
+    if (static_cast<double>(square) != static_cast<double>(d) * d) return false;  // d^2 exact in binary64
+    squares[j] = square;
+  }
+  return SumIsExactInEveryOrder(squares);
+}
+
 }  // namespace fusediff::reference

@@ -85,6 +85,66 @@ TEST(Pattern, FusionLegalityNamesTheBrokenRule) {
             std::string::npos);
 }
 
+// norm_other_order is judged only on exact rows between orders equal there; a max pool first keeps its meaning; a
+// case that claims a verdict for another order without exact rows is refused.
+TEST(Pattern, FusionKeepsMeaningOnlyWhereItsReasonHolds) {
+  Convention c = Int8Relu();
+  c.intermediate.q.scale = 0.03125f;
+  Pattern p = parse_pattern_name("fc+layernorm+act", "test");
+  Stage& ln = p.stages[0];
+  ln.out = c.intermediate.q;
+  ln.ln_order = named_normalization_order("ort", "test");
+  ln.ln_fused_order = named_normalization_order("onednn_jit", "test");
+  EXPECT_EQ(fusion_keeps_meaning(p, Fusion::norm_other_order, c, {}), "");  // mixed rows: a measurement
+  ln.ln_regime = LnRegime::exact_rows;
+  EXPECT_NE(fusion_keeps_meaning(p, Fusion::norm_other_order, c, {}).find("on exact rows orders ort and onednn_jit"),
+            std::string::npos);
+  EXPECT_EQ(fusion_keeps_meaning(p, Fusion::keep_all, c, {}), "");
+  EXPECT_EQ(fusion_keeps_meaning(p, Fusion::norm_f32_into_act, c, {}), "");  // skips a boundary
+  Pattern cpp = p;
+  cpp.stages[0].ln_fused_order = named_normalization_order("onednn_cpp", "test");
+  EXPECT_EQ(fusion_keeps_meaning(cpp, Fusion::norm_other_order, c, {}), "");
+  Pattern integer = p;
+  integer.stages[0].ln_arithmetic = LayerNormArithmetic::tflite_int16;
+  EXPECT_EQ(fusion_keeps_meaning(integer, Fusion::norm_other_order, c, {}), "");
+  const Pattern pool = parse_pattern_name("conv2d+act+maxpool", "test");
+  EXPECT_NE(fusion_keeps_meaning(pool, Fusion::pool_first, c, {}), "");
+  EXPECT_EQ(fusion_keeps_meaning(parse_pattern_name("conv2d+act+avgpool", "test"), Fusion::pool_first, c, {}), "");
+
+  CaseSpec spec;
+  spec.convention = c;
+  spec.pattern = p;
+  spec.fusion = Fusion::norm_other_order;
+  spec.comparison = Comparison::same_convention;
+  EXPECT_NO_THROW(validate(spec));
+  spec.pattern = cpp;
+  EXPECT_THROW(validate(spec), InputError);
+  spec.comparison = Comparison::cross_convention;
+  EXPECT_NO_THROW(validate(spec));
+}
+
+TEST(Pattern, ExactRowsNeedAPowerOfTwoInputScale) {
+  Convention c = Int8Relu();  // u at 0.05
+  Pattern p = parse_pattern_name("fc+layernorm+act", "test");
+  p.stages[0].out = c.intermediate.q;
+  p.stages[0].ln_regime = LnRegime::exact_rows;
+  try {
+    validate(p, c);
+    ADD_FAILURE() << "0.05 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pattern.layernorm.regime: exact_rows needs the norm's input scale to be a "
+                                         "power of two"),
+              std::string::npos)
+        << e.what();
+  }
+  c.intermediate.q.scale = 0.0625f;
+  EXPECT_NO_THROW(validate(p, c));
+  c.intermediate.q.scale = 0x1p-75f;  // its smallest square 2^-150 is not a binary32 value
+  EXPECT_THROW(validate(p, c), InputError);
+  EXPECT_EQ(parse_ln_regime("exact_rows", "test"), LnRegime::exact_rows);
+  EXPECT_EQ(to_string(LnRegime::exact_rows), "exact_rows");
+}
+
 TEST(Pattern, OutputGeometryPoolsAndLayers) {
   EXPECT_EQ(pooled_extent(5, PoolWindow{2, 2, 0}), 2);
   EXPECT_EQ(pooled_extent(5, PoolWindow{3, 1, 1}), 5);

@@ -99,5 +99,46 @@ TEST(NormalizationOrder, BadTextNamesTheField) {
             std::string::npos);
 }
 
+// Exact rows (benchdnn-style): which declared orders must agree on them. The rule's soundness is tested on rows in
+// tests/reference/summation_test.cpp (ExactRows.OrdersEqualOnExactRowsGiveTheSameOutputs).
+TEST(ExactRowsDifference, OrdersDifferingInSummationOrderOnlyAreEqual) {
+  const auto named = [](const char* name) { return named_normalization_order(name, "test"); };
+  EXPECT_EQ(exact_rows_difference(named("ort"), named("onednn_jit")), "");  // both centered_times_inv:fma
+  EXPECT_EQ(exact_rows_difference(named("onednn_jit"), named("ort")), "");
+  EXPECT_EQ(exact_rows_difference(named("ort_short"), named("ort_short")), "");  // identical: trivially
+  NormalizationOrder in_double = named("ort");
+  in_double.stats = NormalizationStats::mean_in_double;
+  in_double.variance = parse_summation_order("pairwise(4):nofma:prod64:acc64", "test");
+  EXPECT_EQ(exact_rows_difference(in_double, named("onednn_jit")), "");
+}
+
+TEST(ExactRowsDifference, WhatExactnessDoesNotCoverIsNamed) {
+  const auto named = [](const char* name) { return named_normalization_order(name, "test"); };
+  EXPECT_NE(exact_rows_difference(named("ort"), named("onednn_cpp")).find("outputs are formed differently: "
+                                                                          "centered_times_inv:fma against "
+                                                                          "scale_times_inv:nofma"),
+            std::string::npos);
+  EXPECT_NE(exact_rows_difference(named("ort"), named("sequential")).find("centered_times_inv:nofma"), std::string::npos);
+  EXPECT_NE(exact_rows_difference(named("ort"), named("onednn_ref")).find("scale_over_sqrt"), std::string::npos);
+  EXPECT_NE(exact_rows_difference(named("ort"), named("ort_short")).find("ort_short is welford"), std::string::npos);
+  NormalizationOrder one_pass = named("ort");
+  one_pass.stats = NormalizationStats::one_pass;
+  EXPECT_NE(exact_rows_difference(one_pass, named("ort")).find("is one_pass"), std::string::npos);
+  NormalizationOrder other_one_pass = one_pass;
+  other_one_pass.mean = parse_summation_order("sequential:nofma:prod32:acc32", "test");
+  EXPECT_NE(exact_rows_difference(one_pass, other_one_pass).find("is one_pass"), std::string::npos);
+  NormalizationOrder bf16 = named("onednn_jit");
+  bf16.variance = parse_summation_order("sequential:nofma:prod32:accbf16", "test");
+  EXPECT_NE(exact_rows_difference(named("onednn_jit"), bf16).find("bf16 accumulator"), std::string::npos);
+  NormalizationOrder bf16_mean = named("onednn_jit");
+  bf16_mean.mean = parse_summation_order("sequential:nofma:prod32:accbf16", "test");
+  EXPECT_NE(exact_rows_difference(bf16_mean, named("ort")).find("bf16 accumulator"), std::string::npos);
+  bf16_mean.stats = NormalizationStats::mean_in_double;  // the mean's order is not read: the bf16 sum is unused
+  EXPECT_EQ(exact_rows_difference(bf16_mean, named("ort")), "");
+  NormalizationOrder nofma = named("ort");
+  nofma.output_contraction = Contraction::none;
+  EXPECT_NE(exact_rows_difference(named("ort"), nofma).find("outputs are formed differently"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fusediff

@@ -8,6 +8,7 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -281,6 +282,114 @@ TEST(ExactRows, MeanAndVarianceMatchAcrossOrders) {
     EXPECT_EQ(a.y, b.y) << n;
     EXPECT_EQ(a.y, c.y) << n;
   }
+}
+
+// An exact row as the exact_rows regime draws it: (c + delta_j) 2^e with sum delta_j = 0, |delta_j| <= w,
+// n w^2 <= 2^24 (generators/src/targets.cpp ExactRowCodes), any n.
+std::vector<float> PairedExactRow(std::mt19937_64& rng, size_t n, int64_t c, int64_t w, int e) {
+  std::vector<int64_t> delta(n, 0);
+  for (size_t j = 0; j + 1 < n; j += 2) {
+    delta[j] = static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * w + 1)) - w;
+    delta[j + 1] = -delta[j];
+  }
+  std::shuffle(delta.begin(), delta.end(), rng);
+  std::vector<float> x(n);
+  for (size_t j = 0; j < n; ++j) x[j] = std::ldexp(static_cast<float>(c + delta[j]), e);
+  return x;
+}
+
+TEST(ExactRows, TheLayerNormCheckAcceptsExactRowsAndRefusesOthers) {
+  std::mt19937_64 rng(5);
+  for (const size_t n : {1u, 2u, 3u, 12u, 16u, 1000u, 4096u}) {
+    EXPECT_TRUE(LayerNormStatsAreExactInEveryOrder(PairedExactRow(rng, n, 120, 64, -5))) << n;
+  }
+  // mu = fl32(7 / 3) rounds: d_j has 24 significant bits, its square is not exact.
+  EXPECT_FALSE(LayerNormStatsAreExactInEveryOrder(std::vector<float>{1, 2, 4}));
+  // The sum of x and mu = 1 are exact, but the squares 4095^2, 4095^2, 1, 1, 0 are 2 4095^2 + 2 > 2^24 units of 1
+  // (4095^2 + 4095^2 + 1 is odd and above 2^25: it rounds); with 2047 they are 2 2047^2 + 2 < 2^24 units.
+  EXPECT_FALSE(LayerNormStatsAreExactInEveryOrder(std::vector<float>{4096, -4094, 2, 0, 1}));
+  EXPECT_TRUE(LayerNormStatsAreExactInEveryOrder(std::vector<float>{2048, -2046, 2, 0, 1}));
+  EXPECT_FALSE(LayerNormStatsAreExactInEveryOrder(std::vector<float>{}));
+  EXPECT_FALSE(LayerNormStatsAreExactInEveryOrder(std::vector<float>{0x1p24f, 1}));  // the sum of x rounds
+  // A square that underflows: d = 2^-80 (its square 2^-160 is below binary32's smallest subnormal).
+  EXPECT_FALSE(LayerNormStatsAreExactInEveryOrder(std::vector<float>{0x1p-80f, -0x1p-80f}));
+}
+
+// A random two_pass or mean_in_double order with binary32 or binary64 accumulators: what exact_rows_difference
+// (model/summation_order.h) says is equal on exact rows, unless `other` draws welford, one_pass, bf16 accumulators
+// and any output.
+NormalizationOrder RandomNormalizationOrder(std::mt19937_64& rng, bool other) {
+  NormalizationOrder o;
+  o.stats = static_cast<NormalizationStats>(rng() % (other ? 4 : 2));
+  o.mean = RandomOrder(rng, false);
+  o.variance = RandomOrder(rng, true);
+  if (other && rng() % 4 == 0) o.variance.accumulator = AccumulatorPrecision::bf16;
+  if (other && rng() % 4 == 0) o.mean.accumulator = AccumulatorPrecision::bf16;
+  if (o.variance.accumulator == AccumulatorPrecision::bf16) o.variance.contraction = Contraction::none;
+  o.output = static_cast<NormalizationOutput>(rng() % (other ? 4 : 1));
+  o.output_contraction = other && rng() % 2 ? Contraction::none : Contraction::fma;
+  return o;
+}
+
+// The model's rule holds: two orders it finds equal give the same mean, variance and y, bit for bit, on every
+// exact row (any length, centre, spread, gamma and beta); where it finds them different, the classification
+// shows how often they still agree (a rule may be conservative, never wrong).
+RC_GTEST_PROP(ExactRows, OrdersEqualOnExactRowsGiveTheSameOutputs, ()) {
+  std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+  constexpr size_t kLengths[] = {1, 2, 3, 7, 8, 15, 16, 31, 64, 100, 255, 768, 4096};
+  // Drawn from rng, not rc::gen::inRange, whose early (small-size) values crowd the low end.
+  const size_t n = kLengths[rng() % std::size(kLengths)];
+  const int64_t w = std::min<int64_t>(static_cast<int64_t>(rng() % 129), static_cast<int64_t>(std::sqrt(0x1p24 / n)));
+  const int64_t c = static_cast<int64_t>(rng() % 256) - 128;
+  const int e = static_cast<int>(rng() % 16) - 12;
+  const std::vector<float> x = PairedExactRow(rng, n, c, w, e);
+  RC_ASSERT(LayerNormStatsAreExactInEveryOrder(x));
+  std::vector<float> gamma(n), beta(n);
+  for (size_t j = 0; j < n; ++j) {
+    gamma[j] = static_cast<float>(static_cast<int>(rng() % 3001) - 1500) / 1000.0f;
+    beta[j] = static_cast<float>(static_cast<int>(rng() % 1001) - 500) / 1000.0f;
+  }
+  RC_CLASSIFY(n >= 768, "n >= 768");
+  const bool other = *rc::gen::arbitrary<bool>();
+  const NormalizationOrder a = RandomNormalizationOrder(rng, false), b = RandomNormalizationOrder(rng, other);
+  const float eps = *rc::gen::element(1e-5f, std::ldexp(1.0f, 2 * e));
+  const LayerNormRow ra = LayerNormInOrder(a, x, gamma, beta, eps), rb = LayerNormInOrder(b, x, gamma, beta, eps);
+  const bool same = ra.mean == rb.mean && ra.variance == rb.variance && ra.y == rb.y;
+  if (exact_rows_difference(a, b).empty()) {
+    RC_LOG() << format_normalization_order(a) << " / " << format_normalization_order(b) << " n=" << n;
+    RC_ASSERT(same);
+    RC_TAG("equal by the rule");
+  } else {
+    RC_TAG(same ? "different by the rule, same here" : "different by the rule, different here");
+  }
+}
+
+// The rule's "different" is not vacuous: on exact rows, ORT's order and oneDNN's C++ kernel's (another output
+// formula) give other outputs, while ORT's and oneDNN's jit order never do.
+TEST(ExactRows, OtherOutputFormulasDifferOnExactRowsWhereTheStatisticsAgree) {
+  const NormalizationOrder ort = named_normalization_order("ort", "test");
+  const NormalizationOrder jit = named_normalization_order("onednn_jit", "test");
+  const NormalizationOrder cpp = named_normalization_order("onednn_cpp", "test");
+  ASSERT_TRUE(exact_rows_difference(ort, jit).empty());
+  ASSERT_FALSE(exact_rows_difference(ort, cpp).empty());
+  std::mt19937_64 rng(3);
+  size_t outputs_differ = 0;
+  for (int i = 0; i < 200; ++i) {
+    const size_t n = 4 + rng() % 13;
+    const std::vector<float> x = PairedExactRow(rng, n, static_cast<int64_t>(rng() % 200) - 100, 1 + rng() % 20, -5);
+    std::vector<float> gamma(n), beta(n);
+    for (size_t j = 0; j < n; ++j) {
+      gamma[j] = static_cast<float>(static_cast<int>(rng() % 3001) - 1500) / 1000.0f;
+      beta[j] = static_cast<float>(static_cast<int>(rng() % 1001) - 500) / 1000.0f;
+    }
+    const LayerNormRow a = LayerNormInOrder(ort, x, gamma, beta, 1e-5f), b = LayerNormInOrder(jit, x, gamma, beta, 1e-5f),
+                       c = LayerNormInOrder(cpp, x, gamma, beta, 1e-5f);
+    EXPECT_EQ(a.y, b.y);
+    EXPECT_EQ(a.mean, c.mean);
+    EXPECT_EQ(a.variance, c.variance);
+    outputs_differ += a.y != c.y;
+  }
+  EXPECT_GT(outputs_differ, 10u);
 }
 
 // The named wrong-but-used variant: E[x^2] - mu^2 at a large mean loses the variance entirely; two-pass keeps it.

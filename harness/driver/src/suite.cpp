@@ -174,6 +174,30 @@ std::vector<int32_t> ReferenceTableValues(const Convention& act) {
   for (size_t i = 0; i < y.size(); ++i) y[i] = table.at(act.intermediate.q.type.qmin() + static_cast<int32_t>(i)).y;
   return y;
 }
+
+// The layernorm's exact rows (--pattern only; model/pattern.h LnRegime::exact_rows): the norm's input boundary at
+// the power of two nearest its scale (u, and for fc+add+layernorm the add's sum s = u + real 0 at u's boundary);
+// ORT's order declared and oneDNN's jit order run: equal on exact rows, so judged at tolerance 0, also on rows of
+// 4,096 features; oneDNN's C++ kernel's order, whose output is formed otherwise, stays a measurement.
+template <typename AddCase>
+void AddExactRowsCases(const Pattern& p, bool skip, const Convention& c, AddCase add_case_in) {
+  Convention exact = c;
+  int e = 0;
+  std::frexp(c.intermediate.q.scale, &e);  // scale in [2^(e-1), 2^e)
+  exact.intermediate.q.scale = std::ldexp(1.0f, c.intermediate.q.scale < 0.75f * std::ldexp(1.0f, e) ? e - 1 : e);
+  Pattern rows = p;
+  Stage& ln = rows.stages[skip ? 1 : 0];
+  if (skip) rows.stages[0].out = exact.intermediate.q;
+  ln.ln_regime = LnRegime::exact_rows;
+  for (const char* order : {"onednn_jit", "onednn_cpp"}) {
+    ln.ln_fused_order = named_normalization_order(order, "suite");
+    add_case_in(exact, rows, Fusion::norm_other_order, std::string("ort.") + order + ".exact_rows");
+  }
+  ln.ln_fused_order = named_normalization_order("onednn_jit", "suite");
+  ln.ln_features = 4096;
+  add_case_in(exact, rows, Fusion::norm_other_order, "ort.onednn_jit.exact_rows.4096");
+}
+
 }  // namespace
 
 std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<std::string> only) {
@@ -219,11 +243,11 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
       const std::string act = base.producer == Producer::fully_connected && !has_stage(base, StageKind::activation)
                                   ? std::string("linear")
                                   : std::string(to_string(kind));
-      auto add_case = [&](Pattern pattern, Fusion fusion, const std::string& variant) {
+      auto add_case_in = [&](const Convention& convention, Pattern pattern, Fusion fusion, const std::string& variant) {
         CaseSpec spec;
         spec.mix = options.mix;
         spec.source = SampleSource::conv;
-        spec.convention = c;
+        spec.convention = convention;
         spec.pattern = std::move(pattern);
         spec.fusion = fusion;
         spec.table_kind = TableKind::lut;
@@ -231,19 +255,22 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
         spec.samples = options.samples;
         spec.comparison = Comparison::same_convention;
         if (fusion != Fusion::keep_all) {
-          // A fusion that keeps the graph's meaning (max pool first under a non-decreasing table) gets a verdict;
-          // the others are measurements across conventions.
+          // A legal fusion that keeps the graph's meaning (model/pattern.h fusion_keeps_meaning: a max pool first
+          // under a non-decreasing table, another summation order on exact rows) gets a verdict; the others are
+          // measurements across conventions.
           const std::vector<int32_t> table = has_stage(spec.pattern, StageKind::activation)
-                                                 ? ReferenceTableValues(activation_convention(spec.pattern, c))
+                                                 ? ReferenceTableValues(activation_convention(spec.pattern, convention))
                                                  : std::vector<int32_t>{};
-          const bool legal = fusion_illegality(spec.pattern, fusion, c, table).empty();
-          const bool same_meaning =
-              legal && fusion == Fusion::pool_first && has_stage(spec.pattern, StageKind::max_pool);
+          const bool same_meaning = fusion_illegality(spec.pattern, fusion, convention, table).empty() &&
+                                    !fusion_keeps_meaning(spec.pattern, fusion, convention, table).empty();
           spec.comparison = same_meaning ? Comparison::same_convention : Comparison::cross_convention;
         }
         spec.name =
             v.pattern + "." + act + (variant.empty() ? "" : "." + variant) + "." + std::string(to_string(fusion));
         cases.push_back(std::move(spec));
+      };
+      auto add_case = [&](Pattern pattern, Fusion fusion, const std::string& variant) {
+        add_case_in(c, std::move(pattern), fusion, variant);
       };
       const ActivationDomain d = default_domain(kind);
       if (v.pattern == "conv2d+add+act") {
@@ -351,6 +378,7 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           long_rows.stages[0].ln_features = 4096;
           add_case(long_rows, Fusion::keep_all, "ort.4096");
         }
+        if (all) AddExactRowsCases(p, skip, c, add_case_in);
         if (all) {  // TFLite's integer layer norm (--pattern only): the norm's output int8 at 2^-5 (TFLite's shift
                     // + 12 becomes + 5), kept whole under its own arithmetic, and run for ORT's f32 graph (measured)
           Pattern integer = p;

@@ -105,6 +105,13 @@ void validate(const CaseSpec& spec) {
       (spec.fusion != Fusion::fold || spec.comparison != Comparison::same_convention)) {
     throw InputError("comparison: an FC fold against its declared fold is a fold case judged same_convention");
   }
+  if (spec.fusion == Fusion::norm_other_order && spec.comparison == Comparison::same_convention &&
+      fusion_keeps_meaning(spec.pattern, spec.fusion, spec.convention, {}).empty()) {
+    throw InputError(
+        "comparison: norm_other_order runs another summation order than the declared one; it is judged "
+        "(same_convention) only on exact rows (ln_regime exact_rows, f32) of two orders equal there "
+        "(model/summation_order.h exact_rows_difference), else cross_convention");
+  }
   if (spec.comparison == Comparison::cross_convention && declared_convention(spec) == spec.convention &&
       spec.fusion == Fusion::keep_all) {
     throw InputError(

@@ -51,11 +51,12 @@ constexpr std::array<std::pair<std::string_view, Fusion>, 9> kFusions{{{"keep_al
                                                                         {"norm_other_arithmetic", Fusion::norm_other_arithmetic}}};
 constexpr detail::Names<LayerNormArithmetic, 2> kLnArithmetics{
     {{"f32", LayerNormArithmetic::f32}, {"tflite_int16", LayerNormArithmetic::tflite_int16}}};
-constexpr detail::Names<LnRegime, 5> kLnRegimes{{{"mixed", LnRegime::mixed},
+constexpr detail::Names<LnRegime, 6> kLnRegimes{{{"mixed", LnRegime::mixed},
                                                  {"benign", LnRegime::benign},
                                                  {"cancellation", LnRegime::cancellation},
                                                  {"tiny_variance", LnRegime::tiny_variance},
-                                                 {"outlier", LnRegime::outlier}}};
+                                                 {"outlier", LnRegime::outlier},
+                                                 {"exact_rows", LnRegime::exact_rows}}};
 constexpr std::array<std::pair<std::string_view, MulRule>, 2> kMulRules{
     {{"tflite", MulRule::tflite}, {"onnx_spec", MulRule::onnx_spec}}};
 constexpr std::array<std::pair<std::string_view, MulOperand>, 2> kMulOperands{
@@ -343,6 +344,16 @@ std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention&
     const Stage* s = find_stage(p, kind);
     if (!s) continue;
     if (std::string why = stage_module(kind).fusion_illegality(*s, p, fusion, c, table); !why.empty()) return why;
+  }
+  return {};
+}
+
+std::string fusion_keeps_meaning(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table) {
+  if (fusion == Fusion::keep_all) return {};
+  for (StageKind kind : known_stage_kinds()) {
+    const Stage* s = find_stage(p, kind);
+    if (!s) continue;
+    if (std::string why = stage_module(kind).fusion_keeps_meaning(*s, p, fusion, c, table); !why.empty()) return why;
   }
   return {};
 }

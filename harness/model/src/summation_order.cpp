@@ -238,6 +238,35 @@ std::string format_declared_normalization_order(const NormalizationOrder& order)
   return text;
 }
 
+namespace {
+// Why `o` leaves the exact-rows argument (summation_order.h), or empty.
+std::string ExactRowsExclusion(const NormalizationOrder& o) {
+  const std::string name = format_declared_normalization_order(o);
+  if (o.stats == NormalizationStats::welford) return name + " is welford: its running mean m += d / k rounds at every step";
+  if (o.stats == NormalizationStats::one_pass) {
+    return name + " is one_pass: it sums x^2, which exact rows do not make exact, and forms fl32(E[x^2]) - fl32(mu^2)";
+  }
+  const bool mean_read = o.stats == NormalizationStats::two_pass;
+  if ((mean_read && o.mean.accumulator == AccumulatorPrecision::bf16) ||
+      o.variance.accumulator == AccumulatorPrecision::bf16) {
+    return name + " sums in a bf16 accumulator: its partial sums round to 8 bits";
+  }
+  return {};
+}
+}  // namespace
+
+std::string exact_rows_difference(const NormalizationOrder& a, const NormalizationOrder& b) {
+  if (a == b) return {};
+  if (std::string why = ExactRowsExclusion(a); !why.empty()) return why;
+  if (std::string why = ExactRowsExclusion(b); !why.empty()) return why;
+  if (a.output != b.output || a.output_contraction != b.output_contraction) {
+    return "the outputs are formed differently: " + std::string(to_string(a.output)) + ":" +
+           std::string(to_string(a.output_contraction)) + " against " + std::string(to_string(b.output)) + ":" +
+           std::string(to_string(b.output_contraction));
+  }
+  return {};
+}
+
 NormalizationOrder parse_declared_normalization_order(std::string_view text, std::string_view field) {
   if (text.find_first_of("/;") == std::string_view::npos) return named_normalization_order(text, field);
   std::string plain(text);

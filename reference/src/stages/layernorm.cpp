@@ -2,9 +2,12 @@
 // of features, the dequantized values x_j = fl32(s_in (q_j - z_in)), LayerNormInOrder (summation.h) by the stage's
 // declared order, then ONNX's QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to
 // even, + z_out, saturated. tflite_int16: TFLite's integer layer norm from its definition (tflite_layer_norm.h).
+// Under ln_regime exact_rows each row is first checked exact in every order (summation.h
+// LayerNormStatsAreExactInEveryOrder): a row that is not is a harness bug, thrown.
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,10 @@ class LayerNormReference final : public ReferenceStage {
       throw InputError("pattern draw: layernorm's gamma and beta have " + std::to_string(gamma.size()) + " and " +
                        std::to_string(beta.size()) + " values, the row has " + std::to_string(features) + " features");
     }
+    if (stage.ln_regime == LnRegime::exact_rows) {  // the regime's promise, checked on every row it drew
+      size_t row = 0;
+      ForEachRow(t, features, [&](std::span<GraphElement> e, RegionSet) { CheckExactRow(in.in, e, row++); });
+    }
     // The arithmetic is chosen once per call: the only place the reference looks at it.
     if (stage.ln_arithmetic == LayerNormArithmetic::tflite_int16) {
       const TfliteLayerNormOperands ops = DeriveTfliteLayerNormOperands(gamma, beta);
@@ -77,6 +84,18 @@ class LayerNormReference final : public ReferenceStage {
       for (const GraphElement& g : e) row_regions |= g.regions;
       row_function(e, row_regions);
     }
+  }
+  // exact_rows (model/pattern.h LnRegime): the row's x must be exact in every order, or a verdict at tolerance 0
+  // between two orders would rest on nothing. The generator builds such rows; one that is not is a harness bug.
+  static void CheckExactRow(const QuantParams& in, std::span<const GraphElement> e, size_t row) {
+    std::vector<float> x(e.size());
+    for (size_t j = 0; j < e.size(); ++j) x[j] = in.scale * static_cast<float>(int64_t{e[j].y} - in.zero_point);
+    if (LayerNormStatsAreExactInEveryOrder(x)) return;
+    std::string codes;
+    for (size_t j = 0; j < e.size() && j < 16; ++j) codes += (j ? "," : "") + std::to_string(e[j].y);
+    throw std::logic_error("layernorm regime exact_rows: row " + std::to_string(row) + " (codes " + codes +
+                           (e.size() > 16 ? ",..." : "") + " at " + format_quant_params(in) +
+                           ") is not exact in every order: the draw broke the regime (a harness bug)");
   }
   // f32: x_j = fl32(s_in (q_j - z_in)) (the code difference is exact in binary32, |q - z| < 2^17; the product one
   // binary32 rounding), LayerNormInOrder, QuantizeLinear.

@@ -31,6 +31,7 @@ class LayerNormStage final : public StageKindModule {
     fusediff::validate(s.ln_fused_order.variance, field + ".fused_order.var");
     fusediff::validate(s.out, field + ".out");
     if (s.ln_arithmetic == LayerNormArithmetic::tflite_int16) ValidateIntegerBoundaries(in, s.out, field);
+    if (s.ln_regime == LnRegime::exact_rows) ValidateExactRowsInput(in, field);
   }
 
   std::string describe(const Stage& s, Fusion fusion, bool) const override {
@@ -84,6 +85,19 @@ class LayerNormStage final : public StageKindModule {
     }
     return f;
   }
+  // norm_other_order is judged on exact rows where the two orders agree there (model/summation_order.h).
+  std::string fusion_keeps_meaning(const Stage& s, const Pattern&, Fusion fusion, const Convention&,
+                                   std::span<const int32_t>) const override {
+    if (fusion != Fusion::norm_other_order || s.ln_regime != LnRegime::exact_rows ||
+        s.ln_arithmetic != LayerNormArithmetic::f32) {
+      return {};
+    }
+    if (!exact_rows_difference(s.ln_order, s.ln_fused_order).empty()) return {};
+    return "on exact rows orders " + format_declared_normalization_order(s.ln_order) + " and " +
+           format_declared_normalization_order(s.ln_fused_order) +
+           " compute the same mean and variance, then the same output roundings";
+  }
+
   void read_results_fields(Stage& s, const StageFieldReader& f) const override {
     s.ln_arithmetic = f.parsed("arithmetic", parse_layer_norm_arithmetic);
     s.ln_eps = f.float32("eps");
@@ -109,6 +123,18 @@ class LayerNormStage final : public StageKindModule {
     if (m != 0.5f || out.zero_point != 0 || out.type.bits() > 16) {
       throw InputError(field + ".out: the tflite_int16 arithmetic needs a power-of-two scale, zero point 0 and at most "
                        "16 bits (TFLite: int16 at 2^-12), got " + format_quant_params(out));
+    }
+  }
+
+  // exact_rows (model/pattern.h): x_j = k_j 2^e must be exact, so the input scale is a power of two 2^e; the
+  // generator keeps sum |k_j| and sum delta_j^2 within 2^24 and |delta_j| within 2^12, so e >= -74 keeps the
+  // smallest d_j^2 = 2^(2e) representable (2e >= -149) and e <= 51 keeps sum d_j^2 < 2^(24 + 2e) finite.
+  static void ValidateExactRowsInput(const QuantParams& in, const std::string& field) {
+    int e = 0;
+    const float m = std::frexp(in.scale, &e);  // in.scale = m 2^e, m in [1/2, 1)
+    if (m != 0.5f || e - 1 < -74 || e - 1 > 51) {
+      throw InputError(field + ".regime: exact_rows needs the norm's input scale to be a power of two 2^e with e in "
+                       "[-74, 51] (x = 2^e (q - z) exact), got " + format_quant_params(in));
     }
   }
 

@@ -98,6 +98,11 @@ class PoolStage final : public StageKindModule {
     }
     return {};
   }
+  std::string fusion_keeps_meaning(const Stage&, const Pattern&, Fusion fusion, const Convention&,
+                                   std::span<const int32_t>) const override {
+    if (fusion != Fusion::pool_first || average_) return {};
+    return "a max pool selects a code; before a non-decreasing table it selects the same one";
+  }
 
  private:
   bool average_;

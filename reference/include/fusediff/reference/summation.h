@@ -46,4 +46,10 @@ double DotReorderingBound(std::span<const float> a, std::span<const float> b);
 // returns the exact sum (benchdnn-style rows).
 bool SumIsExactInEveryOrder(std::span<const float> x);
 
+// True when a LayerNorm row is exact (model/summation_order.h exact_rows_difference states the condition and why it
+// makes every two_pass and mean_in_double order without a bf16 accumulator agree): x is not empty,
+// SumIsExactInEveryOrder(x); with S the (exact) sum, mu = fl32(S / n) and d_j = fl32(x_j - mu), every d_j d_j is
+// exact in binary32 and SumIsExactInEveryOrder of the d_j^2.
+bool LayerNormStatsAreExactInEveryOrder(std::span<const float> x);
+
 }  // namespace fusediff::reference

@@ -125,8 +125,18 @@ enum class LayerNormArithmetic { f32, tflite_int16 };
 //   cancellation:  a large mean against a spread of a few codes (E[x^2] - mu^2 cancels);
 //   tiny_variance: the row constant but for one or two codes one step off: a variance near or below eps;
 //   outlier:       one code at an end of the type, the rest within a few codes of the zero point;
-//   mixed:         one of the four, drawn per draw.
-enum class LnRegime { mixed, benign, cancellation, tiny_variance, outlier };
+//   mixed:         one of the four, drawn per draw;
+//   exact_rows:    benchdnn-style rows whose mean and variance are exact in every summation order (oneDNN v2.6.3
+//                  tests/benchdnn/lnorm/lnorm.cpp:40-111): every row of every draw (one row a draw) is
+//                  c + delta_j in codes with sum delta_j = 0, at a power-of-two input scale 2^e (the stage's
+//                  validate requires it), so x_j = (c - z + delta_j) 2^e, mu = (c - z) 2^e and d_j = delta_j 2^e
+//                  exactly, and every partial sum of x and of d^2 is exact (generators/src/targets.cpp
+//                  ExactRowCodes states the bounds). Each row is checked by the reference
+//                  (reference::LayerNormStatsAreExactInEveryOrder); one that is not exact is a harness bug, thrown.
+//                  On such rows two orders that exact_rows_difference (model/summation_order.h) finds equal give
+//                  the same outputs, so norm_other_order between them is judged (fusion_keeps_meaning).
+//                  Never drawn by `mixed`.
+enum class LnRegime { mixed, benign, cancellation, tiny_variance, outlier, exact_rows };
 
 // How an average pool rounds (../shared/conventions.md §2, §4).
 //   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
@@ -339,6 +349,17 @@ struct FusionFacts {
 // intermediate's qmin), needed for the pool rule; empty when the pattern has no pool.
 std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
                               const FusionFacts& facts = {});
+
+// Why a legal fusion other than keep_all computes the unfused graph's own outputs on the case's draws, so that it is
+// judged against the graph (same_convention, tolerance as kept whole) rather than measured across conventions;
+// empty when it does not (every fusion that skips a boundary). Asked of each stage kind
+// (StageKindModule::fusion_keeps_meaning); the first answer is the reason:
+//   max pool, pool_first: a max pool selects a code, and before a non-decreasing table (the legality rule
+//                         pool-before-activation) it selects the same one;
+//   layernorm, norm_other_order: on exact rows (LnRegime::exact_rows, f32 arithmetic) between orders that
+//                         exact_rows_difference finds equal (model/summation_order.h).
+// `table` as for fusion_illegality. Call it only for a legal fusion.
+std::string fusion_keeps_meaning(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table);
 
 // The tensors one stage brings to a draw beside the tensor it reads; empty where its kind takes none.
 //   codes:  an elementwise operand, one code per element of the tensor the stage reads (NHWK order): add's

@@ -87,6 +87,12 @@ class StageKindModule {
                                         std::span<const int32_t> /*table*/) const {
     return {};
   }
+  // Why the (legal) fusion computes the graph's own outputs at this stage (model/pattern.h fusion_keeps_meaning);
+  // empty when it does not or the stage is not what it changes.
+  virtual std::string fusion_keeps_meaning(const Stage&, const Pattern&, Fusion, const Convention&,
+                                           std::span<const int32_t> /*table*/) const {
+    return {};
+  }
 };
 
 // Registers a kind's model side; InputError when its token is taken or spells no name ([a-z0-9_]+).

@@ -147,4 +147,26 @@ NormalizationOrder named_normalization_order(std::string_view name, std::string_
 std::string format_declared_normalization_order(const NormalizationOrder& order);
 NormalizationOrder parse_declared_normalization_order(std::string_view text, std::string_view field);
 
+// ---- Exact rows (benchdnn-style; model/pattern.h LnRegime::exact_rows, docs/summation-orders.md).
+// A row x of n binary32 values is exact when (reference::LayerNormStatsAreExactInEveryOrder checks it):
+//   (1) every partial sum of x, of any subset, is exact in binary32 (all x_j integer multiples of one 2^e with
+//       sum |x_j| <= 2^(24 + e)), so S = sum x_j is one exact value in every order, tree and accumulator of binary32
+//       or binary64 (never bf16, which rounds to 8 bits);
+//   (2) mu = fl32(S / n): two_pass with a binary32 accumulator divides S by n in binary32; with a binary64 one, and
+//       mean_in_double, it stores fl32(fl64(S / n)), the same value, since S and n are binary32 values and double
+//       rounding is innocuous for a quotient when 53 >= 2 * 24 + 2 (S. A. Figueroa, "When is double rounding
+//       innocuous?", SIGNUM Newsletter 30(3), 1995). So every d_j = fl32(x_j - mu) is the same;
+//   (3) every d_j^2 is exact in binary32, and every partial sum of the d_j^2 is exact as in (1): S(d^2) is one
+//       exact value with or without fma, with binary32 or binary64 products and binary32 or binary64 accumulators,
+//       and var = fl32(S(d^2) / n) one rounding of it (innocuous twice, as in (2)).
+// On such a row, what is left of LayerNorm is s = fl32(sqrt(fl32(var + eps))), r = fl32(1 / s) and the output formula:
+// one fixed sequence of roundings given the output form and its contraction. So two orders give the same mean,
+// variance and outputs on every exact row unless this returns why not (empty: they do):
+//   - they are not identical and either's stats are welford (m += d / k rounds at every step: the condition does
+//     not cover it) or one_pass (it sums x^2, which (1)-(3) do not make exact, and forms var = fl32(E[x^2]) -
+//     fl32(mu^2): another formula);
+//   - a sum the stats read (two_pass: mean and variance; mean_in_double: variance) has a bf16 accumulator;
+//   - their output forms or output contractions differ.
+std::string exact_rows_difference(const NormalizationOrder& a, const NormalizationOrder& b);
+
 }  // namespace fusediff
