@@ -2,7 +2,7 @@
 // Float boundaries (binary32, binary16, bfloat16) and the BatchNorm stage's declared fold (issue 13). std only.
 //
 // A float boundary is where a value is stored in a narrower float format. Every conversion is from binary32 (the
-// value as computed) to the format, by its declared rules (../shared/conventions.md §7):
+// value as computed) to the format, by its declared rules (docs/conventions.md, "Float boundaries"):
 //   rounding    nearest_even (IEEE default) or toward_zero (bf16 by truncation, where a fused path declares it);
 //   overflow    infinity: a finite value beyond the format's range becomes +-inf (binary16: |x| >= 65520;
 //               65504 < |x| < 65520 rounds down to 65504; under toward_zero everything beyond 65504 truncates to it);

@@ -31,7 +31,7 @@ enum class Producer { conv2d, fully_connected };
 // the producer's boundary u by the convention's intermediate rounding (model/batchnorm.h; conv2d+batchnorm+act).
 
 // How a quantized add of two tensors (a: the producer's u, b: the residual r) rounds into its output boundary s
-// (../shared/conventions.md §1, §4).
+// (docs/conventions.md, "Add").
 //   tflite:       left shift 20 (15 for int16); per-input multipliers sa/(2 max(sa, sb)), sb/(2 max), output multiplier
 //                 2 max(sa, sb) / (2^20 so), each QuantizeMultiplierSmallerThanOneExp; three roundings (SRDHM, then
 //                 RoundingDivideByPOT, half away from zero), + zo, saturate.
@@ -138,7 +138,7 @@ enum class LayerNormArithmetic { f32, tflite_int16 };
 //                  Never drawn by `mixed`.
 enum class LnRegime { mixed, benign, cancellation, tiny_variance, outlier, exact_rows };
 
-// How an average pool rounds (../shared/conventions.md §2, §4).
+// How an average pool rounds (docs/conventions.md, "Average and max pool").
 //   tflite:      sum of raw codes over the in-bounds taps, (sum +- n/2) / n truncated: ties away from code 0, not
 //                from the zero point; input and output quantization must be equal (TFLite assumes it).
 //   ort_qlinear: dequantize, binary32 sum, / n, nearbyint(mean / so + zo), saturate.
@@ -152,7 +152,7 @@ enum class LnRegime { mixed, benign, cancellation, tiny_variance, outlier, exact
 //                padding buffer of zx), :221, src/params-init.c:1440-1480; docs/xnnpack.md).
 enum class AvgPoolRule { tflite, ort_qlinear, ort_global, fixed_point_half_away };
 
-// How a fully connected layer forms its real multiplier M = sx sw / su (../shared/conventions.md §3):
+// How a fully connected layer forms its real multiplier M = sx sw / su (docs/conventions.md, "Fully connected multiplier"):
 //   double_product: in double throughout (TFLite per-channel FC, every conv);
 //   float_product:  sx sw formed in binary32 first, then / su in double (TFLite's per-tensor FC).
 enum class MultiplierRule { double_product, float_product };
