@@ -18,19 +18,16 @@
 #include "fusediff/model/mutants.h"
 #include "fusediff/reference/stage_eval.h"
 #include "fusediff/reference/summation.h"
+#include "../support/pattern_cases.h"
 
 namespace fusediff {
 namespace {
 
 // The --pattern cases of both layernorm patterns that run the exact-rows regime.
 std::vector<CaseSpec> ExactRowsCases(size_t samples) {
-  driver::SuiteOptions options;
-  options.samples = samples;
   std::vector<CaseSpec> cases;
-  for (const char* p : {"fc+layernorm+act", "fc+add+layernorm"}) {
-    for (CaseSpec& spec : driver::PatternCases(options, std::string(p))) {
-      if (find_stage(spec.pattern, StageKind::layernorm)->ln_regime == LnRegime::exact_rows) cases.push_back(spec);
-    }
+  for (CaseSpec& spec : test_support::CasesOfPatterns({"fc+layernorm+act", "fc+add+layernorm"}, samples)) {
+    if (find_stage(spec.pattern, StageKind::layernorm)->ln_regime == LnRegime::exact_rows) cases.push_back(spec);
   }
   return cases;
 }

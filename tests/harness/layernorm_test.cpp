@@ -22,6 +22,7 @@
 #include "fusediff/reference/stage_eval.h"
 #include "fusediff/reference/stages.h"
 #include "../support/any_seed_property.h"
+#include "../support/pattern_cases.h"
 
 namespace fusediff {
 namespace {
@@ -205,22 +206,18 @@ TEST(LayerNorm, MutantKernelsDifferFromTheDeclaredOneWhereTheyShould) {
 }
 
 std::vector<CaseSpec> LayerNormCases(size_t samples) {
-  driver::SuiteOptions options;
-  options.samples = samples;
   std::vector<CaseSpec> cases;
-  for (const char* p : {"fc+layernorm+act", "fc+add+layernorm"}) {
-    for (CaseSpec& spec : driver::PatternCases(options, std::string(p))) {
-      if (find_stage(spec.pattern, StageKind::layernorm)->ln_features != 0) continue;  // long rows: their own test
-      cases.push_back(spec);
-      if (spec.fusion != Fusion::keep_all) continue;
-      for (const NamedNormalizationOrder& order : named_normalization_orders()) {  // every declared order kept whole
-        CaseSpec other = spec;
-        for (Stage& s : other.pattern.stages) {
-          if (s.kind == StageKind::layernorm) s.ln_order = named_normalization_order(order.name, "test");
-        }
-        other.name.append(".").append(order.name);
-        cases.push_back(other);
+  for (CaseSpec& spec : test_support::CasesOfPatterns({"fc+layernorm+act", "fc+add+layernorm"}, samples)) {
+    if (find_stage(spec.pattern, StageKind::layernorm)->ln_features != 0) continue;  // long rows: their own test
+    cases.push_back(spec);
+    if (spec.fusion != Fusion::keep_all) continue;
+    for (const NamedNormalizationOrder& order : named_normalization_orders()) {  // every declared order kept whole
+      CaseSpec other = spec;
+      for (Stage& s : other.pattern.stages) {
+        if (s.kind == StageKind::layernorm) s.ln_order = named_normalization_order(order.name, "test");
       }
+      other.name.append(".").append(order.name);
+      cases.push_back(other);
     }
   }
   return cases;

@@ -12,18 +12,13 @@
 #include "fusediff/driver/suite.h"
 #include "fusediff/model/mutants.h"
 #include "../support/any_seed_property.h"
+#include "../support/pattern_cases.h"
 
 namespace fusediff {
 namespace {
 
 std::vector<CaseSpec> NewPatternCases(size_t samples) {
-  driver::SuiteOptions options;
-  options.samples = samples;
-  std::vector<CaseSpec> cases;
-  for (const char* p : {"conv2d+act+batchnorm", "conv2d+mul+add+act"}) {
-    for (CaseSpec& spec : driver::PatternCases(options, std::string(p))) cases.push_back(std::move(spec));
-  }
-  return cases;
+  return test_support::CasesOfPatterns({"conv2d+act+batchnorm", "conv2d+mul+add+act"}, samples);
 }
 
 RC_GTEST_PROP(NormChains, KeptWholeMatchesTheReferenceExactlyForAnySeed, ()) {
