@@ -17,6 +17,7 @@
 #include "fusediff/model/summation_order.h"
 #include "fusediff/onnx/onnx_io.h"
 #include "fusediff/reference/summation.h"
+#include "../support/layer_norm_rows.h"
 #include "test_util.h"
 
 namespace fusediff::bisect {
@@ -36,24 +37,6 @@ std::string WhyNoRuntime() {
     return fused::ort::LibraryPath() + " is missing (bash scripts/setup.sh)";
   }
   return "";
-}
-
-// Rows of one length in three regimes: N(0, 1), 1000 + N(0, 0.01), and +-2^U(-20, 20).
-std::vector<float> Rows(std::mt19937_64& rng, int64_t rows, int64_t length) {
-  std::normal_distribution<float> normal(0, 1);
-  std::uniform_real_distribution<float> exponent(-20, 20);
-  std::vector<float> x(static_cast<size_t>(rows * length));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < length; ++c) {
-      float& v = x[static_cast<size_t>(r * length + c)];
-      switch (r % 3) {
-        case 0: v = normal(rng); break;
-        case 1: v = 1000 + 0.01f * normal(rng); break;
-        default: v = std::exp2(exponent(rng)) * (normal(rng) < 0 ? -1.0f : 1.0f); break;
-      }
-    }
-  }
-  return x;
 }
 
 std::vector<float> Normal(std::mt19937_64& rng, int64_t n, float mean, float spread) {
@@ -169,7 +152,7 @@ TEST(OrtLayerNormOrder, LayerNormalizationIsBitExactUnderItsDeclaredOrder) {
   Counts n;
   for (const int64_t length : kLengths) {
     const int64_t rows = RowsFor(length);
-    const std::vector<float> x = Rows(rng, rows, length);
+    const std::vector<float> x = test_support::ThreeRegimeRows(rng, rows, length);
     const std::vector<float> gamma = Normal(rng, length, 1, 0.5f), beta = Normal(rng, length, 0, 1);
     const std::vector<std::vector<float>> ort = RunLayerNorm(x, gamma, beta, rows, length);
     ASSERT_EQ(ort.size(), 3u);
@@ -204,7 +187,8 @@ TEST(OrtLayerNormOrder, SkipLayerNormalizationIsSkipFirstThenWelfordAtEveryLengt
   int64_t total = 0, skip_first = 0, bias_first = 0, stats = 0, under_ort = 0;
   for (const int64_t length : kLengths) {
     const int64_t rows = RowsFor(length);
-    const std::vector<float> x = Rows(rng, rows, length), skip = Normal(rng, rows * length, 0, 1);
+    const std::vector<float> x = test_support::ThreeRegimeRows(rng, rows, length);
+    const std::vector<float> skip = Normal(rng, rows * length, 0, 1);
     const std::vector<float> gamma = Normal(rng, length, 1, 0.5f), beta = Normal(rng, length, 0, 1);
     const std::vector<float> bias = Normal(rng, length, 0, 1);
     const std::vector<std::vector<float>> ort = RunSkipLayerNorm(x, skip, gamma, beta, bias, rows, length);

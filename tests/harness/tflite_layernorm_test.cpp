@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -81,35 +82,6 @@ TEST(TfliteLayerNorm, OperandsAreDerivedAsTheIntegerLstmDerivesThem) {
   EXPECT_EQ(reference::DeriveTfliteLayerNormOperands(std::vector<float>{32767}, std::vector<float>{0}).variance_limit, 10000);
 }
 
-// A row by hand: v = [-3, -1, 1, 3] (n = 4), gamma = 1 (w = 32767, s_g = 1/32767), beta = 0, out int16 at 2^-12.
-// S = 0, Q = 20: mean 0, var = 20 2^18 / 2^20 = 5; 1/sqrt(5) ~ 0.4472136 (960383900, shift 0): rescaled =
-// round(1024 v 0.4472136) = [-1374, -458, 458, 1374]; t = rescaled 32767; t4 = round(t / 1024) =
-// [-43967, -14656, 14656, 43967]; y = t4 s_g 2^12 rounded: [-5496, -1832, 1832, 5496] (= 4096 v / sqrt(5), to the
-// fixed point's rounding).
-TEST(TfliteLayerNorm, ReferenceAndKernelMatchAHandComputedRow) {
-  const std::vector<int32_t> v{-3, -1, 1, 3};
-  const std::vector<float> gamma(4, 1.0f), beta(4, 0.0f);
-  const QuantParams out = Params(ScalarType::int16, 1.0f / 4096, 0);
-  const std::vector<int32_t> expected{-5496, -1832, 1832, 5496};
-  EXPECT_EQ(reference::TfliteLayerNormRow(v, reference::DeriveTfliteLayerNormOperands(gamma, beta), out), expected);
-  Stage s;
-  s.kind = StageKind::layernorm;
-  s.ln_arithmetic = LayerNormArithmetic::tflite_int16;
-  s.out = out;
-  CaseSpec spec;
-  spec.pattern = parse_pattern_name("fc+layernorm+act", "test");
-  spec.pattern.stages[0] = s;
-  std::string why;
-  const auto kernel = fused::find_fused_stage(StageKind::layernorm)->Create(spec, s, Params(ScalarType::int8, 0.5f, 0), &why);
-  ASSERT_NE(kernel, nullptr) << why;
-  StageOperands ops;
-  ops.gamma = gamma;
-  ops.beta = beta;
-  fused::StageTensor t{PatternGeometry{1, 1, 1, 4}, v};
-  kernel->Run(ops, t);
-  EXPECT_EQ(t.codes, expected);
-}
-
 // The kernel through its stage interface on one row of codes.
 std::vector<int32_t> KernelRow(const std::vector<int32_t>& codes, const QuantParams& in, const QuantParams& out,
                                const std::vector<float>& gamma, const std::vector<float>& beta) {
@@ -122,13 +94,27 @@ std::vector<int32_t> KernelRow(const std::vector<int32_t>& codes, const QuantPar
   spec.pattern.stages[0] = s;
   std::string why;
   const auto kernel = fused::find_fused_stage(StageKind::layernorm)->Create(spec, s, in, &why);
-  RC_ASSERT(kernel != nullptr);
+  if (kernel == nullptr) throw std::runtime_error("no tflite_int16 layernorm kernel: " + why);
   StageOperands ops;
   ops.gamma = gamma;
   ops.beta = beta;
   fused::StageTensor t{PatternGeometry{1, 1, 1, static_cast<int32_t>(codes.size())}, codes};
   kernel->Run(ops, t);
   return t.codes;
+}
+
+// A row by hand: v = [-3, -1, 1, 3] (n = 4), gamma = 1 (w = 32767, s_g = 1/32767), beta = 0, out int16 at 2^-12.
+// S = 0, Q = 20: mean 0, var = 20 2^18 / 2^20 = 5; 1/sqrt(5) ~ 0.4472136 (960383900, shift 0): rescaled =
+// round(1024 v 0.4472136) = [-1374, -458, 458, 1374]; t = rescaled 32767; t4 = round(t / 1024) =
+// [-43967, -14656, 14656, 43967]; y = t4 s_g 2^12 rounded: [-5496, -1832, 1832, 5496] (= 4096 v / sqrt(5), to the
+// fixed point's rounding).
+TEST(TfliteLayerNorm, ReferenceAndKernelMatchAHandComputedRow) {
+  const std::vector<int32_t> v{-3, -1, 1, 3};
+  const std::vector<float> gamma(4, 1.0f), beta(4, 0.0f);
+  const QuantParams out = Params(ScalarType::int16, 1.0f / 4096, 0);
+  const std::vector<int32_t> expected{-5496, -1832, 1832, 5496};
+  EXPECT_EQ(reference::TfliteLayerNormRow(v, reference::DeriveTfliteLayerNormOperands(gamma, beta), out), expected);
+  EXPECT_EQ(KernelRow(v, Params(ScalarType::int8, 0.5f, 0), out, gamma, beta), expected);
 }
 
 RC_GTEST_PROP(TfliteLayerNorm, KernelEqualsTheReferenceOverRandomRows, ()) {

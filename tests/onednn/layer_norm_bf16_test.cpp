@@ -23,7 +23,7 @@
 #include "fusediff/model/summation_order.h"
 #include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/summation.h"
-#include "layer_norm_rows.h"
+#include "../support/layer_norm_rows.h"
 
 namespace fusediff {
 namespace {

@@ -18,7 +18,7 @@
 #include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/model/summation_order.h"
 #include "fusediff/reference/summation.h"
-#include "layer_norm_rows.h"
+#include "../support/layer_norm_rows.h"
 
 namespace fusediff {
 namespace {
@@ -53,25 +53,6 @@ std::optional<NormalizationOrder> DeclaredOrder(const std::string& impl, dnnl::c
     return order("two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma");
   }
   return std::nullopt;
-}
-
-// Rows of one length in three regimes: centred (N(0, 1)), a large mean with a small spread (1000 + N(0, 0.01)),
-// and wide magnitudes (+-2^U(-20, 20)).
-std::vector<float> Rows(std::mt19937_64& rng, int64_t rows, int64_t length) {
-  std::normal_distribution<float> normal(0, 1);
-  std::uniform_real_distribution<float> exponent(-20, 20);
-  std::vector<float> x(static_cast<size_t>(rows * length));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < length; ++c) {
-      float& v = x[static_cast<size_t>(r * length + c)];
-      switch (r % 3) {
-        case 0: v = normal(rng); break;
-        case 1: v = 1000 + 0.01f * normal(rng); break;
-        default: v = std::exp2(exponent(rng)) * (normal(rng) < 0 ? -1.0f : 1.0f); break;
-      }
-    }
-  }
-  return x;
 }
 
 struct LnormRun {
@@ -161,7 +142,8 @@ std::optional<LnormRun> CompareRows(std::mt19937_64& rng, const std::vector<floa
 
 bool CompareLength(std::mt19937_64& rng, int64_t rows, int64_t length, bool column_major, Tally& tally,
                    std::string& impl) {
-  return CompareRows(rng, Rows(rng, rows, length), rows, length, column_major, tally, impl).has_value();
+  const std::vector<float> x = test_support::ThreeRegimeRows(rng, rows, length);
+  return CompareRows(rng, x, rows, length, column_major, tally, impl).has_value();
 }
 
 const std::vector<int64_t> kLengths{1,   2,   3,   5,   7,   8,   9,   15,  16,   17,   31,   63,   64,   65,  72,

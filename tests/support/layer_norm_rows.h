@@ -1,9 +1,9 @@
 #pragma once
-// Rows for oneDNN's layer norm tests (layer_norm_order_test.cpp, f32; layer_norm_bf16_test.cpp, bf16), aimed at what
-// a normalization gets wrong: a large mean against a small spread, a variance near or below eps, one outlier, and
-// rows whose sums overflow binary32 (bf16 has binary32's range, so the same rows are bf16 rows). Every value is a
-// bf16 value (at most 8 significant bits) where the regime says so, so that the bf16 test rounds nothing that
-// matters.
+// Rows for the layer norm order tests (tests/onednn: layer_norm_order_test.cpp, f32; layer_norm_bf16_test.cpp,
+// bf16; tests/bisect/ort_layer_norm_order_test.cpp, ONNX Runtime), aimed at what a normalization gets wrong: a large
+// mean against a small spread, a variance near or below eps, one outlier, and rows whose sums overflow binary32 (bf16
+// has binary32's range, so the same rows are bf16 rows). Every value is a bf16 value (at most 8 significant bits)
+// where the regime says so, so that the bf16 test rounds nothing that matters.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -107,6 +107,26 @@ inline std::vector<float> LayerNormRegimeRow(std::mt19937_64& rng, LnRowRegime r
   }
   if (regime == LnRowRegime::outlier) x[rng() % n] = TruncateToBf16(sign() * std::exp2(8 + 32 * unit(rng)));
   if (regime == LnRowRegime::sum_of_squares_overflow && n % 2 == 1 && n > 1) x[n - 1] = 0;
+  return x;
+}
+
+// `rows` rows of `length` float values (row-major), row r in one of three regimes by r mod 3: centred (N(0, 1)), a
+// large mean with a small spread (1000 + 0.01 N(0, 1)), and wide magnitudes (+-2^U(-20, 20)). The f32 order tests'
+// rows (oneDNN's and ONNX Runtime's layer norm).
+inline std::vector<float> ThreeRegimeRows(std::mt19937_64& rng, int64_t rows, int64_t length) {
+  std::normal_distribution<float> normal(0, 1);
+  std::uniform_real_distribution<float> exponent(-20, 20);
+  std::vector<float> x(static_cast<size_t>(rows * length));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < length; ++c) {
+      float& v = x[static_cast<size_t>(r * length + c)];
+      switch (r % 3) {
+        case 0: v = normal(rng); break;
+        case 1: v = 1000 + 0.01f * normal(rng); break;
+        default: v = std::exp2(exponent(rng)) * (normal(rng) < 0 ? -1.0f : 1.0f); break;
+      }
+    }
+  }
   return x;
 }
 
