@@ -191,9 +191,9 @@ foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
   add_test(NAME onednn.layernorm_chains.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNorm.*)
   set_tests_properties(onednn.layernorm_chains.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
 endforeach()
-# The same cases end to end: oneDNN's layer norm chain of fc+add+layernorm passes at tolerance 0, fused and unfused,
-# and ONNX Runtime's order against it is a measurement.
-fusediff_add_cli_test(onednn_layernorm_chains 0 "2 passed, 0 failed, 0 unsupported, 1 cross-convention measurements"
+# The same cases end to end: oneDNN's layer norm chain of fc+add+layernorm passes at tolerance 0, fused, unfused and
+# with the graph's bf16 boundaries (the bf16 primitive), and ONNX Runtime's order against it is a measurement.
+fusediff_add_cli_test(onednn_layernorm_chains 0 "3 passed, 0 failed, 0 unsupported, 1 cross-convention measurements"
                       run --fused onednn --pattern fc+add+layernorm --samples 3000)
 set_tests_properties(cli.onednn_layernorm_chains PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=AVX512_CORE_VNNI"
                      SKIP_REGULAR_EXPRESSION "${fusediff_dispatch_below_vnni}")
