@@ -453,6 +453,30 @@ TEST(LayerNorm, FloatBoundariesRoundTripAndBadOnesNameTheField) {
   EXPECT_NE(ErrorOf([&] { driver::Replay(skip_key); }).find("declare no float boundary"), std::string::npos);
 }
 
+// keep_all with the bf16 boundaries through the driver (--fused lut): every pattern case kept whole passes at
+// tolerance 0 with both boundaries declared, by either subnormal rule.
+TEST(LayerNorm, KeptWholeWithBf16BoundariesPassesAtToleranceZero) {
+  driver::SuiteOptions options;
+  options.samples = 3000;
+  driver::ReferenceCache cache;
+  size_t judged = 0;
+  for (const char* p : {"fc+layernorm+act", "fc+add+layernorm"}) {
+    for (CaseSpec spec : driver::PatternCases(options, std::string(p))) {
+      Stage& ln = *std::find_if(spec.pattern.stages.begin(), spec.pattern.stages.end(),
+                                [](const Stage& s) { return s.kind == StageKind::layernorm; });
+      if (spec.fusion != Fusion::keep_all || ln.ln_arithmetic != LayerNormArithmetic::f32 || ln.ln_features != 0) continue;
+      ln.ln_in_float = FloatBoundary{FloatFormat::bf16};
+      ln.ln_out_float = judged % 2 ? flush_subnormals_float_boundary(FloatFormat::bf16) : FloatBoundary{FloatFormat::bf16};
+      const CaseResult r = driver::RunCase(spec, driver::RunOptions{}, cache);
+      EXPECT_EQ(r.verdict, Verdict::pass) << spec.name;
+      EXPECT_EQ(r.stats.overall.max_abs(), 0) << spec.name;
+      EXPECT_GE(r.stats.overall.count(), 3000u) << spec.name;
+      ++judged;
+    }
+  }
+  EXPECT_GE(judged, 6u);  // per pattern, its activations' keep_all cases
+}
+
 TEST(LayerNorm, ReplayOfALayerNormCaseRoundTrips) {
   driver::SuiteOptions options;
   options.samples = 100;
