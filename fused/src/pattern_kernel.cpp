@@ -367,6 +367,10 @@ std::string PatternKernel::Impl::SelectPlan() {
     if (ln_stage->ln_arithmetic != LayerNormArithmetic::f32) {
       return "pattern " + pattern_name(spec.pattern) + ": the layernorm fusions in binary32 need the f32 arithmetic";
     }
+    if (ln_stage->ln_in_float || ln_stage->ln_out_float) {  // they run the norm on their own binary32 rows
+      return "pattern " + pattern_name(spec.pattern) + ": the layernorm fusions in binary32 declare no float "
+             "boundary around the norm (the case declares ln_in_float / ln_out_float)";
+    }
     ln_rows.emplace(ln_stage->ln_order, ln_stage->ln_eps);
     if (m == Mutant::ln_skip_after_norm || spec.fusion == Fusion::skip_add_f32) {
       if (!add_stage) return "pattern " + pattern_name(spec.pattern) + ": the skip fusions need an add stage";

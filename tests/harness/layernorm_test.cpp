@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,12 +168,67 @@ RC_GTEST_PROP(LayerNorm, KernelMatchesTheReferenceInAnyDeclaredOrder, ()) {
   }
   Stage stage = LayerNormStage("ort", row.out);
   stage.ln_order = order;
+  // The graph's float boundaries around the norm (none, bf16 by either subnormal rule, f16), each side on its own.
+  const auto boundary = [] {
+    return *rc::gen::element(std::optional<FloatBoundary>{}, std::optional<FloatBoundary>{FloatBoundary{FloatFormat::bf16}},
+                             std::optional<FloatBoundary>{flush_subnormals_float_boundary(FloatFormat::bf16)},
+                             std::optional<FloatBoundary>{FloatBoundary{FloatFormat::f16}});
+  };
+  stage.ln_in_float = boundary();
+  stage.ln_out_float = boundary();
+  RC_TAG(stage.ln_in_float ? format_float_boundary(*stage.ln_in_float) : "no in boundary");
   const std::vector<int32_t> fused = FusedRow(row, stage), reference = ReferenceRow(row, stage);
   RC_LOG() << format_normalization_order(order) << " n=" << n << " in=" << format_quant_params(row.in);
   for (size_t j = 0; j < fused.size(); ++j) {
     if (fused[j] != reference[j]) RC_LOG() << " j=" << j << " fused " << fused[j] << " reference " << reference[j];
   }
   RC_ASSERT(fused == reference);
+}
+
+// The graph's bf16 boundaries around the norm (Stage::ln_in_float, ln_out_float), by hand. Row A: x = 3 q = (300,
+// 303, 306, 300) stores as (300, 304, 306, 300) (bf16 steps by 2 there; 303 a tie: to even, 304): y = (-0.9623,
+// 0.5774, 1.3472, -0.9623), codes at 1/64 (-61.58, 36.95, 86.22, -61.58) against binary32's (-57.89, 19.30, 96.48,
+// -57.89). Row B: x exact in bf16; y_0 = 1 - 0.125 * 1.341619 = 0.832298 stores as 213/256, which is exactly
+// -21.5 codes at 1/128 - 128: to even, -22 (binary32: -21.47, -21).
+TEST(LayerNorm, Bf16BoundariesRoundXAndYInReferenceAndKernel) {
+  const RowCase a = RowCase{}.with_codes({100, 101, 102, 100}).with_gamma({1, 1, 1, 1}).with_beta({0, 0, 0, 0});
+  RowCase row_a = a;
+  row_a.in = Int8(3.0f, 0);
+  const RowCase row_b = RowCase{}
+                            .with_codes({1, 2, 3, 4})
+                            .with_gamma({0.125f, 0.125f, 0.125f, 0.125f})
+                            .with_beta({1, 1, 1, 1})
+                            .with_out(Int8(1.0f / 128, -128));
+  struct Expected {
+    const RowCase& row;
+    std::vector<int32_t> f32, bf16;
+  };
+  const Expected rows[] = {{row_a, {-58, 19, 96, -58}, {-62, 37, 86, -62}}, {row_b, {-21, -7, 7, 21}, {-22, -7, 7, 21}}};
+  for (const NamedNormalizationOrder& order : named_normalization_orders()) {
+    SCOPED_TRACE(std::string(order.name));
+    for (const Expected& e : rows) {
+      Stage stage = LayerNormStage(std::string(order.name).c_str(), e.row.out);
+      EXPECT_EQ(ReferenceRow(e.row, stage), e.f32);
+      EXPECT_EQ(FusedRow(e.row, stage), e.f32);
+      for (const FloatBoundary& b : {FloatBoundary{FloatFormat::bf16}, flush_subnormals_float_boundary(FloatFormat::bf16)}) {
+        stage.ln_in_float = b;
+        stage.ln_out_float = b;
+        EXPECT_EQ(ReferenceRow(e.row, stage), e.bf16);
+        EXPECT_EQ(FusedRow(e.row, stage), e.bf16);
+      }
+    }
+  }
+  // Each boundary on its own: row A moves by x's (y's rounding adds the -61.5 tie only), row B by y's alone.
+  Stage only_in = LayerNormStage("ort", row_a.out);
+  only_in.ln_in_float = FloatBoundary{FloatFormat::bf16};
+  EXPECT_EQ(ReferenceRow(row_a, only_in), (std::vector<int32_t>{-62, 37, 86, -62}));
+  Stage only_in_b = LayerNormStage("ort", row_b.out);
+  only_in_b.ln_in_float = FloatBoundary{FloatFormat::bf16};
+  EXPECT_EQ(ReferenceRow(row_b, only_in_b), (std::vector<int32_t>{-21, -7, 7, 21}));
+  Stage only_out = LayerNormStage("ort", row_b.out);
+  only_out.ln_out_float = FloatBoundary{FloatFormat::bf16};
+  EXPECT_EQ(ReferenceRow(row_b, only_out), (std::vector<int32_t>{-22, -7, 7, 21}));
+  EXPECT_EQ(FusedRow(row_b, only_out), (std::vector<int32_t>{-22, -7, 7, 21}));
 }
 
 TEST(LayerNorm, QuantizeLinearRoundsHalfToEvenAndSaturates) {
@@ -339,6 +395,83 @@ TEST(LayerNorm, BadParametersAreRefusedNamingTheField) {
                 .find("replay.ln_order"),
             std::string::npos);
   EXPECT_NE(ErrorOf([] { parse_ln_regime("calm", "replay.ln_regime"); }).find("replay.ln_regime"), std::string::npos);
+}
+
+// The float boundaries around the norm: absent by default (no text anywhere: earlier replay strings and results
+// hold); set, in the description and the replay string, which round-trips and replays exactly through the built-in
+// kernel; bad text and a boundary under the integer arithmetic are refused naming the field.
+TEST(LayerNorm, FloatBoundariesRoundTripAndBadOnesNameTheField) {
+  driver::SuiteOptions options;
+  options.samples = 100;
+  CaseSpec spec = driver::PatternCases(options, std::string("fc+add+layernorm")).front();
+  ASSERT_EQ(spec.fusion, Fusion::keep_all);
+  ReplayKey plain_key;
+  plain_key.spec = spec;
+  const std::string plain = format_replay(plain_key);
+  EXPECT_EQ(plain.find("ln_in_float"), std::string::npos) << plain;
+  EXPECT_EQ(describe_pattern(spec.pattern, spec.fusion).find(" in "), std::string::npos);
+  Stage& ln = spec.pattern.stages[1];
+  ln.ln_in_float = FloatBoundary{FloatFormat::bf16};
+  ln.ln_out_float = flush_subnormals_float_boundary(FloatFormat::bf16);
+  const std::string described = describe_pattern(spec.pattern, spec.fusion);
+  EXPECT_NE(described.find(" in bf16:rne:inf:keep_subnormals:nan_payload out bf16:rne:inf:flush_subnormals:nan_payload"),
+            std::string::npos) << described;
+  const PatternDraw d = generators::GeneratePatternDraw(5, 7, 0, spec.pattern, spec.convention, RegionMix{},
+                                                        generators::PatternDrawLimits(spec.pattern));
+  ReplayKey key;
+  key.spec = spec;
+  key.explicit_conv = ExplicitConv{d.conv, d.input, 1, d.stages};
+  const std::string text = format_replay(key);
+  SCOPED_TRACE(text);
+  EXPECT_NE(text.find("ln_in_float=bf16:rne:inf:keep_subnormals:nan_payload"), std::string::npos);
+  EXPECT_NE(text.find("ln_out_float=bf16:rne:inf:flush_subnormals:nan_payload"), std::string::npos);
+  const ReplayKey back = parse_replay(text);
+  EXPECT_EQ(back.spec.pattern, spec.pattern);
+  EXPECT_EQ(format_replay(back), text);
+  const ReplayTrace t = driver::Replay(back);
+  EXPECT_EQ(t.y_reference, t.y_fused);
+  std::string bad = text;
+  bad.replace(bad.find("ln_in_float=bf16"), 16, "ln_in_float=bf17");
+  EXPECT_NE(ErrorOf([&] { parse_replay(bad); }).find("replay.ln_in_float"), std::string::npos);
+  bad = text;
+  bad.replace(bad.find("flush_subnormals"), 16, "flush_everything");
+  EXPECT_NE(ErrorOf([&] { parse_replay(bad); }).find("replay.ln_out_float"), std::string::npos);
+  Pattern integer = spec.pattern;
+  integer.stages[1].ln_arithmetic = LayerNormArithmetic::tflite_int16;
+  integer.stages[1].ln_in_float = std::nullopt;
+  EXPECT_NE(ErrorOf([&] { validate(integer, spec.convention); }).find("layernorm.out_float: a float boundary"),
+            std::string::npos);
+  // The built-in binary32 fusions run their own rows, without the boundaries: refused, saying so.
+  CaseSpec skip = spec;
+  skip.fusion = Fusion::skip_add_f32;
+  skip.comparison = Comparison::cross_convention;
+  ReplayKey skip_key = key;
+  skip_key.spec = skip;
+  EXPECT_NE(ErrorOf([&] { driver::Replay(skip_key); }).find("declare no float boundary"), std::string::npos);
+}
+
+// keep_all with the bf16 boundaries through the driver (--fused lut): every pattern case kept whole passes at
+// tolerance 0 with both boundaries declared, by either subnormal rule.
+TEST(LayerNorm, KeptWholeWithBf16BoundariesPassesAtToleranceZero) {
+  driver::SuiteOptions options;
+  options.samples = 3000;
+  driver::ReferenceCache cache;
+  size_t judged = 0;
+  for (const char* p : {"fc+layernorm+act", "fc+add+layernorm"}) {
+    for (CaseSpec spec : driver::PatternCases(options, std::string(p))) {
+      Stage& ln = *std::find_if(spec.pattern.stages.begin(), spec.pattern.stages.end(),
+                                [](const Stage& s) { return s.kind == StageKind::layernorm; });
+      if (spec.fusion != Fusion::keep_all || ln.ln_arithmetic != LayerNormArithmetic::f32 || ln.ln_features != 0) continue;
+      ln.ln_in_float = FloatBoundary{FloatFormat::bf16};
+      ln.ln_out_float = judged % 2 ? flush_subnormals_float_boundary(FloatFormat::bf16) : FloatBoundary{FloatFormat::bf16};
+      const CaseResult r = driver::RunCase(spec, driver::RunOptions{}, cache);
+      EXPECT_EQ(r.verdict, Verdict::pass) << spec.name;
+      EXPECT_EQ(r.stats.overall.max_abs(), 0) << spec.name;
+      EXPECT_GE(r.stats.overall.count(), 3000u) << spec.name;
+      ++judged;
+    }
+  }
+  EXPECT_GE(judged, 6u);  // per pattern, its activations' keep_all cases
 }
 
 TEST(LayerNorm, ReplayOfALayerNormCaseRoundTrips) {

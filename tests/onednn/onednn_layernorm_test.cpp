@@ -59,9 +59,10 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
   driver::SuiteOptions options;
   for (const std::string pattern : {"fc+layernorm+act", "fc+add+layernorm"}) {
     const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, pattern, ActivationKind::relu);
-    ASSERT_EQ(specs.size(), 3u) << pattern;
+    ASSERT_EQ(specs.size(), 4u) << pattern;
     for (const CaseSpec& spec : specs) {
       const Stage& ln = *find_stage(spec.pattern, StageKind::layernorm);
+      if (ln.ln_in_float) continue;  // the bf16 graph: OneDnnLayerNormBf16Path
       if (spec.comparison == Comparison::cross_convention) {
         EXPECT_EQ(format_declared_normalization_order(ln.ln_order), "ort") << spec.name;
         continue;
@@ -103,6 +104,105 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
       EXPECT_GE(compared, 4000u) << spec.name;
     }
   }
+}
+
+// The rules of oneDNN's bf16 layer norm, restated from its source (docs/summation-orders.md, "bf16") rather than read
+// back from the module: bf16 from avx512_core; vcvtneps2bf16 (subnormals flushed) from avx512_core_bf16.
+bool OffersBf16(dnnl::cpu_isa isa) {
+  using I = dnnl::cpu_isa;
+  return isa == I::avx512_core || isa == I::avx512_core_vnni || isa == I::avx512_core_bf16 || isa == I::avx512_core_amx;
+}
+FloatBoundary ExpectedBf16Boundary(dnnl::cpu_isa isa) {
+  using I = dnnl::cpu_isa;
+  return isa == I::avx512_core_bf16 || isa == I::avx512_core_amx ? flush_subnormals_float_boundary(FloatFormat::bf16)
+                                                                 : FloatBoundary{FloatFormat::bf16};
+}
+
+// The graph with bf16 boundaries around the norm (DQ -> bf16 -> LayerNormalization -> bf16 -> Q), both patterns:
+// declared as oneDNN dispatches (order by implementation, the ISA's subnormal rule), every output of 400 driver draws
+// equals the reference's; the same draws against the f32 graph (no boundary declared) differ somewhere, so the
+// boundaries are what makes the verdict hold. Below avx512_core the case is unsupported, saying why. ctest runs this
+// under the caps AVX2, AVX512_CORE and AVX512_CORE_BF16 (tests/onednn/tests.cmake).
+TEST(OneDnnLayerNormBf16Path, Bf16GraphPassesAtToleranceZeroAndTheF32GraphDoesNot) {
+  driver::SuiteOptions options;
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  for (const std::string pattern : {"fc+layernorm+act", "fc+add+layernorm"}) {
+    std::optional<CaseSpec> bf16;
+    for (const CaseSpec& spec : fused::onednn::OneDnnPatternComparisons(options, pattern, ActivationKind::relu)) {
+      if (find_stage(spec.pattern, StageKind::layernorm)->ln_in_float) bf16 = spec;
+    }
+    ASSERT_TRUE(bf16) << pattern;
+    EXPECT_EQ(bf16->name, pattern + ".relu.int8.onednn.bf16.conv");
+    EXPECT_EQ(bf16->comparison, Comparison::same_convention);
+    const Stage& ln = *find_stage(bf16->pattern, StageKind::layernorm);
+    EXPECT_EQ(*ln.ln_in_float, ExpectedBf16Boundary(isa));
+    EXPECT_EQ(*ln.ln_out_float, ExpectedBf16Boundary(isa));
+    std::string why;
+    std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(*bf16, &why);
+    if (!OffersBf16(isa)) {
+      EXPECT_FALSE(path) << pattern;
+      EXPECT_NE(why.find("no bf16 layer norm at"), std::string::npos) << why;
+      std::printf("%s at %s: unsupported: %s\n", bf16->name.c_str(), fused::onednn::EffectiveIsa().c_str(), why.c_str());
+      continue;
+    }
+    ASSERT_TRUE(path) << bf16->name << ": " << why;
+    const fused::onednn::LayerNormBf16Dispatch dispatch = fused::onednn::DispatchedLayerNormBf16();
+    EXPECT_EQ(format_declared_normalization_order(ln.ln_order),
+              dispatch.norm.implementation == "lnorm_ref:any" ? "onednn_ref" : "onednn_jit_bf16");
+    const Convention conv = reference_convention(*bf16);
+    const reference::ActivationTable table(activation_convention(bf16->pattern, conv));
+    const reference::GraphReference reference(bf16->pattern, conv, &table, 1.0);
+    Pattern f32_graph = bf16->pattern;
+    for (Stage& s : f32_graph.stages) s.ln_in_float = s.ln_out_float = std::nullopt;
+    const reference::GraphReference f32_reference(f32_graph, conv, &table, 1.0);
+    generators::ConvShapeLimits base;
+    base.full_range_weights = true;
+    base.max_batch = path->max_batch();
+    Formulation seven_bit;  // as SameConventionCasesPassAtToleranceZero: u exact at every cap
+    seven_bit.seven_bit_weights = true;
+    base.formulation = seven_bit;
+    const generators::ConvShapeLimits limits = generators::PatternDrawLimits(bf16->pattern, base);
+    uint64_t compared = 0, exact = 0, f32_differs = 0;
+    for (uint32_t d = 0; d < 400; ++d) {
+      const PatternDraw draw =
+          generators::GeneratePatternDraw(1, case_stream_id(*bf16), d, bf16->pattern, bf16->convention, bf16->mix, limits);
+      std::vector<int32_t> y(pattern_output_geometry(bf16->pattern, draw.conv).elements());
+      ASSERT_TRUE(path->Run(draw, y, &why)) << bf16->name << " draw " << d << ": " << why;
+      const std::vector<reference::GraphElement> ref = reference(draw), f32 = f32_reference(draw);
+      ASSERT_EQ(ref.size(), y.size());
+      for (size_t j = 0; j < y.size(); ++j) {
+        EXPECT_EQ(y[j], ref[j].y) << bf16->name << " draw " << d << " element " << j;
+        exact += y[j] == ref[j].y;
+        f32_differs += y[j] != f32[j].y;
+        ++compared;
+      }
+    }
+    std::printf("%s (%s): %llu of %llu samples exact; against the f32 graph %llu differ\n", bf16->name.c_str(),
+                path->last_run().implementation.c_str(), static_cast<unsigned long long>(exact),
+                static_cast<unsigned long long>(compared), static_cast<unsigned long long>(f32_differs));
+    EXPECT_GE(compared, 4000u) << bf16->name;
+    EXPECT_GT(f32_differs, 0u) << bf16->name << ": the bf16 boundaries moved no output: the negative shows nothing";
+  }
+}
+
+// A case declaring only one bf16 boundary, or the unfused variant, is refused naming the fields.
+TEST(OneDnnLayerNormBf16Path, AHalfDeclaredBoundaryIsUnsupportedSayingWhich) {
+  driver::SuiteOptions options;
+  for (const CaseSpec& spec :
+       fused::onednn::OneDnnPatternComparisons(options, "fc+layernorm+act", ActivationKind::relu)) {
+    if (!find_stage(spec.pattern, StageKind::layernorm)->ln_in_float) continue;
+    CaseSpec half = spec;
+    half.pattern.stages[0].ln_out_float = std::nullopt;
+    std::string why;
+    EXPECT_FALSE(fused::onednn::CreatePath(half, &why));
+    EXPECT_NE(why.find("ln_out_float none"), std::string::npos) << why;
+    CaseSpec unfused = spec;
+    unfused.backend = "onednn_unfused";
+    EXPECT_FALSE(fused::onednn::CreatePath(unfused, &why));
+    EXPECT_NE(why.find("use_scale | use_shift only"), std::string::npos) << why;
+    return;
+  }
+  FAIL() << "no bf16 case in fc+layernorm+act";
 }
 
 // A bound on |mu - S / n| for a mean computed in any order (docs/summation-orders.md): the sum's error is at most

@@ -165,6 +165,13 @@ foreach(isa AVX2 AVX512_CORE AVX512_CORE_BF16)
   add_test(NAME onednn.layer_norm_bf16.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormBf16.*)
   set_tests_properties(onednn.layer_norm_bf16.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
 endforeach()
+# The graph with bf16 boundaries around the layer norm as a fused path (--fused onednn, .int8.onednn.bf16): passes at
+# tolerance 0 where oneDNN offers bf16 (AVX512_CORE: the emulated conversion keeps subnormals; AVX512_CORE_BF16:
+# vcvtneps2bf16 flushes them, declared per ISA), unsupported at AVX2; the f32 graph on the same draws differs.
+foreach(isa AVX2 AVX512_CORE AVX512_CORE_BF16)
+  add_test(NAME onednn.layer_norm_bf16_path.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNormBf16Path.*)
+  set_tests_properties(onednn.layer_norm_bf16_path.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
+endforeach()
 # The ISA-dependent bf16 store of a binary32 subnormal (docs/repro/onednn_bf16_subnormal_store.cpp): kept by the
 # emulation at AVX512_CORE, flushed by vcvtneps2bf16 at AVX512_CORE_BF16 (skipped where the CPU has no avx512_bf16,
 # and, 77, below AVX512_CORE).
@@ -184,9 +191,9 @@ foreach(isa SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_AMX)
   add_test(NAME onednn.layernorm_chains.${isa} COMMAND onednn_tests --gtest_filter=OneDnnLayerNorm.*)
   set_tests_properties(onednn.layernorm_chains.${isa} PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=${isa}" TIMEOUT 300)
 endforeach()
-# The same cases end to end: oneDNN's layer norm chain of fc+add+layernorm passes at tolerance 0, fused and unfused,
-# and ONNX Runtime's order against it is a measurement.
-fusediff_add_cli_test(onednn_layernorm_chains 0 "2 passed, 0 failed, 0 unsupported, 1 cross-convention measurements"
+# The same cases end to end: oneDNN's layer norm chain of fc+add+layernorm passes at tolerance 0, fused, unfused and
+# with the graph's bf16 boundaries (the bf16 primitive), and ONNX Runtime's order against it is a measurement.
+fusediff_add_cli_test(onednn_layernorm_chains 0 "3 passed, 0 failed, 0 unsupported, 1 cross-convention measurements"
                       run --fused onednn --pattern fc+add+layernorm --samples 3000)
 set_tests_properties(cli.onednn_layernorm_chains PROPERTIES ENVIRONMENT "DNNL_MAX_CPU_ISA=AVX512_CORE_VNNI"
                      SKIP_REGULAR_EXPRESSION "${fusediff_dispatch_below_vnni}")

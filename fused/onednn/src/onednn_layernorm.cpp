@@ -10,10 +10,15 @@
 //                onednn_unfused:  layer_normalization_forward without scale or shift, binary mul by gamma, binary
 //                                 add of beta (each one binary32 rounding);
 //              then QuantizeLinear (the stage's declared rule: the exact quotient rounded half to even), here;
+//              where the graph declares bf16 boundaries around the norm (ln_in_float, ln_out_float), a reorder
+//              stores x in bf16 and the bf16 primitive (use_scale | use_shift, f32 statistics) writes y in bf16,
+//              read back exactly (DispatchedLayerNormBf16);
 //   act:       (fc+layernorm+act) dequantize, eltwise, quantize reorders: binary32 post-ops (docs/onednn.md).
 // The norm's order is declared per implementation and ISA (DispatchedLayerNorm; docs/summation-orders.md): the suite
 // declares the one oneDNN dispatches to, read from impl_info_str() and get_effective_cpu_isa().
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <cmath>
 #include <cstdint>
 #include <unordered_map>
@@ -39,6 +44,11 @@ bool JitLayerNormIsa(dnnl::cpu_isa isa) {
     if (isa == i) return true;
   }
   return false;
+}
+
+// Where oneDNN converts binary32 to bf16 with vcvtneps2bf16 (mayiuse(avx512_core_bf16)), flushing subnormals.
+bool ConvertsBf16Natively(dnnl::cpu_isa isa) {
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
 dnnl::normalization_flags Flags(bool scale_shift) {
@@ -78,6 +88,34 @@ LayerNormDispatch DispatchedLayerNorm(bool scale_shift) {
   return d;
 }
 
+LayerNormBf16Dispatch DispatchedLayerNormBf16() {
+  LayerNormBf16Dispatch d;
+  d.norm.isa = EffectiveIsa();
+  d.boundary = ConvertsBf16Natively(dnnl::get_effective_cpu_isa()) ? flush_subnormals_float_boundary(FloatFormat::bf16)
+                                                                    : FloatBoundary{FloatFormat::bf16};
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const memory::desc data({2, 8}, DataType::bf16, Tag::ab);
+  const memory::desc stat({2}, DataType::f32, Tag::a);
+  const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data, stat, 1e-5f,
+                                                     Flags(true));
+  try {
+    d.norm.implementation = dnnl::layer_normalization_forward::primitive_desc(desc, engine).impl_info_str();
+  } catch (const dnnl::error&) {  // below avx512_core: no implementation takes bf16
+    d.norm.implementation = "no bf16 layer norm at " + d.norm.isa + " (oneDNN offers bf16 from avx512_core)";
+    return d;
+  }
+  if (d.norm.implementation == "simple_layer_normalization:any") {
+    d.norm.name = "onednn_jit_bf16";
+  } else if (d.norm.implementation == "lnorm_ref:any") {
+    d.norm.name = "onednn_ref";
+  } else {
+    return d;
+  }
+  d.norm.order = named_normalization_order(d.norm.name, "oneDNN bf16 layer norm");
+  d.norm.declared = true;
+  return d;
+}
+
 namespace detail {
 namespace {
 
@@ -86,9 +124,9 @@ using Args = std::unordered_map<int, memory>;
 class LayerNormPath final : public FusedPath {
  public:
   LayerNormPath(const CaseSpec& spec, OneDnnVariant variant, LayerNormDispatch dispatch, Quant u, Quant residual,
-                Quant sum, Quant norm_out, std::optional<EltwiseAlgorithm> eltwise, Quant y)
+                Quant sum, Quant norm_out, std::optional<EltwiseAlgorithm> eltwise, Quant y, bool bf16)
       : spec_(spec), variant_(variant), dispatch_(std::move(dispatch)), u_(u), residual_(residual), sum_(sum),
-        norm_out_(norm_out), eltwise_(eltwise), y_(y) {}
+        norm_out_(norm_out), eltwise_(eltwise), y_(y), bf16_(bf16) {}
 
   bool Run(const PatternDraw& draw, std::span<int32_t> y, std::string* rejected) override;
   std::vector<std::string> implementations() const override { return implementations_; }
@@ -109,6 +147,8 @@ class LayerNormPath final : public FusedPath {
   memory Quantize(memory& values, const Quant& q, std::string& impl);
   memory Binary(dnnl::algorithm alg, memory& a, memory& b, std::string& impl);
   memory Normalize(memory& x, const StageOperands& ln, std::string& impl);
+  memory ToBf16(memory& values, std::string& impl);
+  memory FromBf16(memory& values);
   void note(const std::string& implementation) {
     last_implementation_ = implementation;
     if (std::find(implementations_.begin(), implementations_.end(), implementation) == implementations_.end()) {
@@ -122,6 +162,7 @@ class LayerNormPath final : public FusedPath {
   Quant u_, residual_, sum_, norm_out_;
   std::optional<EltwiseAlgorithm> eltwise_;
   Quant y_;
+  bool bf16_ = false;  // the graph's bf16 boundaries around the norm: the bf16 primitive
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   std::vector<std::string> implementations_;
@@ -233,14 +274,39 @@ memory LayerNormPath::Binary(dnnl::algorithm alg, memory& a, memory& b, std::str
   return out;
 }
 
-memory LayerNormPath::Normalize(memory& x, const StageOperands& ln, std::string& impl) {
+// x stored in bf16 by oneDNN's reorder (nearest even; the ISA's subnormal rule: DispatchedLayerNormBf16).
+memory LayerNormPath::ToBf16(memory& values, std::string& impl) {
+  memory out = CodesMemory(values.get_desc().dims(), DataType::bf16);
+  const dnnl::reorder::primitive_desc pd(engine_, values.get_desc(), engine_, out.get_desc());
+  dnnl::reorder(pd).execute(stream_, values, out);
+  impl += "; to bf16: " + std::string(pd.impl_info_str());
+  return out;
+}
+
+// bf16 values read as binary32 (exact: the bits become binary32's upper half).
+memory LayerNormPath::FromBf16(memory& values) {
+  stream_.wait();
+  memory out = Floats(values.get_desc().dims());
+  const uint8_t* bytes = static_cast<const uint8_t*>(values.get_data_handle());
+  float* f = static_cast<float*>(out.get_data_handle());
+  const size_t n = values.get_desc().get_size() / 2;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h = 0;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    f[i] = std::bit_cast<float>(uint32_t{h} << 16);
+  }
+  return out;
+}
+
+memory LayerNormPath::Normalize(memory& x_f32, const StageOperands& ln, std::string& impl) {
   const Stage* stage = find_stage(spec_.pattern, StageKind::layernorm);
+  memory x = bf16_ ? ToBf16(x_f32, impl) : x_f32;
   const memory::dims dims = x.get_desc().dims();
   const memory::desc stat({dims[0]}, DataType::f32, Tag::a), channel({1, dims[1]}, DataType::f32, Tag::ab);
   const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, x.get_desc(), stat,
                                                      stage->ln_eps, Flags(!unfused()));
   const dnnl::layer_normalization_forward::primitive_desc pd(desc, engine_);
-  memory y = Floats(dims);
+  memory y = bf16_ ? CodesMemory(dims, DataType::bf16) : Floats(dims);
   std::vector<float> gamma = ln.gamma, beta = ln.beta;
   memory gamma_mem(channel, engine_, gamma.data()), beta_mem(channel, engine_, beta.data());
   Args args{{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}};
@@ -252,6 +318,7 @@ memory LayerNormPath::Normalize(memory& x, const StageOperands& ln, std::string&
   dnnl::layer_normalization_forward(pd).execute(stream_, args);
   impl += "; lnorm: " + std::string(pd.impl_info_str()) + " at " + dispatch_.isa + " (declared " + dispatch_.name + ")";
   stream_.wait();  // gamma and beta live on this frame
+  if (bf16_) return FromBf16(y);
   if (!unfused()) return y;
   memory scaled = Binary(dnnl::algorithm::binary_mul, y, gamma_mem, impl);
   memory shifted = Binary(dnnl::algorithm::binary_add, scaled, beta_mem, impl);
@@ -283,7 +350,7 @@ bool LayerNormPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::stri
   floats_.clear();
   codes_.clear();
   floats_.reserve(16);
-  codes_.reserve(8);
+  codes_.reserve(12);
   std::string impl;
   try {
     memory u = InnerProduct(conv, draw.input, impl, rejected);
@@ -329,6 +396,22 @@ bool LayerNormPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::stri
 }
 
 
+// Why oneDNN's bf16 layer norm cannot run the stage's declared float boundaries; empty when it can. The case's rules
+// (and order) are the graph's: a wrong subnormal rule is a wrong declaration, which the comparison shows.
+std::string Bf16BoundaryProblem(const Stage& ln, OneDnnVariant variant) {
+  if (!ln.ln_in_float || !ln.ln_out_float || ln.ln_in_float->format != FloatFormat::bf16 ||
+      ln.ln_out_float->format != FloatFormat::bf16) {
+    return "oneDNN's bf16 layer norm rounds both x and y to bf16: the case declares ln_in_float " +
+           (ln.ln_in_float ? format_float_boundary(*ln.ln_in_float) : std::string("none")) + ", ln_out_float " +
+           (ln.ln_out_float ? format_float_boundary(*ln.ln_out_float) : std::string("none"));
+  }
+  if (variant != OneDnnVariant::fused) {
+    return "oneDNN's bf16 layer norm runs with use_scale | use_shift only here (the unfused binary mul and add in bf16 "
+           "are not declared)";
+  }
+  return {};
+}
+
 std::optional<Quant> EightBit(const QuantParams& q) {
   const std::optional<DataType> t = EightBitDataType(q.type);
   if (!t) return std::nullopt;
@@ -354,7 +437,16 @@ std::unique_ptr<FusedPath> CreateLayerNormPath(const CaseSpec& spec, std::string
     return Unsupported(why, "oneDNN 2.6 normalizes in f32 (no int8 layer norm); the case declares " +
                                 std::string(to_string(ln.ln_arithmetic)));
   }
-  LayerNormDispatch dispatch = DispatchedLayerNorm(variant == OneDnnVariant::fused);
+  const bool bf16 = ln.ln_in_float || ln.ln_out_float;
+  LayerNormDispatch dispatch;
+  if (bf16) {
+    const std::string problem = Bf16BoundaryProblem(ln, variant);
+    if (!problem.empty()) return Unsupported(why, problem);
+    dispatch = DispatchedLayerNormBf16().norm;
+    if (!dispatch.declared) return Unsupported(why, "oneDNN's bf16 layer norm: " + dispatch.implementation);
+  } else {
+    dispatch = DispatchedLayerNorm(variant == OneDnnVariant::fused);
+  }
   if (!dispatch.declared) {
     return Unsupported(why, "oneDNN runs its layer norm as " + dispatch.implementation +
                                 ", whose summation order is not declared (docs/summation-orders.md)");
@@ -390,7 +482,8 @@ std::unique_ptr<FusedPath> CreateLayerNormPath(const CaseSpec& spec, std::string
     y = *out;
   }
   if (why != nullptr) why->clear();
-  return std::make_unique<LayerNormPath>(spec, variant, std::move(dispatch), *u, residual, sum, norm_out, eltwise, y);
+  return std::make_unique<LayerNormPath>(spec, variant, std::move(dispatch), *u, residual, sum, norm_out, eltwise, y,
+                                         bf16);
 }
 
 }  // namespace detail

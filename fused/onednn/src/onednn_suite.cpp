@@ -176,7 +176,11 @@ CaseSpec ChainCase(const SuiteOptions& options, const Convention& c, Pattern pat
 //   .int8.onednn:            use_scale | use_shift, declared in the order oneDNN dispatches to (DispatchedLayerNorm:
 //                            onednn_jit, onednn_cpp or onednn_ref by implementation and ISA): a verdict;
 //   .ort.int8.onednn.cross:  the same path, the case declared in ONNX Runtime's order: a measurement;
-//   .int8.onednn_unfused:    the norm without scale or shift, then binary mul and add, in its dispatched order.
+//   .int8.onednn_unfused:    the norm without scale or shift, then binary mul and add, in its dispatched order;
+//   .int8.onednn.bf16:       a graph with bf16 boundaries around the norm (DQ -> bf16 -> LayerNormalization -> bf16
+//                            -> Q: ln_in_float, ln_out_float), run by the bf16 primitive and declared as it
+//                            dispatches (DispatchedLayerNormBf16: onednn_jit_bf16 or onednn_ref, the ISA's subnormal
+//                            rule): a verdict; below avx512_core the path says it is unsupported.
 std::vector<CaseSpec> LayerNormComparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind,
                                            const Convention& c) {
   const bool skip = pattern == "fc+add+layernorm";
@@ -210,6 +214,17 @@ std::vector<CaseSpec> LayerNormComparisons(const SuiteOptions& options, const st
     declared.stages[skip ? 1 : 0].ln_order = k.order;
     specs.push_back(ChainCase(options, c, std::move(declared), k.backend, k.comparison,
                               pattern + "." + std::string(to_string(kind)) + "." + k.label + ".conv"));
+  }
+  if (options.backend != kUnfused) {
+    const LayerNormBf16Dispatch bf16 = DispatchedLayerNormBf16();
+    Pattern declared = base;
+    Stage& ln_bf16 = declared.stages[skip ? 1 : 0];
+    // Undeclared (below avx512_core): the jit kernel's order stands in; the path refuses the case, saying why.
+    ln_bf16.ln_order = bf16.norm.declared ? bf16.norm.order : named_normalization_order("onednn_jit_bf16", "suite");
+    ln_bf16.ln_in_float = bf16.boundary;
+    ln_bf16.ln_out_float = bf16.boundary;
+    specs.push_back(ChainCase(options, c, std::move(declared), kFused, Comparison::same_convention,
+                              pattern + "." + std::string(to_string(kind)) + ".int8.onednn.bf16.conv"));
   }
   return specs;
 }

@@ -1,6 +1,7 @@
 // Fused kernel of stage kind `layernorm` in its declared arithmetic (or, under Fusion::norm_other_arithmetic, the
 // stage's ln_fused_arithmetic). tflite_int16: TFLite's integer layer norm (tflite_layer_norm.h). f32 arithmetic: each row of codes dequantized in binary32 (DequantizeLinear),
-// normalized in the declared order, quantized (QuantizeLinear), as ONNX Runtime runs DQ -> LayerNormalization -> Q.
+// normalized in the declared order, quantized (QuantizeLinear), as ONNX Runtime runs DQ -> LayerNormalization -> Q;
+// x and y stored at the stage's declared float boundaries where it has them (float16.h StoreAs: bf16's bit rounding).
 // The sums are this file's own lanes and accumulators (layer_norm_rows.h), written from model/summation_order.h's
 // definitions. Mutants select a variant here, once: ln-drop-eps, ln-eps-after-sqrt, ln-mean-wrong-axis (defects),
 // ln-one-pass-variance and ln-bf16-variance (another order).
@@ -10,9 +11,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fusediff/fused/float16.h"
 #include "fusediff/fused/stage_kernel.h"
 #include "fusediff/model/errors.h"
 
@@ -212,7 +215,7 @@ namespace {
 class LayerNormKernel final : public StageKernel {
  public:
   LayerNormKernel(const Stage& s, const QuantParams& in, const NormalizationOrder& order, LayerNormDefects defects)
-      : rows_(order, s.ln_eps, defects), in_(in), out_(s.out) {}
+      : rows_(order, s.ln_eps, defects), in_(in), out_(s.out), in_float_(s.ln_in_float), out_float_(s.ln_out_float) {}
   void Run(const StageOperands& ops, StageTensor& t) const override {
     const size_t features = static_cast<size_t>(t.shape.channels);
     if (ops.gamma.size() != features || ops.beta.size() != features) {
@@ -220,14 +223,18 @@ class LayerNormKernel final : public StageKernel {
                        std::to_string(features) + ")");
     }
     std::vector<float> x(t.codes.size()), y(t.codes.size());
-    for (size_t i = 0; i < x.size(); ++i) x[i] = in_.scale * static_cast<float>(t.codes[i] - in_.zero_point);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = in_.scale * static_cast<float>(t.codes[i] - in_.zero_point);
+      if (in_float_) x[i] = StoreAs(x[i], *in_float_);  // the graph's float boundary before the norm
+    }
     rows_.Run(x, features, ops.gamma, ops.beta, y);
-    for (size_t i = 0; i < y.size(); ++i) t.codes[i] = QuantizeLinear(y[i], out_);
+    for (size_t i = 0; i < y.size(); ++i) t.codes[i] = QuantizeLinear(out_float_ ? StoreAs(y[i], *out_float_) : y[i], out_);
   }
 
  private:
   LayerNormRows rows_;
   QuantParams in_, out_;
+  std::optional<FloatBoundary> in_float_, out_float_;  // model/pattern.h Stage::ln_in_float, ln_out_float
 };
 
 // tflite_int16: v = q - z_in as int16, TFLite's integer row (tflite_layer_norm.h), the operands prepared per draw.

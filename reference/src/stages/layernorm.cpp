@@ -1,6 +1,7 @@
 // Reference of stage kind `layernorm` in its declared arithmetic (model/pattern.h LayerNormArithmetic). f32: per row
 // of features, the dequantized values x_j = fl32(s_in (q_j - z_in)), LayerNormInOrder (summation.h) by the stage's
-// declared order, then ONNX's QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to
+// declared order (x and y each stored at the stage's declared float boundary, ln_in_float / ln_out_float, where it
+// has one), then ONNX's QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to
 // even, + z_out, saturated. tflite_int16: TFLite's integer layer norm from its definition (tflite_layer_norm.h).
 // Under ln_regime exact_rows each row is first checked exact in every order (summation.h
 // LayerNormStatsAreExactInEveryOrder): a row that is not is a harness bug, thrown.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/stage_eval.h"
 #include "fusediff/reference/stages.h"
 #include "fusediff/reference/summation.h"
@@ -98,13 +100,18 @@ class LayerNormReference final : public ReferenceStage {
                            ") is not exact in every order: the draw broke the regime (a harness bug)");
   }
   // f32: x_j = fl32(s_in (q_j - z_in)) (the code difference is exact in binary32, |q - z| < 2^17; the product one
-  // binary32 rounding), LayerNormInOrder, QuantizeLinear.
+  // binary32 rounding), stored at ln_in_float where declared, LayerNormInOrder, y_j stored at ln_out_float where
+  // declared (float_formats.h RoundToFormat: the format's definition on exact integers), QuantizeLinear.
   static void F32Row(const Stage& stage, const StageInputs& in, std::span<GraphElement> e, RegionSet row_regions) {
     std::vector<float> x(e.size());
-    for (size_t j = 0; j < e.size(); ++j) x[j] = in.in.scale * static_cast<float>(int64_t{e[j].y} - in.in.zero_point);
+    for (size_t j = 0; j < e.size(); ++j) {
+      x[j] = in.in.scale * static_cast<float>(int64_t{e[j].y} - in.in.zero_point);
+      if (stage.ln_in_float) x[j] = RoundToFormat(x[j], *stage.ln_in_float);
+    }
     const LayerNormRow y = LayerNormInOrder(stage.ln_order, x, in.operands.gamma, in.operands.beta, stage.ln_eps);
     for (size_t j = 0; j < e.size(); ++j) {
-      const StageRounding r = QuantizeLinearHalfEven(y.y[j], stage.out);
+      const float yj = stage.ln_out_float ? RoundToFormat(y.y[j], *stage.ln_out_float) : y.y[j];
+      const StageRounding r = QuantizeLinearHalfEven(yj, stage.out);
       e[j].regions = row_regions | RoundingRegions(r.saturated, r.tie_distance);
       e[j].y = r.code;
     }

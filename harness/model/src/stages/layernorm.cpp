@@ -1,6 +1,7 @@
 // Stage kind `layernorm`: each row of the tensor it reads (the producer's output features, the last axis) normalized
 // by the stage's declared arithmetic (model/pattern.h LayerNormArithmetic) and order (model/summation_order.h), with
-// gamma and beta per feature from the draw and eps a stage parameter, rounded into its own boundary `out`. A row's
+// gamma and beta per feature from the draw and eps a stage parameter, rounded into its own boundary `out`; optional
+// declared float boundaries around the norm (ln_in_float, ln_out_float: ln_in_float=bf16:... in a replay string). A row's
 // outputs depend on every element of it: not elementwise.
 #include <cmath>
 #include <string>
@@ -30,6 +31,11 @@ class LayerNormStage final : public StageKindModule {
     fusediff::validate(s.ln_fused_order.mean, field + ".fused_order.mean");
     fusediff::validate(s.ln_fused_order.variance, field + ".fused_order.var");
     fusediff::validate(s.out, field + ".out");
+    if ((s.ln_in_float || s.ln_out_float) && s.ln_arithmetic != LayerNormArithmetic::f32) {
+      throw InputError(field + (s.ln_in_float ? ".in_float" : ".out_float") +
+                       ": a float boundary around the norm needs arithmetic f32, got " +
+                       std::string(to_string(s.ln_arithmetic)));
+    }
     if (s.ln_arithmetic == LayerNormArithmetic::tflite_int16) ValidateIntegerBoundaries(in, s.out, field);
     if (s.ln_regime == LnRegime::exact_rows) ValidateExactRowsInput(in, field);
   }
@@ -41,6 +47,8 @@ class LayerNormStage final : public StageKindModule {
     if (fusion == Fusion::norm_other_arithmetic) part += " fused arithmetic " + std::string(to_string(s.ln_fused_arithmetic));
     part += " regime " + std::string(to_string(s.ln_regime));
     if (s.ln_features != 0) part += " features " + std::to_string(s.ln_features);
+    if (s.ln_in_float) part += " in " + format_float_boundary(*s.ln_in_float);
+    if (s.ln_out_float) part += " out " + format_float_boundary(*s.ln_out_float);
     return part + " o=" + format_quant_params(s.out);
   }
 
@@ -56,6 +64,9 @@ class LayerNormStage final : public StageKindModule {
       if (s.ln_fused_arithmetic != Stage{}.ln_fused_arithmetic) {  // absent: the default (earlier strings hold)
         f.emplace_back("ln_fused_arithmetic", std::string(to_string(s.ln_fused_arithmetic)));
       }
+      // absent: none (earlier strings hold)
+      if (s.ln_in_float) f.emplace_back("ln_in_float", format_float_boundary(*s.ln_in_float));
+      if (s.ln_out_float) f.emplace_back("ln_out_float", format_float_boundary(*s.ln_out_float));
     }
     return f;
   }
@@ -70,6 +81,8 @@ class LayerNormStage final : public StageKindModule {
     if (f.has("ln_fused_arithmetic")) {
       s.ln_fused_arithmetic = parse_layer_norm_arithmetic(f.take("ln_fused_arithmetic"), "replay.ln_fused_arithmetic");
     }
+    if (f.has("ln_in_float")) s.ln_in_float = parse_float_boundary(f.take("ln_in_float"), "replay.ln_in_float");
+    if (f.has("ln_out_float")) s.ln_out_float = parse_float_boundary(f.take("ln_out_float"), "replay.ln_out_float");
   }
 
   std::vector<StageField> results_fields(const Stage& s) const override {
@@ -83,13 +96,16 @@ class LayerNormStage final : public StageKindModule {
     if (s.ln_fused_arithmetic != Stage{}.ln_fused_arithmetic) {  // absent: the default (earlier results hold)
       f.push_back({"fused_arithmetic", std::string(to_string(s.ln_fused_arithmetic))});
     }
+    if (s.ln_in_float) f.push_back({"in_float", format_float_boundary(*s.ln_in_float)});  // absent: none
+    if (s.ln_out_float) f.push_back({"out_float", format_float_boundary(*s.ln_out_float)});
     return f;
   }
   // norm_other_order is judged on exact rows where the two orders agree there (model/summation_order.h).
   std::string fusion_keeps_meaning(const Stage& s, const Pattern&, Fusion fusion, const Convention&,
                                    std::span<const int32_t>) const override {
+    // A float boundary before the norm rounds x off the exact rows' lattice (sum delta_j = 0 no longer holds).
     if (fusion != Fusion::norm_other_order || s.ln_regime != LnRegime::exact_rows ||
-        s.ln_arithmetic != LayerNormArithmetic::f32) {
+        s.ln_arithmetic != LayerNormArithmetic::f32 || s.ln_in_float) {
       return {};
     }
     if (!exact_rows_difference(s.ln_order, s.ln_fused_order).empty()) return {};
@@ -107,6 +123,8 @@ class LayerNormStage final : public StageKindModule {
     s.ln_features = f.integer("features");
     s.out = f.quant("out");
     if (f.has("fused_arithmetic")) s.ln_fused_arithmetic = f.parsed("fused_arithmetic", parse_layer_norm_arithmetic);
+    if (f.has("in_float")) s.ln_in_float = f.parsed("in_float", parse_float_boundary);
+    if (f.has("out_float")) s.ln_out_float = f.parsed("out_float", parse_float_boundary);
   }
 
  private:

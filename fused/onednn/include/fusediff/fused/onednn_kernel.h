@@ -102,6 +102,19 @@ struct LayerNormDispatch {
 };
 LayerNormDispatch DispatchedLayerNorm(bool scale_shift);
 
+// oneDNN 2.6.3's bf16 layer_normalization_forward (bf16 src and dst, f32 mean and variance, use_scale | use_shift)
+// as it dispatches here, and the graph's float boundaries it runs (docs/summation-orders.md, "bf16"): order
+// onednn_jit_bf16 (simple_layer_normalization) or onednn_ref (lnorm_ref); x and y each rounded once from binary32 to
+// bf16, nearest even, by vcvtneps2bf16 where mayiuse(avx512_core_bf16) (binary32 subnormals flushed to +-0), else by
+// bf16_emulation_t (subnormals kept): the norm's y store (jit_uni_layer_normalization_kernels.cpp:140-162) and the
+// f32 -> bf16 reorder of x (jit_uni_reorder.cpp:284-289, 571-576) test the same ISA. Below avx512_core oneDNN has
+// no bf16 layer norm (platform::has_data_type_support): `norm.declared` false, `norm.implementation` saying so.
+struct LayerNormBf16Dispatch {
+  LayerNormDispatch norm;
+  FloatBoundary boundary;  // of x before the norm and of y after it
+};
+LayerNormBf16Dispatch DispatchedLayerNormBf16();
+
 // oneDNN 2.6.3's brgconv dies with SIGSEGV on an output row whose kernel rows all fall in the padding (docs/onednn.md,
 // "brgconv: an empty kernel range crashes"; docs/repro/onednn_brgconv_empty_kernel_range.cpp). Its conditions, from
 // the library's source, on what fusediff sees before executing (oneDNN's geometry: dilate_h 0 is dense):

@@ -36,7 +36,9 @@ std::vector<CaseSpec> OneDnnFloatConvComparisons(const SuiteOptions& options, Ac
 //                       PATTERN.ACT.int8.onednn.conv (layer_normalization_forward with use_scale | use_shift, declared
 //                       in the order oneDNN dispatches to: DispatchedLayerNorm), .ort.int8.onednn.cross.conv (the same
 //                       path declared in ONNX Runtime's order: no verdict), .int8.onednn_unfused.conv (the norm
-//                       without scale or shift, binary mul and add), every boundary kept as codes.
+//                       without scale or shift, binary mul and add), .int8.onednn.bf16.conv (the graph with bf16
+//                       boundaries around the norm, run by the bf16 primitive: DispatchedLayerNormBf16; unsupported
+//                       below avx512_core), every boundary kept as codes.
 // `--fused onednn_unfused` keeps the unfused ones only. Empty for any other pattern.
 std::vector<CaseSpec> OneDnnPatternComparisons(const SuiteOptions& options, const std::string& pattern, ActivationKind kind);
 // The patterns and activations of oneDNN's chains in the default suite (and with --pattern): a few representatives.

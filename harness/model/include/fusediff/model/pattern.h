@@ -211,6 +211,12 @@ struct Stage {
   NormalizationOrder ln_fused_order = named_normalization_order("onednn_jit", "layernorm.fused_order");
   LnRegime ln_regime = LnRegime::mixed;
   int32_t ln_features = 0;
+  // The graph's float boundaries around the norm (f32 arithmetic only; docs/patterns.md "LayerNorm"): x_j stored in
+  // ln_in_float's format and read back before the norm, y_j stored in ln_out_float's before QuantizeLinear, each by
+  // its declared rules (model/batchnorm.h FloatBoundary), as oneDNN's bf16 graph DQ -> bf16 -> LayerNormalization
+  // -> bf16 -> Q runs. Part of the graph (a convention), not of a fused path's declaration. Absent: x and y stay
+  // binary32 (ONNX Runtime's f32 graph).
+  std::optional<FloatBoundary> ln_in_float, ln_out_float;
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
