@@ -397,6 +397,20 @@ TEST(LayerNorm, BadParametersAreRefusedNamingTheField) {
   EXPECT_NE(ErrorOf([] { parse_ln_regime("calm", "replay.ln_regime"); }).find("replay.ln_regime"), std::string::npos);
 }
 
+// One draw of `spec` (seed 5, case 7, draw 0) and the replay key that spells its operands out.
+struct DrawAndKey {
+  PatternDraw draw;
+  ReplayKey key;
+};
+DrawAndKey OneDrawKey(const CaseSpec& spec) {
+  DrawAndKey out{generators::GeneratePatternDraw(5, 7, 0, spec.pattern, spec.convention, RegionMix{},
+                                                 generators::PatternDrawLimits(spec.pattern)),
+                 ReplayKey{}};
+  out.key.spec = spec;
+  out.key.explicit_conv = ExplicitConv{out.draw.conv, out.draw.input, 1, out.draw.stages};
+  return out;
+}
+
 // The float boundaries around the norm: absent by default (no text anywhere: earlier replay strings and results
 // hold); set, in the description and the replay string, which round-trips and replays exactly through the built-in
 // kernel; bad text and a boundary under the integer arithmetic are refused naming the field.
@@ -416,11 +430,7 @@ TEST(LayerNorm, FloatBoundariesRoundTripAndBadOnesNameTheField) {
   const std::string described = describe_pattern(spec.pattern, spec.fusion);
   EXPECT_NE(described.find(" in bf16:rne:inf:keep_subnormals:nan_payload out bf16:rne:inf:flush_subnormals:nan_payload"),
             std::string::npos) << described;
-  const PatternDraw d = generators::GeneratePatternDraw(5, 7, 0, spec.pattern, spec.convention, RegionMix{},
-                                                        generators::PatternDrawLimits(spec.pattern));
-  ReplayKey key;
-  key.spec = spec;
-  key.explicit_conv = ExplicitConv{d.conv, d.input, 1, d.stages};
+  const ReplayKey key = OneDrawKey(spec).key;
   const std::string text = format_replay(key);
   SCOPED_TRACE(text);
   EXPECT_NE(text.find("ln_in_float=bf16:rne:inf:keep_subnormals:nan_payload"), std::string::npos);
@@ -479,11 +489,7 @@ TEST(LayerNorm, ReplayOfALayerNormCaseRoundTrips) {
   options.samples = 100;
   for (const char* name : {"fc+layernorm+act", "fc+add+layernorm"}) {
     const CaseSpec spec = driver::PatternCases(options, std::string(name)).front();
-    const PatternDraw d = generators::GeneratePatternDraw(5, 7, 0, spec.pattern, spec.convention, RegionMix{},
-                                                          generators::PatternDrawLimits(spec.pattern));
-    ReplayKey key;
-    key.spec = spec;
-    key.explicit_conv = ExplicitConv{d.conv, d.input, 1, d.stages};
+    const auto [d, key] = OneDrawKey(spec);
     const std::string text = format_replay(key);
     SCOPED_TRACE(text);
     const ReplayKey back = parse_replay(text);
