@@ -1,7 +1,8 @@
 // Fused kernel of stage kind `layernorm` in its declared arithmetic (or, under Fusion::norm_other_arithmetic, the
-// stage's ln_fused_arithmetic). tflite_int16: TFLite's integer layer norm (tflite_layer_norm.h). f32 arithmetic: each row of codes dequantized in binary32 (DequantizeLinear),
-// normalized in the declared order, quantized (QuantizeLinear), as ONNX Runtime runs DQ -> LayerNormalization -> Q;
-// x and y stored at the stage's declared float boundaries where it has them (float16.h StoreAs: bf16's bit rounding).
+// stage's ln_fused_arithmetic). tflite_int16: TFLite's integer layer norm (tflite_layer_norm.h). f32: each row of
+// codes dequantized in binary32 (DequantizeLinear), normalized in the declared order, quantized (QuantizeLinear), as
+// ONNX Runtime runs DQ -> LayerNormalization -> Q; x and y stored at the stage's declared float boundaries where it
+// has them (float16.h StoreAs: bf16's bit rounding).
 // The sums are this file's own lanes and accumulators (layer_norm_rows.h), written from model/summation_order.h's
 // definitions. Mutants select a variant here, once: ln-drop-eps, ln-eps-after-sqrt, ln-mean-wrong-axis (defects),
 // ln-one-pass-variance and ln-bf16-variance (another order).
@@ -212,16 +213,22 @@ int32_t QuantizeLinear(float y, const QuantParams& out) {
 
 namespace {
 
+// The row length (the tensor's channels), once gamma and beta hold one value per feature.
+size_t RowLength(const StageOperands& ops, const StageTensor& t) {
+  const size_t features = static_cast<size_t>(t.shape.channels);
+  if (ops.gamma.size() != features || ops.beta.size() != features) {
+    throw InputError("pattern draw: layernorm's gamma and beta do not hold one value per feature (" +
+                     std::to_string(features) + ")");
+  }
+  return features;
+}
+
 class LayerNormKernel final : public StageKernel {
  public:
   LayerNormKernel(const Stage& s, const QuantParams& in, const NormalizationOrder& order, LayerNormDefects defects)
       : rows_(order, s.ln_eps, defects), in_(in), out_(s.out), in_float_(s.ln_in_float), out_float_(s.ln_out_float) {}
   void Run(const StageOperands& ops, StageTensor& t) const override {
-    const size_t features = static_cast<size_t>(t.shape.channels);
-    if (ops.gamma.size() != features || ops.beta.size() != features) {
-      throw InputError("pattern draw: layernorm's gamma and beta do not hold one value per feature (" +
-                       std::to_string(features) + ")");
-    }
+    const size_t features = RowLength(ops, t);
     std::vector<float> x(t.codes.size()), y(t.codes.size());
     for (size_t i = 0; i < x.size(); ++i) {
       x[i] = in_.scale * static_cast<float>(t.codes[i] - in_.zero_point);
@@ -242,11 +249,7 @@ class TfliteLayerNormKernel final : public StageKernel {
  public:
   TfliteLayerNormKernel(const QuantParams& in, const QuantParams& out) : in_(in), out_(out) {}
   void Run(const StageOperands& ops, StageTensor& t) const override {
-    const size_t features = static_cast<size_t>(t.shape.channels);
-    if (ops.gamma.size() != features || ops.beta.size() != features) {
-      throw InputError("pattern draw: layernorm's gamma and beta do not hold one value per feature (" +
-                       std::to_string(features) + ")");
-    }
+    const size_t features = RowLength(ops, t);
     const TfliteLayerNormParams params = PrepareTfliteLayerNorm(ops.gamma, ops.beta);
     std::vector<int16_t> v(t.codes.size());
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int16_t>(t.codes[i] - in_.zero_point);  // validated
