@@ -17,12 +17,12 @@
 // The norm's order is declared per implementation and ISA (DispatchedLayerNorm; docs/summation-orders.md): the suite
 // declares the one oneDNN dispatches to, read from impl_info_str() and get_effective_cpu_isa().
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <cmath>
 #include <cstdint>
 #include <unordered_map>
 
+#include "fusediff/fused/float16.h"
 #include "fusediff/fused/stages.h"
 #include "fusediff/model/errors.h"
 #include "onednn_patterns.h"
@@ -293,7 +293,7 @@ memory LayerNormPath::FromBf16(memory& values) {
   for (size_t i = 0; i < n; ++i) {
     uint16_t h = 0;
     std::memcpy(&h, bytes + 2 * i, 2);
-    f[i] = std::bit_cast<float>(uint32_t{h} << 16);
+    f[i] = FromBf16Bits(h);
   }
   return out;
 }
