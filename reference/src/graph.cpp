@@ -250,13 +250,17 @@ std::vector<GraphElement> GraphReference::Impl::RunStages(const PatternDraw& dra
   const ConvCase& conv = draw.conv;
   RequantizeTensor(t, convention, pattern.multiplier, conv.input_quant().scale, conv.weight_scales());
   QuantParams boundary = convention.intermediate.q;  // the quantization of t's codes
+  const bool float_out = float_output(pattern, Fusion::keep_all).has_value();
   for (size_t i = 0; i < pattern.stages.size(); ++i) {
     const Stage& stage = pattern.stages[i];
+    if (float_out && i + 1 == pattern.stages.size()) {  // keyed by the codes the float output's stage reads
+      for (GraphElement& e : t.e) e.key_code = e.y;
+    }
     reference_stage(stage.kind)
         .Apply(stage, StageInputs{pattern, convention, draw, draw.operands(i), activation, boundary}, t);
     boundary = stage_module(stage.kind).output_boundary(stage, boundary, convention);
   }
-  if (!keyed_by_activation_input(pattern)) {
+  if (!keyed_by_activation_input(pattern) && !float_out) {
     for (GraphElement& e : t.e) e.key_code = e.y;
   }
   return std::move(t.e);

@@ -80,8 +80,9 @@ float MulAdd(float p, const float* g, const float* b, Contraction c) {
 
 }  // namespace
 
-LayerNormRow LayerNormInOrder(const NormalizationOrder& order, std::span<const float> x, std::span<const float> gamma,
-                              std::span<const float> beta, float eps) {
+LayerNormRow LayerNormInOrder(const NormalizationOrder& declared, std::span<const float> x,
+                              std::span<const float> gamma, std::span<const float> beta, float eps) {
+  const NormalizationOrder& order = order_for_length(declared, x.size());  // a length selector's choice
   const auto absent_or_of_x = [&](std::span<const float> v) { return v.empty() || v.size() == x.size(); };
   if (x.empty() || !absent_or_of_x(gamma) || !absent_or_of_x(beta)) {
     throw std::invalid_argument("LayerNormInOrder: x empty, or gamma / beta neither absent nor of x's length");
@@ -146,6 +147,104 @@ double DotReorderingBound(std::span<const float> a, std::span<const float> b) {
   // binary64 product into a binary32 accumulator rounds twice: u + 2^-53 per step, within one more gamma step).
   const double underflow = static_cast<double>(a.size()) * 0x1p-149;
   return UpperProduct(GammaUpper(a.size() + 1), abs_sum, a.size()) + underflow;
+}
+
+namespace {
+// gamma_k = k u / (1 - k u) (+inf from k u >= 1), in double: its rounding is within the bounds' 2^-30 raise.
+double GammaK(double k, double u) {
+  const double ku = k * u;
+  return ku >= 1 ? std::numeric_limits<double>::infinity() : ku / (1 - ku);
+}
+// The bounds are computed in double: each is raised by 2^-30 relative, which covers the rounding of sums of up to
+// 2^22 non-negative terms; the exact statistics' estimates carry 2^-40 and the inputs' 2^-28 (docs/bisect.md).
+constexpr double kUp = 1 + 0x1p-30;
+constexpr double kExactSlack = 0x1p-28;
+}  // namespace
+
+void TwoPassLayerNormBounds(const TwoPassLayerNormRow& row, std::span<double> bound) {
+  const size_t n = row.x.size();
+  if (n == 0 || row.gamma.empty() || row.magnitude.size() != n || row.y.size() != n || bound.size() != n ||
+      (!row.error.empty() && row.error.size() != n)) {
+    throw std::invalid_argument("TwoPassLayerNormBounds: the row's spans differ in length");
+  }
+  const auto error = [&](size_t j) { return row.error.empty() ? 0.0 : row.error[j]; };
+  const double u = row.u, dn = static_cast<double>(n);
+  double mean = 0, var = 0, s1 = 0, e1 = 0, e2 = 0;
+  for (size_t j = 0; j < n; ++j) mean += row.x[j];
+  mean /= dn;
+  for (size_t j = 0; j < n; ++j) {
+    var += (row.x[j] - mean) * (row.x[j] - mean);
+    s1 += row.magnitude[j];
+    e1 += error(j);
+    e2 += error(j) * error(j);
+  }
+  var /= dn;
+  const double dmu = GammaK(dn + 1, u) * s1 / dn + e1 / dn, rms = std::sqrt(e2 / dn);
+  const double v_hi = var * (1 + 0x1p-40);
+  const double eta = 2 * std::sqrt(v_hi) * rms + (rms + dmu) * (rms + dmu);
+  const double dv = eta + GammaK(dn + 4, u) * (v_hi + eta), rho = dv / (var + row.eps);
+  const double rho_s = rho + GammaK(2, u) * (1 + rho), kappa = (GammaK(5, u) + rho_s) / (1 - rho_s);
+  const double sigma = std::sqrt(var + row.eps) * (1 - 0x1p-40);
+  // The derivation assumes no overflow: a partial sum of x or of the centred squares, in any order, is at most the
+  // sum of the magnitudes (1 + gamma_(n+4)); from row.overflow on the kernel's format may overflow (var = +inf,
+  // y = beta, where the exact y is finite): no bound.
+  double squares = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const double a = std::fabs(row.x[j] - mean) * (1 + 0x1p-40) + error(j) + dmu;
+    squares += a * a;
+  }
+  const double growth = (1 + GammaK(dn + 4, u)) * kUp;
+  if (!(std::max(s1, squares) * growth < row.overflow)) {
+    std::fill(bound.begin(), bound.end(), std::numeric_limits<double>::infinity());
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) {
+    const double g = std::fabs(row.gamma[j % row.gamma.size()]);
+    if (!(g / sigma * growth < row.overflow)) {  // gamma / sigma (the scale_* forms) may overflow
+      bound[j] = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    const double d = std::fabs(row.x[j] - mean) * (1 + 0x1p-40) + kExactSlack * (error(j) + dmu);
+    // Whatever the rounding: |x^_i - mu^| <= sqrt(n var^) and sigma^ >= sqrt(var^) (1 - gamma_(n+5)), so the
+    // computed normalized value is at most sqrt(n) (1 + gamma_(n+8)) in magnitude: a finite bound always.
+    const double capped = (1 + GammaK(2, u)) * g * (std::sqrt(dn) * (1 + GammaK(dn + 8, u)) + d / sigma) +
+                          GammaK(2, u) * (std::fabs(row.y[j]) + 2 * g * std::sqrt(dn));
+    double derived = std::numeric_limits<double>::infinity();
+    if (rho < 0.5 && std::isfinite(kappa)) {
+      const double part = (1 + u) * g / sigma * (d * kappa + (error(j) + dmu) * (1 + kappa));
+      derived = part + u * (std::fabs(row.y[j]) + part);
+    }
+    bound[j] = (std::min(derived, capped) + 2 * row.tiny) * kUp;
+  }
+}
+
+std::vector<double> LayerNormPairBounds(std::span<const float> x, std::span<const float> gamma,
+                                        std::span<const float> beta, float eps, const std::optional<FloatBoundary>& out) {
+  const size_t n = x.size();
+  if (n == 0 || gamma.size() != n || beta.size() != n) {
+    throw std::invalid_argument("LayerNormPairBounds: x empty, or gamma / beta not of x's length");
+  }
+  std::vector<double> xd(x.begin(), x.end()), magnitude(n), gd(gamma.begin(), gamma.end()), y(n), bound(n);
+  double mean = 0, var = 0;
+  for (const double v : xd) mean += v;
+  mean /= static_cast<double>(n);
+  for (const double v : xd) var += (v - mean) * (v - mean);
+  var /= static_cast<double>(n);
+  for (size_t j = 0; j < n; ++j) {
+    magnitude[j] = std::fabs(xd[j]);
+    y[j] = (xd[j] - mean) / std::sqrt(var + eps) * gd[j] + beta[j];
+  }
+  TwoPassLayerNormBounds({xd, magnitude, {}, gd, y, static_cast<double>(eps)}, bound);
+  const bool bf16 = out && out->format == FloatFormat::bf16;
+  for (size_t j = 0; j < n; ++j) {
+    double b = bound[j];
+    if (bf16) b = (b + 0x1p-8 * (std::fabs(y[j]) + b) + 0x1p-126) * kUp;
+    // A side near the format's largest finite value may overflow: from 2^127 on (below binary32's and bf16's
+    // overflow thresholds) the element is left unbounded.
+    const bool finite = std::isfinite(b) && std::isfinite(y[j]) && std::fabs(y[j]) + b < 0x1p127;
+    bound[j] = finite ? 2 * b : std::numeric_limits<double>::infinity();
+  }
+  return bound;
 }
 
 bool SumIsExactInEveryOrder(std::span<const float> x) {

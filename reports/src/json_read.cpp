@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,31 @@ ErrorBins ReadErrorBins(const Field& f) {
     bins.bins[key] = b;
   }
   return bins;
+}
+
+// bound_ratio (model/results.h BoundRatio): counts, and the largest r where samples > 0 ("inf" or a number >= 0).
+BoundRatio ReadBoundRatio(const Field& f) {
+  const auto non_negative = [](const Field& v) {
+    if (v.raw().is_string() && v.str() == "inf") return std::numeric_limits<double>::infinity();
+    const double d = v.number();
+    if (!(d >= 0)) v.fail("a number >= 0 or \"inf\"");
+    return d;
+  };
+  BoundRatio b;
+  b.samples = f["samples"].u64();
+  b.unbounded = f["unbounded"].u64();
+  b.over = f["over"].u64();
+  if (b.over > b.samples) f["over"].fail("over <= samples");
+  if (f.has("unbounded_reason")) b.unbounded_reason = f["unbounded_reason"].str();
+  if (b.samples > 0) {
+    const Field max = f["max"];
+    b.max_r = non_negative(max["r"]);
+    b.max_sample = max["sample"].u64();
+    b.max_delta = non_negative(max["delta"]);
+    b.max_bound = max["bound"].number();
+    if (!(b.max_bound > 0)) max["bound"].fail("a bound > 0");
+  }
+  return b;
 }
 
 ErrorStats ReadStats(const Field& f) {
@@ -522,6 +548,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
       r.first_declared = first["declared"].i32();
     }
   }
+  if (f.has("bound_ratio")) c.bound_ratio = ReadBoundRatio(f["bound_ratio"]);
   if (f.has("batchnorm_error_bins")) {  // format 4
     const Field bins = f["batchnorm_error_bins"];
     c.batchnorm_bins.emplace();

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <iterator>
+#include <cmath>
 #include <string>
 
 #include "fusediff/model/mutants.h"
@@ -302,6 +303,17 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
       readback["first"] = {{"code", t.first_code}, {"library", t.first_library}, {"declared", t.first_declared}};
     }
     j["table_readback"] = std::move(readback);
+  }
+  if (c.bound_ratio) {  // a float output's r (model/results.h BoundRatio); an infinite r is written "inf"
+    const BoundRatio& b = *c.bound_ratio;
+    ordered_json r{{"samples", b.samples}, {"unbounded", b.unbounded}, {"over", b.over}};
+    if (!b.unbounded_reason.empty()) r["unbounded_reason"] = b.unbounded_reason;
+    if (b.samples > 0) {
+      const auto number = [](double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json("inf"); };
+      r["max"] = {{"r", number(b.max_r)}, {"sample", b.max_sample}, {"delta", number(b.max_delta)},
+                  {"bound", b.max_bound}};
+    }
+    j["bound_ratio"] = std::move(r);
   }
   if (c.batchnorm_bins) {
     // bit_width(|u - zu|) and floor(log2 |gamma| / sqrt(var + eps)) bins (model/error_bins.h).

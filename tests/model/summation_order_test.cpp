@@ -99,6 +99,49 @@ TEST(NormalizationOrder, BadTextNamesTheField) {
             std::string::npos);
 }
 
+// A length selector (ONNX Runtime's LayerNormalization: MLAS from 8 features, Welford below): its text round-trips,
+// each length gets its order, bad selectors name the field, and the exact-rows rule and the output bound, which do
+// not look at lengths, treat it as its worst part.
+TEST(NormalizationOrder, LengthSelectorChoosesByRowLength) {
+  const NormalizationOrder ort = named_normalization_order("ort", "t"), short_rows = named_normalization_order("ort_short", "t");
+  const NormalizationOrder selector = named_normalization_order("ort_layernorm", "t");
+  EXPECT_EQ(selector.short_below, 8);
+  ASSERT_EQ(selector.short_rows.size(), 1u);
+  EXPECT_EQ(selector.short_rows[0], short_rows);
+  EXPECT_EQ(format_normalization_order(selector),
+            format_normalization_order(ort) + "|below8=" + format_normalization_order(short_rows));
+  EXPECT_EQ(parse_normalization_order(format_normalization_order(selector), "t"), selector);
+  EXPECT_EQ(format_declared_normalization_order(selector), "ort_layernorm");
+  EXPECT_EQ(order_for_length(selector, 7), short_rows);
+  EXPECT_EQ(order_for_length(selector, 8).stats, NormalizationStats::two_pass);
+  EXPECT_EQ(order_for_length(selector, 4096).variance, ort.variance);
+  EXPECT_EQ(&order_for_length(ort, 3), &ort);  // no selector: the order itself
+  const auto error = [&](const std::string& selector_text) {
+    try {
+      parse_normalization_order(format_normalization_order(ort) + "|" + selector_text, "lnorm");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  const std::string welford = format_normalization_order(short_rows);
+  for (const std::string& bad : {"below1=" + welford, "below4097=" + welford, "belowx=" + welford, "above8=" + welford,
+                                "below8" + welford, "below8=" + welford + "|below4=" + welford}) {
+    EXPECT_NE(error(bad).find("lnorm.below: "), std::string::npos) << bad << ": " << error(bad);
+  }
+  EXPECT_NE(error("below8=welford;x").find("lnorm.below: 'welford;x'"), std::string::npos) << error("below8=welford;x");
+  EXPECT_EQ(error("below12=" + welford), "parsed");
+  EXPECT_NE(normalization_bound_uncovered(selector).find("ort_layernorm (rows below 8 or from it): ort_short is welford"),
+            std::string::npos)
+      << normalization_bound_uncovered(selector);
+  EXPECT_EQ(exact_rows_difference(selector, selector), "");
+  EXPECT_NE(exact_rows_difference(selector, ort).find("is welford"), std::string::npos);
+  NormalizationOrder two_pass_both = selector;
+  two_pass_both.short_rows[0] = named_normalization_order("sequential", "t");
+  EXPECT_EQ(normalization_bound_uncovered(two_pass_both), "");
+  EXPECT_NE(exact_rows_difference(two_pass_both, ort).find("selects its order by row length"), std::string::npos);
+}
+
 // Exact rows (benchdnn-style): which declared orders must agree on them. The rule's soundness is tested on rows in
 // tests/reference/summation_test.cpp (ExactRows.OrdersEqualOnExactRowsGiveTheSameOutputs).
 TEST(ExactRowsDifference, OrdersDifferingInSummationOrderOnlyAreEqual) {

@@ -59,7 +59,7 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
   driver::SuiteOptions options;
   for (const std::string pattern : {"fc+layernorm+act", "fc+add+layernorm"}) {
     const std::vector<CaseSpec> specs = fused::onednn::OneDnnPatternComparisons(options, pattern, ActivationKind::relu);
-    ASSERT_EQ(specs.size(), 4u) << pattern;
+    ASSERT_EQ(specs.size(), pattern == "fc+add+layernorm" ? 5u : 4u) << pattern;  // + the float layernorm's
     for (const CaseSpec& spec : specs) {
       const Stage& ln = *find_stage(spec.pattern, StageKind::layernorm);
       if (ln.ln_in_float) continue;  // the bf16 graph: OneDnnLayerNormBf16Path
@@ -104,6 +104,58 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
       EXPECT_GE(compared, 4000u) << spec.name;
     }
   }
+}
+
+// The float layernorm (Stage::ln_float_out): oneDNN's f32 y is the output. Declared as dispatched, every y equals the
+// reference's (SameConventionCasesPassAtToleranceZero runs that case too); declared in ONNX Runtime's order, each y
+// stays within the two-pass bound of the reference's (r <= 1) and some differ (r > 0). 7-bit-weight draws, as above,
+// so that every cap judges the norm alone.
+TEST(OneDnnLayerNorm, FloatOutputAgainstOrtsOrderStaysWithinTheBound) {
+  driver::SuiteOptions options;
+  std::optional<CaseSpec> spec;
+  for (const CaseSpec& s : fused::onednn::OneDnnPatternComparisons(options, "fc+add+layernorm", ActivationKind::relu)) {
+    if (find_stage(s.pattern, StageKind::layernorm)->ln_float_out) spec = s;
+  }
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->name, "fc+add+layernorm.relu.f32.onednn.conv");
+  EXPECT_EQ(spec->comparison, Comparison::same_convention);
+  std::string why;
+  std::unique_ptr<fused::FusedPath> path = fused::onednn::CreatePath(*spec, &why);
+  ASSERT_TRUE(path) << why;
+  Pattern ort = spec->pattern;
+  ort.stages[1].ln_order = named_normalization_order("ort", "test");
+  const reference::GraphReference reference(ort, reference_convention(*spec), nullptr, 1.0);
+  generators::ConvShapeLimits base;
+  base.full_range_weights = true;
+  base.max_batch = path->max_batch();
+  Formulation seven_bit;
+  seven_bit.seven_bit_weights = true;
+  base.formulation = seven_bit;
+  const generators::ConvShapeLimits limits = generators::PatternDrawLimits(spec->pattern, base);
+  double max_r = 0;
+  uint64_t compared = 0, differ = 0;
+  for (uint32_t d = 0; d < 400; ++d) {
+    const PatternDraw draw =
+        generators::GeneratePatternDraw(1, case_stream_id(*spec), d, spec->pattern, spec->convention, spec->mix, limits);
+    std::vector<int32_t> y(pattern_output_geometry(spec->pattern, draw.conv).elements());
+    ASSERT_TRUE(path->Run(draw, y, &why)) << "draw " << d << ": " << why;
+    const std::vector<reference::GraphElement> ref = reference(draw);
+    ASSERT_EQ(ref.size(), y.size());
+    for (size_t j = 0; j < y.size(); ++j) {
+      ASSERT_TRUE(std::isfinite(ref[j].bound) && ref[j].bound > 0) << "draw " << d << " element " << j;
+      const double delta = std::fabs(double(f32_from_order_code(y[j], FloatFormat::f32)) -
+                                     double(f32_from_order_code(ref[j].y, FloatFormat::f32)));
+      max_r = std::max(max_r, delta / ref[j].bound);
+      differ += y[j] != ref[j].y;
+      ++compared;
+    }
+  }
+  std::printf("%s (%s) against ORT's order: %llu of %llu y differ, max r %.4g\n", spec->name.c_str(),
+              path->last_run().implementation.c_str(), static_cast<unsigned long long>(differ),
+              static_cast<unsigned long long>(compared), max_r);
+  EXPECT_GE(compared, 4000u);
+  EXPECT_LE(max_r, 1.0);
+  EXPECT_GT(differ, 0u);  // the orders differ somewhere: r measures something
 }
 
 // The rules of oneDNN's bf16 layer norm, restated from its source (docs/summation-orders.md, "bf16") rather than read

@@ -8,15 +8,19 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "fusediff/model/summation_order.h"
+#include "fusediff/reference/float_formats.h"
 #include "fusediff/reference/summation.h"
+#include "../support/layer_norm_rows.h"
 
 namespace fusediff::reference {
 namespace {
@@ -248,7 +252,13 @@ TEST(ExactRows, TheConditionIsSharp) {
 }
 
 NormalizationOrder NormOrder(NormalizationStats stats, const char* mean, const char* var) {
-  return NormalizationOrder{stats, Order(mean), Order(var), NormalizationOutput::centered_times_inv, Contraction::fma};
+  NormalizationOrder order;
+  order.stats = stats;
+  order.mean = Order(mean);
+  order.variance = Order(var);
+  order.output = NormalizationOutput::centered_times_inv;
+  order.output_contraction = Contraction::fma;
+  return order;
 }
 
 // On rows mu0 + k_j 2^e with the k_j in +- pairs (sum k_j = 0), every two-pass order and the double mean give the
@@ -431,7 +441,7 @@ TEST(NormalizationOrder, OverflowingSumsGiveBetaOrNan) {
   for (const NamedNormalizationOrder& named : named_normalization_orders()) {
     SCOPED_TRACE(std::string(named.name));
     const NormalizationOrder order = named_normalization_order(named.name, "test");
-    if (order.stats == NormalizationStats::welford) continue;  // its m2 += d (x - m) is another sum
+    if (order_for_length(order, 2).stats == NormalizationStats::welford) continue;  // m2 += d (x - m): another sum
     const LayerNormRow squares = LayerNormInOrder(order, std::vector<float>{a, -a}, gamma, beta, 1e-5f);
     EXPECT_EQ(squares.mean, 0.0f);
     EXPECT_EQ(squares.variance, std::numeric_limits<float>::infinity());
@@ -446,6 +456,109 @@ TEST(NormalizationOrder, OverflowingSumsGiveBetaOrNan) {
     EXPECT_EQ(mean.mean, std::numeric_limits<float>::infinity());
     EXPECT_TRUE(std::isnan(mean.y[0]) && std::isnan(mean.y[1]));
   }
+}
+
+// ---- The float layernorm's pair bound (summation.h LayerNormPairBounds): two two-pass evaluations of a row stay
+// within it, element by element; what is not such an evaluation leaves it.
+
+// A random order of the bound's class (model/summation_order.h normalization_bound_uncovered): two_pass or
+// mean_in_double, any sum shapes, precisions and contractions, any output form.
+NormalizationOrder RandomTwoPassOrder(std::mt19937_64& rng) {
+  NormalizationOrder o = RandomNormalizationOrder(rng, true);
+  o.stats = rng() % 2 ? NormalizationStats::two_pass : NormalizationStats::mean_in_double;
+  if (o.mean.accumulator == AccumulatorPrecision::bf16) o.mean.accumulator = AccumulatorPrecision::binary32;
+  if (o.variance.accumulator == AccumulatorPrecision::bf16) o.variance.accumulator = AccumulatorPrecision::binary32;
+  return o;
+}
+
+// The largest |y_a - y_b| / bound over a row, the outputs stored at `out` (absent: binary32).
+double RowRatio(const NormalizationOrder& a, const NormalizationOrder& b, const std::vector<float>& x,
+                const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
+                const std::optional<FloatBoundary>& out = std::nullopt) {
+  const std::vector<double> bound = LayerNormPairBounds(x, gamma, beta, eps, out);
+  const LayerNormRow ra = LayerNormInOrder(a, x, gamma, beta, eps), rb = LayerNormInOrder(b, x, gamma, beta, eps);
+  double r = 0;
+  for (size_t j = 0; j < x.size(); ++j) {
+    const double ya = out ? RoundToFormat(ra.y[j], *out) : ra.y[j], yb = out ? RoundToFormat(rb.y[j], *out) : rb.y[j];
+    if (!std::isfinite(bound[j])) continue;
+    r = std::max(r, std::fabs(ya - yb) / bound[j]);
+  }
+  return r;
+}
+
+RC_GTEST_PROP(LayerNormPairBound, AnyTwoTwoPassEvaluationsStayWithinIt, ()) {
+  std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+  constexpr size_t kLengths[] = {1, 2, 3, 7, 8, 9, 16, 31, 64, 100, 768, 4096};
+  constexpr test_support::LnRowRegime kRegimes[] = {
+      test_support::LnRowRegime::normal, test_support::LnRowRegime::large_mean,
+      test_support::LnRowRegime::tiny_variance, test_support::LnRowRegime::outlier, test_support::LnRowRegime::wide,
+      test_support::LnRowRegime::subnormal};
+  const size_t n = kLengths[rng() % std::size(kLengths)];
+  const test_support::LnRowRegime regime = kRegimes[rng() % std::size(kRegimes)];
+  const std::vector<float> x = test_support::LayerNormRegimeRow(rng, regime, n);
+  std::vector<float> gamma(n), beta(n);
+  const float gain = std::ldexp(1.0f, static_cast<int>(rng() % 21) - 10);
+  for (size_t j = 0; j < n; ++j) {
+    gamma[j] = gain * static_cast<float>(static_cast<int>(rng() % 3001) - 1500) / 1000.0f;
+    beta[j] = static_cast<float>(static_cast<int>(rng() % 1001) - 500) / 1000.0f;
+  }
+  const float eps = *rc::gen::element(1e-5f, 1e-12f, 0.25f);
+  const std::optional<FloatBoundary> out =
+      rng() % 3 == 0 ? std::optional<FloatBoundary>(parse_float_boundary("bf16", "test")) : std::nullopt;
+  const NormalizationOrder a = RandomTwoPassOrder(rng), b = RandomTwoPassOrder(rng);
+  RC_LOG() << format_normalization_order(a) << " / " << format_normalization_order(b) << " n=" << n << " regime "
+           << test_support::to_string(regime);
+  const double r = RowRatio(a, b, x, gamma, beta, eps, out);
+  RC_ASSERT(r <= 1.0);
+  RC_TAG(test_support::to_string(regime));
+  RC_CLASSIFY(r > 0.01, "r > 0.01");
+}
+
+// Not vacuous: at a large mean and small spread the one-pass variance, and on a near-constant row an eps ten times
+// too large, leave the bound; ORT's and oneDNN's jit orders stay within it there.
+TEST(LayerNormPairBound, OnePassAndAWrongEpsLeaveIt) {
+  std::mt19937_64 rng(7);
+  const NormalizationOrder ort = named_normalization_order("ort", "test"), jit = named_normalization_order("onednn_jit", "test");
+  NormalizationOrder one_pass = ort;
+  one_pass.stats = NormalizationStats::one_pass;
+  double cancel = 0, legal = 0, wrong_eps = 0;
+  for (const size_t n : {16, 64, 768}) {
+    std::vector<float> x(n), gamma(n, 1.0f), beta(n, 0.0f);
+    for (float& v : x) v = 1000.0f + 0.01f * static_cast<float>(static_cast<int>(rng() % 201) - 100) / 100.0f;
+    cancel = std::max(cancel, RowRatio(ort, one_pass, x, gamma, beta, 1e-5f));
+    legal = std::max(legal, RowRatio(ort, jit, x, gamma, beta, 1e-5f));
+    std::vector<float> flat(n, 1.0f);
+    flat[0] = 1 + 0x1p-10f;
+    const std::vector<double> bound = LayerNormPairBounds(flat, gamma, beta, 1e-5f, std::nullopt);
+    const LayerNormRow right = LayerNormInOrder(ort, flat, gamma, beta, 1e-5f);
+    const LayerNormRow wrong = LayerNormInOrder(ort, flat, gamma, beta, 1e-4f);
+    for (size_t j = 0; j < n; ++j) wrong_eps = std::max(wrong_eps, std::fabs(double(right.y[j]) - wrong.y[j]) / bound[j]);
+  }
+  EXPECT_GT(cancel, 1.0);
+  EXPECT_GT(wrong_eps, 1.0);
+  EXPECT_LE(legal, 1.0);
+  EXPECT_GT(legal, 0.0);  // the orders do differ on these rows
+  std::printf("one-pass r %.3g, eps 1e-4 for 1e-5 r %.3g, ort vs onednn_jit r %.3g\n", cancel, wrong_eps, legal);
+}
+
+// An infinite or NaN statistic, or an output near binary32's largest value, has no finite bound: the comparison
+// counts such an element as unbounded rather than judging it.
+TEST(LayerNormPairBound, OverflowIsUnbounded) {
+  const float a = 1.5f * 0x1p63f;  // a^2 finite, 2 a^2 not: var = +inf in binary32
+  const std::vector<double> b = LayerNormPairBounds(std::vector<float>{a, -a}, std::vector<float>{1, 1},
+                                                    std::vector<float>{0, 0}, 1e-5f, std::nullopt);
+  EXPECT_FALSE(std::isfinite(b[0]));  // binary32's var is +inf (y = beta) where the exact y is +-1: no bound
+  const float big = 1.5f * 0x1p127f;
+  const std::vector<double> m = LayerNormPairBounds(std::vector<float>{big, -big}, std::vector<float>{0x1p126f, 1},
+                                                    std::vector<float>{0, 0}, 1e-5f, std::nullopt);
+  EXPECT_FALSE(std::isfinite(m[0]));  // the sum of |x| overflows binary32
+  const std::vector<double> g = LayerNormPairBounds(std::vector<float>{1, -1}, std::vector<float>{1.5f * 0x1p127f, 1},
+                                                    std::vector<float>{0, 0}, 1e-5f, std::nullopt);
+  EXPECT_FALSE(std::isfinite(g[0]));  // gamma / sigma (a scale_* form's product) passes 2^127
+  EXPECT_TRUE(std::isfinite(g[1]));
+  EXPECT_THROW(LayerNormPairBounds(std::vector<float>{1, 2}, std::vector<float>{1}, std::vector<float>{0, 0}, 1e-5f,
+                                   std::nullopt),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 // The norm's order is declared per implementation and ISA (DispatchedLayerNorm; docs/summation-orders.md): the suite
 // declares the one oneDNN dispatches to, read from impl_info_str() and get_effective_cpu_isa().
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <cmath>
 #include <cstdint>
@@ -369,7 +370,10 @@ bool LayerNormPath::Run(const PatternDraw& draw, std::span<int32_t> y, std::stri
     const float* values = static_cast<const float*>(normed.get_data_handle());
     const Stage* stage = find_stage(spec_.pattern, StageKind::layernorm);
     if (!eltwise_) {
-      for (size_t i = 0; i < y.size(); ++i) y[i] = QuantizeLinear(values[i], stage->out);
+      for (size_t i = 0; i < y.size(); ++i) {  // the float layernorm: oneDNN's f32 destination is the output
+        y[i] = stage->ln_float_out ? float_order_code(std::bit_cast<uint32_t>(values[i]), FloatFormat::f32)
+                                   : QuantizeLinear(values[i], stage->out);
+      }
       note(impl);
       return true;
     }
@@ -438,6 +442,9 @@ std::unique_ptr<FusedPath> CreateLayerNormPath(const CaseSpec& spec, std::string
                                 std::string(to_string(ln.ln_arithmetic)));
   }
   const bool bf16 = ln.ln_in_float || ln.ln_out_float;
+  if (bf16 && ln.ln_float_out) {
+    return Unsupported(why, "oneDNN's bf16 layer norm path writes codes; its float output (ln_float_out) is f32 only");
+  }
   LayerNormDispatch dispatch;
   if (bf16) {
     const std::string problem = Bf16BoundaryProblem(ln, variant);

@@ -144,6 +144,7 @@ float Mean(double sum, size_t n, AccumulatorPrecision p) {
 
 void LayerNormRows::Run(std::span<const float> x, size_t features, std::span<const float> gamma,
                         std::span<const float> beta, std::span<float> y) const {
+  const NormalizationOrder& order = order_for_length(order_, features);  // a length selector's choice
   const size_t rows = x.size() / features;
   std::vector<float> column_mean;
   if (defects_.mean_over_rows) {  // mutant ln-mean-wrong-axis
@@ -151,14 +152,14 @@ void LayerNormRows::Run(std::span<const float> x, size_t features, std::span<con
     std::vector<float> column(rows);
     for (size_t j = 0; j < features; ++j) {
       for (size_t r = 0; r < rows; ++r) column[r] = x[r * features + j];
-      column_mean[j] = Mean(OrderedSum(order_.mean, column, false)(), rows, order_.mean.accumulator);
+      column_mean[j] = Mean(OrderedSum(order.mean, column, false)(), rows, order.mean.accumulator);
     }
   }
   std::vector<float> d(features), mean(features);
   for (size_t r = 0; r < rows; ++r) {
     const std::span<const float> row = x.subspan(r * features, features);
     float variance = 0;
-    if (order_.stats == NormalizationStats::welford && !defects_.mean_over_rows) {
+    if (order.stats == NormalizationStats::welford && !defects_.mean_over_rows) {
       float m = 0, m2 = 0;
       for (size_t k = 0; k < features; ++k) {
         const float delta = row[k] - m;
@@ -170,19 +171,19 @@ void LayerNormRows::Run(std::span<const float> x, size_t features, std::span<con
     } else {
       if (defects_.mean_over_rows) {
         mean = column_mean;
-      } else if (order_.stats == NormalizationStats::mean_in_double) {
+      } else if (order.stats == NormalizationStats::mean_in_double) {
         double s = 0;
         for (float v : row) s += v;
         std::fill(mean.begin(), mean.end(), static_cast<float>(s / static_cast<double>(features)));
       } else {
-        std::fill(mean.begin(), mean.end(), Mean(OrderedSum(order_.mean, row, false)(), features, order_.mean.accumulator));
+        std::fill(mean.begin(), mean.end(), Mean(OrderedSum(order.mean, row, false)(), features, order.mean.accumulator));
       }
-      if (order_.stats == NormalizationStats::one_pass) {
-        const float square = Mean(OrderedSum(order_.variance, row, true)(), features, order_.variance.accumulator);
+      if (order.stats == NormalizationStats::one_pass) {
+        const float square = Mean(OrderedSum(order.variance, row, true)(), features, order.variance.accumulator);
         variance = square - mean[0] * mean[0];
       } else {
         for (size_t j = 0; j < features; ++j) d[j] = row[j] - mean[j];
-        variance = Mean(OrderedSum(order_.variance, d, true)(), features, order_.variance.accumulator);
+        variance = Mean(OrderedSum(order.variance, d, true)(), features, order.variance.accumulator);
       }
     }
     float s = 0;
@@ -190,11 +191,11 @@ void LayerNormRows::Run(std::span<const float> x, size_t features, std::span<con
     else if (defects_.eps_after_sqrt) s = std::sqrt(variance) + eps_;
     else s = std::sqrt(variance + eps_);
     const float inv = 1.0f / s;
-    const bool fma = order_.output_contraction == Contraction::fma;
+    const bool fma = order.output_contraction == Contraction::fma;
     for (size_t j = 0; j < features; ++j) {
       const float c = row[j] - mean[j];
       float p = 0, g = gamma[j];
-      switch (order_.output) {
+      switch (order.output) {
         case NormalizationOutput::centered_times_inv: p = c * inv; break;
         case NormalizationOutput::centered_over_sqrt: p = c / s; break;
         case NormalizationOutput::scale_times_inv: p = gamma[j] * inv; g = c; break;
@@ -223,10 +224,18 @@ size_t RowLength(const StageOperands& ops, const StageTensor& t) {
   return features;
 }
 
+// The float layernorm's output (model/pattern.h Stage::ln_float_out): y stored in the format, as its ordered code
+// (model/convention.h float_order_code): binary32's bits, or bf16's.
+int32_t FloatOutputCode(float y, const FloatBoundary& format) {
+  if (format.format == FloatFormat::bf16) return float_order_code(ToBf16Bits(y, format), FloatFormat::bf16);
+  return float_order_code(std::bit_cast<uint32_t>(StoreAs(y, format)), FloatFormat::f32);
+}
+
 class LayerNormKernel final : public StageKernel {
  public:
   LayerNormKernel(const Stage& s, const QuantParams& in, const NormalizationOrder& order, LayerNormDefects defects)
-      : rows_(order, s.ln_eps, defects), in_(in), out_(s.out), in_float_(s.ln_in_float), out_float_(s.ln_out_float) {}
+      : rows_(order, s.ln_eps, defects), in_(in), out_(s.out), in_float_(s.ln_in_float), out_float_(s.ln_out_float),
+        float_out_(s.ln_float_out) {}
   void Run(const StageOperands& ops, StageTensor& t) const override {
     const size_t features = RowLength(ops, t);
     std::vector<float> x(t.codes.size()), y(t.codes.size());
@@ -235,13 +244,17 @@ class LayerNormKernel final : public StageKernel {
       if (in_float_) x[i] = StoreAs(x[i], *in_float_);  // the graph's float boundary before the norm
     }
     rows_.Run(x, features, ops.gamma, ops.beta, y);
-    for (size_t i = 0; i < y.size(); ++i) t.codes[i] = QuantizeLinear(out_float_ ? StoreAs(y[i], *out_float_) : y[i], out_);
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (float_out_) t.codes[i] = FloatOutputCode(y[i], out_float_.value_or(FloatBoundary{}));
+      else t.codes[i] = QuantizeLinear(out_float_ ? StoreAs(y[i], *out_float_) : y[i], out_);
+    }
   }
 
  private:
   LayerNormRows rows_;
   QuantParams in_, out_;
   std::optional<FloatBoundary> in_float_, out_float_;  // model/pattern.h Stage::ln_in_float, ln_out_float
+  bool float_out_ = false;                              // Stage::ln_float_out
 };
 
 // tflite_int16: v = q - z_in as int16, TFLite's integer row (tflite_layer_norm.h), the operands prepared per draw.
@@ -273,6 +286,15 @@ std::string TfliteBoundaryProblem(const QuantParams& in, const QuantParams& out)
   return {};
 }
 
+// The mutants that run another order: ln-one-pass-variance (E[x^2] - mu^2), ln-bf16-variance (its sum in bf16).
+void MisorderForMutant(NormalizationOrder& order, Mutant mutant) {
+  if (mutant == Mutant::ln_one_pass_variance) order.stats = NormalizationStats::one_pass;
+  if (mutant == Mutant::ln_bf16_variance) {
+    order.variance.accumulator = AccumulatorPrecision::bf16;
+    order.variance.contraction = Contraction::none;  // an fma rounds in binary32; the bf16 store follows it
+  }
+}
+
 class LayerNormStage final : public FusedStage {
  public:
   StageKind kind() const override { return StageKind::layernorm; }
@@ -282,6 +304,7 @@ class LayerNormStage final : public FusedStage {
         spec.fusion == Fusion::norm_other_arithmetic ? s.ln_fused_arithmetic : s.ln_arithmetic;
     if (arithmetic == LayerNormArithmetic::tflite_int16) {
       std::string problem = TfliteBoundaryProblem(in, s.out);
+      if (s.ln_float_out) problem = "tflite_int16 layer norm: its output is codes, not the float layernorm's y";
       for (Mutant m : {Mutant::ln_drop_eps, Mutant::ln_eps_after_sqrt, Mutant::ln_mean_wrong_axis,
                        Mutant::ln_one_pass_variance, Mutant::ln_bf16_variance}) {
         if (problem.empty() && spec.mutant == m) problem = "the layernorm mutants vary the f32 arithmetic";
@@ -298,15 +321,10 @@ class LayerNormStage final : public FusedStage {
       case Mutant::ln_drop_eps: defects.drop_eps = true; break;
       case Mutant::ln_eps_after_sqrt: defects.eps_after_sqrt = true; break;
       case Mutant::ln_mean_wrong_axis: defects.mean_over_rows = true; break;
-      case Mutant::ln_one_pass_variance:
-        order.stats = NormalizationStats::one_pass;
-        break;
-      case Mutant::ln_bf16_variance:
-        order.variance.accumulator = AccumulatorPrecision::bf16;
-        order.variance.contraction = Contraction::none;  // an fma rounds in binary32; the bf16 store follows it
-        break;
       default: break;
     }
+    MisorderForMutant(order, spec.mutant);
+    for (NormalizationOrder& short_rows : order.short_rows) MisorderForMutant(short_rows, spec.mutant);
     return std::make_unique<LayerNormKernel>(s, in, order, defects);
   }
 };

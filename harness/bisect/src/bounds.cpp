@@ -10,9 +10,11 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <stdexcept>
 
 #include "fusediff/model/errors.h"
+#include "fusediff/reference/summation.h"
 
 namespace fusediff::bisect {
 
@@ -1090,36 +1092,16 @@ void RowStats(const Val& x, size_t base, size_t n, double& mean, double& var) {
   var /= static_cast<double>(n);
 }
 
-// The bound of mode m for one row into bound[base..base+n); y holds the row's values.
-void LayerNormRowBound(const Val& x, const LayerNormParams& p, size_t base, size_t n, double mean, double var, int m,
+// The bound of mode m for one row into bound[base..base+n); y holds the row's values (reference/summation.h
+// TwoPassLayerNormBounds: the derivation, shared with the driver's float layernorm).
+void LayerNormRowBound(const Val& x, const LayerNormParams& p, size_t base, size_t n, int m,
                        const std::vector<double>& y, std::vector<double>& bound) {
-  const double u = U(x), dn = static_cast<double>(n);
-  double s1 = 0, e1 = 0, e2 = 0;
-  for (size_t j = 0; j < n; ++j) {
-    s1 += Mag(x, base + j, m);
-    e1 += x.e[m][base + j];
-    e2 += x.e[m][base + j] * x.e[m][base + j];
-  }
-  const double dmu = Gamma(dn + 1, u) * s1 / dn + e1 / dn, rms = std::sqrt(e2 / dn);
-  const double v_hi = var * (1 + 0x1p-40);
-  const double eta = 2 * std::sqrt(v_hi) * rms + (rms + dmu) * (rms + dmu);
-  const double dv = eta + Gamma(dn + 4, u) * (v_hi + eta), rho = dv / (var + p.eps);
-  const double rho_s = rho + Gamma(2, u) * (1 + rho), kappa = (Gamma(5, u) + rho_s) / (1 - rho_s);
-  const double sigma = std::sqrt(var + p.eps) * (1 - 0x1p-40);
-  for (size_t j = 0; j < n; ++j) {
-    const double g = std::fabs(p.scale->v[j % p.scale->size()]);
-    const double d = std::fabs(x.v[base + j] - mean) * (1 + 0x1p-40) + kExactSlack * (x.e[m][base + j] + dmu);
-    // Whatever the rounding: |x^_i - mu^| <= sqrt(n var^) and sigma^ >= sqrt(var^) (1 - gamma_(n+5)), so the computed
-    // normalized value is at most sqrt(n) (1 + gamma_(n+8)) in magnitude (docs/bisect.md): a finite bound always.
-    const double capped = (1 + Gamma(2, u)) * g * (std::sqrt(dn) * (1 + Gamma(dn + 8, u)) + d / sigma) +
-                          Gamma(2, u) * (std::fabs(y[base + j]) + 2 * g * std::sqrt(dn));
-    double derived = INFINITY;
-    if (rho < 0.5 && std::isfinite(kappa)) {
-      const double part = (1 + u) * g / sigma * (d * kappa + (x.e[m][base + j] + dmu) * (1 + kappa));
-      derived = part + u * (std::fabs(y[base + j]) + part);
-    }
-    bound[base + j] = (std::min(derived, capped) + 2 * Tiny(x)) * kUp;
-  }
+  std::vector<double> magnitude(n);
+  for (size_t j = 0; j < n; ++j) magnitude[j] = Mag(x, base + j, m);
+  const std::span<const double> row(&x.v[base], n), error(&x.e[m][base], n);
+  reference::TwoPassLayerNormBounds({row, magnitude, error, p.scale->v, std::span<const double>(&y[base], n), p.eps,
+                                     U(x), Tiny(x), x.type == DType::float64 ? 0x1p1023 : 0x1p127},
+                                    std::span<double>(&bound[base], n));
 }
 
 // Fills y's values (when `values`) and raises y.e[m] to the kernel's bound for the modes from `first_mode` on.
@@ -1135,7 +1117,7 @@ void LayerNormInto(const Val& x, const LayerNormParams& p, Val& y, int first_mod
       y.v[base + j] = (x.v[base + j] - mean) / std::sqrt(var + p.eps) * p.scale->v[j % p.scale->size()] + b;
     }
     for (int m = first_mode; m < 2; ++m) {
-      LayerNormRowBound(x, p, base, n, mean, var, m, y.v, bound);
+      LayerNormRowBound(x, p, base, n, m, y.v, bound);
       for (size_t j = 0; j < n; ++j) y.e[m][base + j] = std::max(y.e[m][base + j], bound[base + j]);
     }
   }

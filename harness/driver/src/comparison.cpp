@@ -173,7 +173,7 @@ bool DrawComparison::Compare(const PatternDraw& draw, std::vector<ComparedSample
   path_->set_repetition(0);
   out.resize(n);
   for (size_t j = 0; j < n; ++j) {
-    out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions, {}};
+    out[j] = ComparedSample{ref[j].acc, ref[j].key_code, ref[j].y, y_fused[j], ref[j].regions, ref[j].bound, {}};
     bool differs = false;
     for (const std::vector<int32_t>& y : again) differs = differs || y[j] != y_fused[j];
     if (differs) {

@@ -25,6 +25,7 @@ struct ComparedSample {
   int32_t y_ref = 0;
   int32_t y_fused = 0;
   RegionSet regions = 0;
+  double bound = 0;  // a float output's bound at this element (reference::GraphElement::bound); 0 for codes
   std::vector<int32_t> repetitions{};  // every repetition's output, when they differ (else empty)
   int64_t error() const { return int64_t{y_fused} - y_ref; }
 };

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -131,6 +132,8 @@ struct Partial {
   std::map<size_t, KnownDefectTally> known;
   // conv2d+batchnorm+act: |e| against |u| and the channel gain (CaseResult::batchnorm_bins).
   BatchNormErrorBins bn;
+  // A float output: r against its bound (CaseResult::bound_ratio).
+  BoundRatio ratio;
 
   // The one place a compared sample is recorded (`code_index`: its keyed code's index, or none; `draw`: the conv
   // draw it belongs to, or none for the sweep and thresholds sources).
@@ -273,6 +276,11 @@ void MergePartials(CaseResult& result, std::vector<Partial>& partials, std::opti
     result.batchnorm_bins.emplace();
     for (const Partial& p : partials) result.batchnorm_bins->merge(p.bn);
   }
+  if (const std::optional<FloatOutput> out = float_output(result.spec.pattern, result.spec.fusion)) {
+    result.bound_ratio.emplace();
+    result.bound_ratio->unbounded_reason = out->unbounded;
+    for (const Partial& p : partials) result.bound_ratio->merge(p.ratio);
+  }
   for (const Partial& p : partials) {
     result.unsupported_samples += p.unsupported_samples;
     if (p.unsupported_samples > 0 &&
@@ -341,6 +349,14 @@ void RecordPaired(PairedFormulations& p, const detail::PairedOutcome& o, uint64_
   }
 }
 
+// |y_fused - y_ref| of a float output's ordered codes, on the real values (0 where the codes are equal, NaN where
+// one value is NaN).
+double FloatOutputDelta(int32_t y_ref, int32_t y_fused, FloatFormat format) {
+  if (y_ref == y_fused) return 0;
+  return std::fabs(static_cast<double>(f32_from_order_code(y_fused, format)) -
+                   static_cast<double>(f32_from_order_code(y_ref, format)));
+}
+
 // Every conv-source case, whatever its pattern or path: draws through detail::DrawComparison, one sample per element
 // of the final tensor, compared by the one Record.
 CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache& tables,
@@ -370,6 +386,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
 
   const KnownDefectLedger* ledger = comparison->library().empty() ? nullptr : options.known_defects;
   const Stage* bn_stage = find_stage(spec.pattern, StageKind::batchnorm);
+  const std::optional<FloatOutput> float_out = float_output(spec.pattern, spec.fusion);
   const int32_t bn_zero_point = bn_stage ? keyed_boundary(spec.pattern, reference_convention(spec)).zero_point : 0;
   const uint64_t stream = case_stream_id(spec);
   const uint32_t repeat = comparison->repetitions(options.repeat);
@@ -535,6 +552,10 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
       }
       partial.Record(code, sample, batch.draw);
+      if (float_out) {
+        const double bound = float_out->unbounded.empty() ? c.bound : std::numeric_limits<double>::infinity();
+        partial.ratio.add(batch.first + j, FloatOutputDelta(c.y_ref, c.y_fused, float_out->format), bound);
+      }
       if (bn_stage) {
         partial.bn.by_u.add(u_magnitude_bin(c.code, bn_zero_point), sample.error);
         partial.bn.by_gain.add(gain_bins[j % gain_bins.size()], sample.error);

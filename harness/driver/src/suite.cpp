@@ -379,6 +379,20 @@ std::vector<CaseSpec> PatternCases(const SuiteOptions& options, std::optional<st
           add_case(long_rows, Fusion::keep_all, "ort.4096");
         }
         if (all) AddExactRowsCases(p, skip, c, add_case_in);
+        if (all && skip) {  // the float layernorm: y is the output (binary32 ulps), r against the two-pass bound
+          Pattern fp = p;
+          Stage& fln = fp.stages[1];
+          fln.ln_float_out = true;
+          for (const char* order : {"ort", "onednn_jit"}) {
+            fln.ln_order = named_normalization_order(order, "suite");
+            add_case(fp, Fusion::keep_all, std::string("float.") + order);
+          }
+          fln.ln_order = named_normalization_order("ort", "suite");
+          for (const char* other : {"onednn_jit", "onednn_cpp", "sequential", "ort_short"}) {
+            fln.ln_fused_order = named_normalization_order(other, "suite");
+            add_case(fp, Fusion::norm_other_order, std::string("float.ort.") + other);
+          }
+        }
         if (all) {  // TFLite's integer layer norm (--pattern only): the norm's output int8 at 2^-5 (TFLite's shift
                     // + 12 becomes + 5), kept whole under its own arithmetic, and run for ORT's f32 graph (measured)
           Pattern integer = p;

@@ -312,8 +312,18 @@ void validate(const Pattern& p, const Convention& c) {
     }
     const StageKindModule& module = stage_module(s.kind);
     module.validate(s, in, c, "pattern." + std::string(to_string(s.kind)));
+    if (i + 1 < p.stages.size() && module.float_output(s, Fusion::keep_all)) {
+      throw InputError("pattern." + std::string(to_string(s.kind)) + ": a stage that writes a float (stage " +
+                       std::to_string(i) + ") must be the pattern's last: the stages after it read codes");
+    }
     in = module.output_boundary(s, in, c);
   }
+}
+
+std::optional<FloatOutput> float_output(const Pattern& p, Fusion fusion) {
+  if (p.stages.empty()) return std::nullopt;
+  const Stage& last = p.stages.back();
+  return stage_module(last.kind).float_output(last, fusion);
 }
 
 std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table,
@@ -363,7 +373,11 @@ bool keyed_by_activation_input(const Pattern& p) {
 }
 
 QuantParams keyed_boundary(const Pattern& p, const Convention& c) {
-  return keyed_by_activation_input(p) ? activation_convention(p, c).intermediate.q : final_output(p, c);
+  if (keyed_by_activation_input(p)) return activation_convention(p, c).intermediate.q;
+  if (!float_output(p, Fusion::keep_all)) return final_output(p, c);
+  QuantParams q = c.intermediate.q;  // the last stage's input
+  for (size_t i = 0; i + 1 < p.stages.size(); ++i) q = stage_module(p.stages[i].kind).output_boundary(p.stages[i], q, c);
+  return q;
 }
 
 namespace {

@@ -1,6 +1,8 @@
 #include "fusediff/model/results.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "fusediff/model/errors.h"
 #include "named_enum.h"
@@ -48,6 +50,36 @@ void LostSamples::merge(const LostSamples& part) {
     first_sample = part.first_sample;
     reason = part.reason;
     replay = part.replay;
+  }
+  samples += part.samples;
+}
+
+void BoundRatio::add(uint64_t sample, double delta, double bound) {
+  if (!std::isfinite(bound) || !(bound > 0)) {
+    ++unbounded;
+    return;
+  }
+  ++samples;
+  // A NaN against a number, or an infinity, is beyond every bound.
+  const double r = std::isnan(delta) ? std::numeric_limits<double>::infinity() : delta / bound;
+  if (r > 1) ++over;
+  if (samples == 1 || r > max_r || (r == max_r && sample < max_sample)) {
+    max_r = r;
+    max_sample = sample;
+    max_delta = delta;
+    max_bound = bound;
+  }
+}
+
+void BoundRatio::merge(const BoundRatio& part) {
+  if (unbounded_reason.empty()) unbounded_reason = part.unbounded_reason;
+  unbounded += part.unbounded;
+  over += part.over;
+  if (part.samples > 0 && (samples == 0 || part.max_r > max_r || (part.max_r == max_r && part.max_sample < max_sample))) {
+    max_r = part.max_r;
+    max_sample = part.max_sample;
+    max_delta = part.max_delta;
+    max_bound = part.max_bound;
   }
   samples += part.samples;
 }
@@ -269,6 +301,10 @@ void merge_case_result(CaseResult& into, const CaseResult& part, uint64_t seed) 
   merge_known_defects(into.known_defects, part.known_defects);
   if (into.table_readback != part.table_readback) {  // one table per case: every part reads the same back
     throw InputError("case '" + into.spec.name + "': the parts read back different tables");
+  }
+  if (part.bound_ratio) {
+    if (!into.bound_ratio) into.bound_ratio.emplace();
+    into.bound_ratio->merge(*part.bound_ratio);
   }
   if (part.batchnorm_bins) {
     if (!into.batchnorm_bins) into.batchnorm_bins.emplace();

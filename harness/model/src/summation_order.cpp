@@ -173,13 +173,50 @@ SummationOrder parse_summation_order(std::string_view text, std::string_view fie
   return order;
 }
 
-std::string format_normalization_order(const NormalizationOrder& order) {
-  return std::string(to_string(order.stats)) + ";mean=" + format_summation_order(order.mean) +
-         ";var=" + format_summation_order(order.variance) + ";" + std::string(to_string(order.output)) + ":" +
-         std::string(to_string(order.output_contraction));
+const NormalizationOrder& order_for_length(const NormalizationOrder& order, size_t n) {
+  if (order.short_rows.empty() || n >= static_cast<size_t>(order.short_below)) return order;
+  return order.short_rows.front();
 }
 
+std::string format_normalization_order(const NormalizationOrder& order) {
+  std::string text = std::string(to_string(order.stats)) + ";mean=" + format_summation_order(order.mean) +
+                     ";var=" + format_summation_order(order.variance) + ";" + std::string(to_string(order.output)) +
+                     ":" + std::string(to_string(order.output_contraction));
+  if (order.short_rows.empty()) return text;
+  return text + "|below" + std::to_string(order.short_below) + "=" + format_normalization_order(order.short_rows.front());
+}
+
+namespace {
+constexpr int32_t kMaxSelectorLength = 4096;
+NormalizationOrder ParseOneNormalizationOrder(std::string_view text, std::string_view field);
+}  // namespace
+
 NormalizationOrder parse_normalization_order(std::string_view text, std::string_view field) {
+  const size_t bar = text.find('|');
+  if (bar == std::string_view::npos) return ParseOneNormalizationOrder(text, field);
+  NormalizationOrder order = ParseOneNormalizationOrder(text.substr(0, bar), field);
+  const std::string_view selector = text.substr(bar + 1);  // "belowN=ORDER"
+  const auto bad = [&] {
+    Fail(std::string(field) + ".below", Quote(selector) + ": expected belowN=ORDER with N in 2.." +
+                                            std::to_string(kMaxSelectorLength) + " (rows shorter than N run ORDER)");
+  };
+  const size_t equals = selector.find('=');
+  if (!selector.starts_with("below") || equals == std::string_view::npos || equals < 6 || equals > 9) bad();
+  int32_t n = 0;
+  for (const char ch : selector.substr(5, equals - 5)) {
+    if (ch < '0' || ch > '9') bad();
+    n = n * 10 + (ch - '0');
+  }
+  if (n < 2 || n > kMaxSelectorLength) bad();
+  const std::string_view rest = selector.substr(equals + 1);
+  if (rest.find('|') != std::string_view::npos) Fail(std::string(field) + ".below", "one length selector at most");
+  order.short_below = n;
+  order.short_rows.push_back(ParseOneNormalizationOrder(rest, std::string(field) + ".below"));
+  return order;
+}
+
+namespace {
+NormalizationOrder ParseOneNormalizationOrder(std::string_view text, std::string_view field) {
   const std::vector<std::string_view> parts = Split(text, ';');
   if (parts.size() != 4 || !parts[1].starts_with("mean=") || !parts[2].starts_with("var=")) {
     Fail(field, Quote(text) + ": expected STATS;mean=ORDER;var=ORDER;OUTPUT:fma|nofma");
@@ -195,7 +232,12 @@ NormalizationOrder parse_normalization_order(std::string_view text, std::string_
   return order;
 }
 
-namespace {
+#define FUSEDIFF_ORT_LONG_ROWS                                                   \
+  "two_pass;mean=blocked(4x1,halve.halve,tail_after_fold):nofma:prod64:acc64;" \
+  "var=blocked(8x1,halve.halve.halve,tail_after_fold_mul4):fma:prod32:acc32;centered_times_inv:fma"
+#define FUSEDIFF_ORT_SHORT_ROWS \
+  "welford;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;centered_over_sqrt:nofma"
+
 constexpr NamedNormalizationOrder kNamedOrders[] = {
     {"onednn_jit",
      "two_pass;mean=blocked(8x8,halve.adjacent.adjacent,tail_after_fold):nofma:prod32:acc32;"
@@ -208,14 +250,14 @@ constexpr NamedNormalizationOrder kNamedOrders[] = {
      "var=blocked(4x1,sequential,tail_into_lane0):nofma:prod32:acc32;scale_times_inv:nofma"},
     {"onednn_ref",
      "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma"},
-    {"ort",
-     "two_pass;mean=blocked(4x1,halve.halve,tail_after_fold):nofma:prod64:acc64;"
-     "var=blocked(8x1,halve.halve.halve,tail_after_fold_mul4):fma:prod32:acc32;centered_times_inv:fma"},
-    {"ort_short",
-     "welford;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;centered_over_sqrt:nofma"},
+    {"ort", FUSEDIFF_ORT_LONG_ROWS},
+    {"ort_short", FUSEDIFF_ORT_SHORT_ROWS},
+    {"ort_layernorm", FUSEDIFF_ORT_LONG_ROWS "|below8=" FUSEDIFF_ORT_SHORT_ROWS},
     {"sequential",
      "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;centered_times_inv:nofma"},
 };
+#undef FUSEDIFF_ORT_LONG_ROWS
+#undef FUSEDIFF_ORT_SHORT_ROWS
 }  // namespace
 
 std::span<const NamedNormalizationOrder> named_normalization_orders() { return kNamedOrders; }
@@ -239,12 +281,23 @@ std::string format_declared_normalization_order(const NormalizationOrder& order)
 }
 
 namespace {
-// Why `o` leaves the exact-rows argument (summation_order.h), or empty.
-std::string ExactRowsExclusion(const NormalizationOrder& o) {
+// Why `o` is not a two-pass normalization in binary32 or wider (summation_order.h): what both the exact-rows
+// argument and the output bound assume. Empty when it is.
+std::string TwoPassExclusion(const NormalizationOrder& o) {
   const std::string name = format_declared_normalization_order(o);
+  if (!o.short_rows.empty()) {  // every length's order must be of the class
+    std::string why = TwoPassExclusion(o.short_rows.front());
+    if (why.empty()) {
+      NormalizationOrder long_rows = o;
+      long_rows.short_rows.clear();
+      long_rows.short_below = 0;
+      why = TwoPassExclusion(long_rows);
+    }
+    return why.empty() ? why : name + " (rows below " + std::to_string(o.short_below) + " or from it): " + why;
+  }
   if (o.stats == NormalizationStats::welford) return name + " is welford: its running mean m += d / k rounds at every step";
   if (o.stats == NormalizationStats::one_pass) {
-    return name + " is one_pass: it sums x^2, which exact rows do not make exact, and forms fl32(E[x^2]) - fl32(mu^2)";
+    return name + " is one_pass: it sums x^2, not the centred squares, and forms fl32(E[x^2]) - fl32(mu^2)";
   }
   const bool mean_read = o.stats == NormalizationStats::two_pass;
   if ((mean_read && o.mean.accumulator == AccumulatorPrecision::bf16) ||
@@ -257,8 +310,11 @@ std::string ExactRowsExclusion(const NormalizationOrder& o) {
 
 std::string exact_rows_difference(const NormalizationOrder& a, const NormalizationOrder& b) {
   if (a == b) return {};
-  if (std::string why = ExactRowsExclusion(a); !why.empty()) return why;
-  if (std::string why = ExactRowsExclusion(b); !why.empty()) return why;
+  if (std::string why = TwoPassExclusion(a); !why.empty()) return why;
+  if (std::string why = TwoPassExclusion(b); !why.empty()) return why;
+  for (const NormalizationOrder* o : {&a, &b}) {  // conservative: which lengths run what is not compared
+    if (!o->short_rows.empty()) return format_declared_normalization_order(*o) + " selects its order by row length";
+  }
   if (a.output != b.output || a.output_contraction != b.output_contraction) {
     return "the outputs are formed differently: " + std::string(to_string(a.output)) + ":" +
            std::string(to_string(a.output_contraction)) + " against " + std::string(to_string(b.output)) + ":" +
@@ -266,6 +322,8 @@ std::string exact_rows_difference(const NormalizationOrder& a, const Normalizati
   }
   return {};
 }
+
+std::string normalization_bound_uncovered(const NormalizationOrder& order) { return TwoPassExclusion(order); }
 
 NormalizationOrder parse_declared_normalization_order(std::string_view text, std::string_view field) {
   if (text.find_first_of("/;") == std::string_view::npos) return named_normalization_order(text, field);

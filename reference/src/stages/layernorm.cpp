@@ -7,6 +7,7 @@
 // LayerNormStatsAreExactInEveryOrder): a row that is not is a harness bug, thrown.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -109,11 +110,31 @@ class LayerNormReference final : public ReferenceStage {
       if (stage.ln_in_float) x[j] = RoundToFormat(x[j], *stage.ln_in_float);
     }
     const LayerNormRow y = LayerNormInOrder(stage.ln_order, x, in.operands.gamma, in.operands.beta, stage.ln_eps);
+    if (stage.ln_float_out) {
+      FloatRow(stage, in, x, y, e, row_regions);
+      return;
+    }
     for (size_t j = 0; j < e.size(); ++j) {
       const float yj = stage.ln_out_float ? RoundToFormat(y.y[j], *stage.ln_out_float) : y.y[j];
       const StageRounding r = QuantizeLinearHalfEven(yj, stage.out);
       e[j].regions = row_regions | RoundingRegions(r.saturated, r.tie_distance);
       e[j].y = r.code;
+    }
+  }
+  // The float layernorm (model/pattern.h Stage::ln_float_out): y_j stored at ln_out_float's format as its ordered
+  // code, with the bound two two-pass evaluations stay within (summation.h LayerNormPairBounds); none (+inf) where
+  // the declared order is outside that class (model/summation_order.h normalization_bound_uncovered).
+  static void FloatRow(const Stage& stage, const StageInputs& in, std::span<const float> x, const LayerNormRow& y,
+                       std::span<GraphElement> e, RegionSet row_regions) {
+    const FloatBoundary format = stage.ln_out_float.value_or(FloatBoundary{});
+    std::vector<double> bound(e.size(), std::numeric_limits<double>::infinity());
+    if (normalization_bound_uncovered(stage.ln_order).empty()) {
+      bound = LayerNormPairBounds(x, in.operands.gamma, in.operands.beta, stage.ln_eps, stage.ln_out_float);
+    }
+    for (size_t j = 0; j < e.size(); ++j) {
+      e[j].y = FloatOutputCode(y.y[j], format);
+      e[j].regions = row_regions;
+      e[j].bound = bound[j];
     }
   }
   // tflite_int16 (tflite_layer_norm.h): v_j = q_j - z_in, TFLite's integer row. Its last rounding is a fixed-point

@@ -5,6 +5,7 @@
 // outputs depend on every element of it: not elementwise.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "fusediff/model/errors.h"
 #include "fusediff/model/stage_module.h"
@@ -30,11 +31,24 @@ class LayerNormStage final : public StageKindModule {
     fusediff::validate(s.ln_order.variance, field + ".order.var");
     fusediff::validate(s.ln_fused_order.mean, field + ".fused_order.mean");
     fusediff::validate(s.ln_fused_order.variance, field + ".fused_order.var");
+    for (const auto& [o, name] : {std::pair{&s.ln_order, ".order"}, std::pair{&s.ln_fused_order, ".fused_order"}}) {
+      for (const NormalizationOrder& short_rows : o->short_rows) {  // a length selector's order for short rows
+        fusediff::validate(short_rows.mean, field + name + ".below.mean");
+        fusediff::validate(short_rows.variance, field + name + ".below.var");
+      }
+    }
     fusediff::validate(s.out, field + ".out");
     if ((s.ln_in_float || s.ln_out_float) && s.ln_arithmetic != LayerNormArithmetic::f32) {
       throw InputError(field + (s.ln_in_float ? ".in_float" : ".out_float") +
                        ": a float boundary around the norm needs arithmetic f32, got " +
                        std::string(to_string(s.ln_arithmetic)));
+    }
+    if (s.ln_float_out && s.ln_arithmetic != LayerNormArithmetic::f32) {
+      throw InputError(field + ".float_out: a float output needs arithmetic f32, got " +
+                       std::string(to_string(s.ln_arithmetic)));
+    }
+    if (s.ln_float_out && s.ln_out_float && s.ln_out_float->format == FloatFormat::f16) {
+      throw InputError(field + ".out_float: a float output is f32 or bf16, not f16");
     }
     if (s.ln_arithmetic == LayerNormArithmetic::tflite_int16) ValidateIntegerBoundaries(in, s.out, field);
     if (s.ln_regime == LnRegime::exact_rows) ValidateExactRowsInput(in, field);
@@ -49,6 +63,7 @@ class LayerNormStage final : public StageKindModule {
     if (s.ln_features != 0) part += " features " + std::to_string(s.ln_features);
     if (s.ln_in_float) part += " in " + format_float_boundary(*s.ln_in_float);
     if (s.ln_out_float) part += " out " + format_float_boundary(*s.ln_out_float);
+    if (s.ln_float_out) return part + " y float (its ulps)";
     return part + " o=" + format_quant_params(s.out);
   }
 
@@ -67,6 +82,7 @@ class LayerNormStage final : public StageKindModule {
       // absent: none (earlier strings hold)
       if (s.ln_in_float) f.emplace_back("ln_in_float", format_float_boundary(*s.ln_in_float));
       if (s.ln_out_float) f.emplace_back("ln_out_float", format_float_boundary(*s.ln_out_float));
+      if (s.ln_float_out) f.emplace_back("ln_float_out", "1");
     }
     return f;
   }
@@ -83,6 +99,10 @@ class LayerNormStage final : public StageKindModule {
     }
     if (f.has("ln_in_float")) s.ln_in_float = parse_float_boundary(f.take("ln_in_float"), "replay.ln_in_float");
     if (f.has("ln_out_float")) s.ln_out_float = parse_float_boundary(f.take("ln_out_float"), "replay.ln_out_float");
+    if (f.has("ln_float_out")) {
+      if (f.take("ln_float_out") != "1") throw InputError("replay.ln_float_out: expected 1 (absent: a quantized output)");
+      s.ln_float_out = true;
+    }
   }
 
   std::vector<StageField> results_fields(const Stage& s) const override {
@@ -98,6 +118,7 @@ class LayerNormStage final : public StageKindModule {
     }
     if (s.ln_in_float) f.push_back({"in_float", format_float_boundary(*s.ln_in_float)});  // absent: none
     if (s.ln_out_float) f.push_back({"out_float", format_float_boundary(*s.ln_out_float)});
+    if (s.ln_float_out) f.push_back({"float_out", int32_t{1}});  // absent: quantized
     return f;
   }
   // norm_other_order is judged on exact rows where the two orders agree there (model/summation_order.h).
@@ -125,6 +146,22 @@ class LayerNormStage final : public StageKindModule {
     if (f.has("fused_arithmetic")) s.ln_fused_arithmetic = f.parsed("fused_arithmetic", parse_layer_norm_arithmetic);
     if (f.has("in_float")) s.ln_in_float = f.parsed("in_float", parse_float_boundary);
     if (f.has("out_float")) s.ln_out_float = f.parsed("out_float", parse_float_boundary);
+    s.ln_float_out = f.has("float_out") && f.integer("float_out") == 1;
+  }
+
+  // The float layernorm: the bound (summation_order.h normalization_bound_uncovered) holds for the two-pass class;
+  // it covers a comparison when the graph's order and the one the fused path runs are both of it.
+  std::optional<FloatOutput> float_output(const Stage& s, Fusion fusion) const override {
+    if (!s.ln_float_out) return std::nullopt;
+    FloatOutput out{s.ln_out_float ? s.ln_out_float->format : FloatFormat::f32, {}};
+    out.unbounded = normalization_bound_uncovered(s.ln_order);
+    if (out.unbounded.empty() && fusion == Fusion::norm_other_order) {
+      out.unbounded = normalization_bound_uncovered(s.ln_fused_order);
+    }
+    if (out.unbounded.empty() && fusion != Fusion::keep_all && fusion != Fusion::norm_other_order) {
+      out.unbounded = "fusion " + std::string(to_string(fusion)) + " computes another graph";
+    }
+    return out;
   }
 
  private:

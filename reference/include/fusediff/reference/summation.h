@@ -6,9 +6,11 @@
 // uses -ffp-contract=off and SSE arithmetic, so the compiler neither contracts nor keeps excess precision; fma is
 // std::fma). A kernel that follows its declared order therefore matches bit for bit.
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "fusediff/model/batchnorm.h"
 #include "fusediff/model/summation_order.h"
 
 namespace fusediff::reference {
@@ -40,6 +42,35 @@ double SumReorderingBound(std::span<const float> x);
 // The same for the products a_i b_i: each product has at most one rounding more (or none under fma): gamma_n
 // sum |a_i b_i| (Higham §3.1), plus n 2^-150 for products that underflow.
 double DotReorderingBound(std::span<const float> a, std::span<const float> b);
+
+// The two-pass LayerNorm bound (docs/bisect.md, "LayerNormalization", derives it): for one row of n inputs, per
+// element B_i >= |y^_i - y_i| for every two-pass evaluation with unit roundoff u (the mean summed in any order; the
+// variance the sum of (x^_j - mu^)^2 in any order; sigma^ = sqrt(var^ + eps); y = (x^ - mu^) / sigma^ gamma + beta
+// with at most 5 roundings from the subtraction to the scale and one for beta; model/summation_order.h
+// normalization_bound_uncovered names the class) whose inputs x^_j are within error_j of the exact x_j. The exact
+// mean, variance and outputs are estimated in double (their own error is within the 2^-40 and 2^-30 slack).
+// +inf where a sum or a scale may overflow (the derivation assumes none), or where the derivation needs rho < 1/2
+// and the cap is not finite either.
+struct TwoPassLayerNormRow {
+  std::span<const double> x;          // the inputs' exact values (estimates)
+  std::span<const double> magnitude;  // bounds on |x^_j|
+  std::span<const double> error;      // bounds on |x^_j - x_j|
+  std::span<const double> gamma;      // gamma per element; element j reads gamma[j mod size] (a broadcast scale)
+  std::span<const double> y;          // the exact outputs (estimates)
+  double eps = 0;
+  double u = 0x1p-24;                 // binary32's unit roundoff
+  double tiny = 0x1p-150;             // a rounded product's underflow term
+  double overflow = 0x1p127;          // a magnitude from which the kernel's format may overflow (binary32: 2^127)
+};
+void TwoPassLayerNormBounds(const TwoPassLayerNormRow& row, std::span<double> bound);
+
+// The float layernorm's comparison bound (model/pattern.h Stage::ln_float_out): per element of a row of binary32
+// inputs (exact: the graph's own values), how far two two-pass binary32 evaluations may differ: 2 B_i
+// (TwoPassLayerNormBounds with no input error), each side's y then stored at `out` (absent: binary32) adding
+// 2^-8 (|y_i| + B_i) + 2^-126 for bf16 (nearest even, a subnormal flushed or not). +inf where no finite bound holds
+// (an infinite or NaN statistic, an output beyond the format's range).
+std::vector<double> LayerNormPairBounds(std::span<const float> x, std::span<const float> gamma,
+                                        std::span<const float> beta, float eps, const std::optional<FloatBoundary>& out);
 
 // True when every partial sum of x, in every order, is exact in binary32: all x_i are integer multiples of 2^e,
 // with 2^e the smallest power of two among their lowest set bits, and sum |x_i| <= 2^(24 + e). Then every order

@@ -16,6 +16,7 @@ namespace fusediff::reports {
 // /7 writes the platform's backend provenance generically: platform.backends, one {"name", "provenance": [[key,
 // value], ...]} per registered backend that has any (model/backend.h), where /6 and earlier had one object member
 // of platform named after the backend, {key: value} (read as that backend with those pairs, in key order).
+// A /7 case whose output is a float with a rounding-error bound also has bound_ratio (model/results.h BoundRatio).
 // /6 writes each case's per_code texts packed (covered_bitmap and error_ranges: zlib-compressed base64 of the /5
 // bitmap's hex digits and of "gap,length,min,max;" runs), adds a conv case's draws (its judged samples per draw,
 // packed: model/draw_tallies.h) and an external table's fingerprint, file and SHA-256, and the gate's worse rows.

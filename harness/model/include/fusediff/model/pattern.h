@@ -217,6 +217,11 @@ struct Stage {
   // -> bf16 -> Q runs. Part of the graph (a convention), not of a fused path's declaration. Absent: x and y stay
   // binary32 (ONNX Runtime's f32 graph).
   std::optional<FloatBoundary> ln_in_float, ln_out_float;
+  // The float layernorm (f32 arithmetic, the pattern's last stage): y_j stored at ln_out_float's format (binary32
+  // where unset; f32 or bf16) is the pattern's output, compared as its ordered code (model/convention.h
+  // float_order_code: errors in the format's ulps) and judged against the rounding-error bound of a two-pass
+  // normalization (float_output below); `out` is then unused. Unset: QuantizeLinear into `out`.
+  bool ln_float_out = false;
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
@@ -317,7 +322,8 @@ Convention activation_convention(const Pattern& p, const Convention& c);
 QuantParams final_output(const Pattern& p, const Convention& c);
 // The boundary whose codes key the per-code statistics (CaseResult::per_code, hard codes): the activation's input
 // for an elementwise pattern (conv2d+act, conv2d+add+act, fc+act), the final output for one with a pool or a
-// second layer, where an output code does not follow from one input code.
+// second layer, where an output code does not follow from one input code; for a float output (float_output), the
+// codes its last stage reads (a float's ordered codes are no type's).
 QuantParams keyed_boundary(const Pattern& p, const Convention& c);
 bool keyed_by_activation_input(const Pattern& p);  // an activation, and every stage elementwise
 
@@ -366,6 +372,16 @@ std::string fusion_illegality(const Pattern& p, Fusion fusion, const Convention&
 //                         exact_rows_difference finds equal (model/summation_order.h).
 // `table` as for fusion_illegality. Call it only for a legal fusion.
 std::string fusion_keeps_meaning(const Pattern& p, Fusion fusion, const Convention& c, std::span<const int32_t> table);
+
+// A pattern whose output is a float rather than codes (its last stage's StageKindModule::float_output): the format
+// (its ordered codes are the outputs compared) and whether the reference's per-element bound
+// (reference::GraphElement::bound: how far two evaluations of the output's declared class may differ) covers the
+// fused side under `fusion`: `unbounded` says why not, empty when it does. nullopt: the output is codes.
+struct FloatOutput {
+  FloatFormat format = FloatFormat::f32;
+  std::string unbounded;
+};
+std::optional<FloatOutput> float_output(const Pattern& p, Fusion fusion);
 
 // The tensors one stage brings to a draw beside the tensor it reads; empty where its kind takes none.
 //   codes:  an elementwise operand, one code per element of the tensor the stage reads (NHWK order): add's

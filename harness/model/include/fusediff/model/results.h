@@ -90,6 +90,26 @@ struct LostSamples {
   friend bool operator==(const LostSamples&, const LostSamples&) = default;
 };
 
+// A float output against its rounding-error bound (model/pattern.h float_output; docs/summation-orders.md, "The
+// float layernorm and r"): per compared sample with a finite bound B (reference::GraphElement::bound, how far two
+// evaluations of the output's declared class may differ), r = |y_fused - y_ref| / B on the real values. r > 1 proves
+// the fused path is not such an evaluation; r <= 1 is what any legal reordering may do. Counts add exactly and the
+// largest r keeps the lowest sample on ties, so every sharding of a run gives the same.
+struct BoundRatio {
+  std::string unbounded_reason;  // why the bound does not cover this comparison (then every sample is unbounded)
+  uint64_t samples = 0;          // samples judged by a finite bound
+  uint64_t unbounded = 0;        // samples without one (the reason above, or no finite bound at that element)
+  uint64_t over = 0;             // samples with r > 1
+  double max_r = 0;
+  uint64_t max_sample = 0;       // where max_r is (samples > 0)
+  double max_delta = 0;          // |y_fused - y_ref| there
+  double max_bound = 0;          // B there
+  // One sample: its index, |y_fused - y_ref| (NaN where either is NaN: counted as over) and B (not finite: none).
+  void add(uint64_t sample, double delta, double bound);
+  void merge(const BoundRatio& part);
+  friend bool operator==(const BoundRatio&, const BoundRatio&) = default;
+};
+
 struct CaseResult {
   CaseSpec spec;
   Tolerance tolerance;
@@ -123,6 +143,7 @@ struct CaseResult {
   std::optional<TableReadback> table_readback;
   // conv2d+batchnorm+act: the judged samples' |e| against |u| and the channel gain (model/error_bins.h); else unset.
   std::optional<BatchNormErrorBins> batchnorm_bins;
+  std::optional<BoundRatio> bound_ratio;  // a float output's r (model/pattern.h float_output); else unset
   bool complete = true;                     // false when the run was interrupted inside this case
   uint32_t shard_index = 0;                 // which deterministic partition of the samples this result holds
   uint32_t shard_count = 1;

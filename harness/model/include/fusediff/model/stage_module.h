@@ -5,6 +5,7 @@
 // (fused/pattern_kernel.h) and the generator's operand draws (generators/targets.h). A kind's model side registers
 // once (register_stage_kind); the built-in kinds are listed in stage_registry.cpp. std only.
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -93,6 +94,9 @@ class StageKindModule {
                                            std::span<const int32_t> /*table*/) const {
     return {};
   }
+  // Where the stage writes a float instead of codes (it must then be the pattern's last): its format, and why the
+  // reference's bound does not cover the fused side under `fusion` (model/pattern.h float_output); nullopt: codes.
+  virtual std::optional<FloatOutput> float_output(const Stage&, Fusion) const { return std::nullopt; }
 };
 
 // Registers a kind's model side; InputError when its token is taken or spells no name ([a-z0-9_]+).

@@ -109,8 +109,15 @@ struct NormalizationOrder {
   SummationOrder variance;  // two_pass, mean_in_double: the sum of d^2; one_pass: the sum of x^2
   NormalizationOutput output = NormalizationOutput::centered_times_inv;
   Contraction output_contraction = Contraction::none;
+  // A kernel chosen by row length (ONNX Runtime's LayerNormalization: MLAS from 8 features, a scalar Welford loop
+  // below): a row shorter than short_below runs short_rows[0] (itself without a selector); 0 and empty: the order
+  // above at every length.
+  int32_t short_below = 0;
+  std::vector<NormalizationOrder> short_rows;
   friend bool operator==(const NormalizationOrder&, const NormalizationOrder&) = default;
 };
+// The order a row of n values runs (NormalizationOrder::short_below).
+const NormalizationOrder& order_for_length(const NormalizationOrder& order, size_t n);
 
 std::string_view to_string(NormalizationStats s);   // "two_pass", "mean_in_double", "welford", "one_pass"
 std::string_view to_string(NormalizationOutput o);  // "centered_times_inv", "scale_times_inv", "scale_over_sqrt",
@@ -119,7 +126,9 @@ NormalizationStats parse_normalization_stats(std::string_view text, std::string_
 NormalizationOutput parse_normalization_output(std::string_view text, std::string_view field);
 
 // "STATS;mean=ORDER;var=ORDER;OUTPUT:fma|nofma", e.g.
-// "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma".
+// "two_pass;mean=sequential:nofma:prod32:acc32;var=sequential:nofma:prod32:acc32;scale_over_sqrt:nofma"; with a
+// length selector, "LONG|belowN=SHORT" (each an order's text, N in 2..4096). parse throws InputError naming the
+// field for bad text, and validates the sums (validate below) and the selector.
 std::string format_normalization_order(const NormalizationOrder& order);
 NormalizationOrder parse_normalization_order(std::string_view text, std::string_view field);
 
@@ -134,6 +143,8 @@ NormalizationOrder parse_normalization_order(std::string_view text, std::string_
 //               bit for bit by tests/bisect/ort_layer_norm_order_test.cpp);
 //   ort_short   ORT 1.30's scalar Welford path: LayerNormalization's rows shorter than 8, and every row of
 //               SkipLayerNormalization (measured, the same test);
+//   ort_layernorm  ORT 1.30's LayerNormalization operator at every row length: ort from 8 features, ort_short
+//               below (the same test proves it bit for bit, rows of 1 to 4,096);
 //   sequential  two_pass, every sum left to right in binary32, centered_times_inv without fma (a plain C loop).
 struct NamedNormalizationOrder {
   std::string_view name;
@@ -146,6 +157,14 @@ NormalizationOrder named_normalization_order(std::string_view name, std::string_
 // its text with each ';' written '/'. parse takes either (and the plain text).
 std::string format_declared_normalization_order(const NormalizationOrder& order);
 NormalizationOrder parse_declared_normalization_order(std::string_view text, std::string_view field);
+
+// ---- The rounding-error bound of a float LayerNorm output (reference::LayerNormPairBounds; docs/summation-orders.md,
+// "r: the float layernorm against its bound"). It holds for every two-pass evaluation: the mean summed in any order
+// (binary32 or binary64 accumulators and products, with or without fma, or mean_in_double), the variance as the sum
+// of fl32(x - mu)^2 in any such order, s = fl32(sqrt(fl32(var + eps))) and any of the four output forms with or
+// without fma. Empty when `order` is of that class, else why not: welford (a running mean rounded at every step),
+// one_pass (E[x^2] - mu^2, another formula) or a bf16 accumulator (8-bit partial sums).
+std::string normalization_bound_uncovered(const NormalizationOrder& order);
 
 // ---- Exact rows (benchdnn-style; model/pattern.h LnRegime::exact_rows, docs/summation-orders.md).
 // A row x of n binary32 values is exact when (reference::LayerNormStatsAreExactInEveryOrder checks it):
