@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fusediff/fused/onednn_kernel.h"
 #include "fusediff/model/formulation.h"
 
 namespace fusediff::fused::onednn {
@@ -196,6 +197,25 @@ bool EmptyKernelRange(const KnownDefect&, const ConvCase& conv, const DefectCall
   return false;
 }
 
+// The strided int8 1x1 convolution that copies its source into per-thread workspaces (oneDNN v2.6.3
+// jit_uni_1x1_conv_utils.hpp rtus_prepare, lines 57-69: 1x1, a stride, no padding, every output dimension times its
+// stride the input's) with a channel count the copy's `block` bytes do not divide: its unmasked tail store writes past
+// each thread's workspace (docs/onednn.md, "The strided int8 1x1 convolution races below AVX-512"). Only where
+// oneDNN runs on two or more threads: one thread has no next workspace to write into.
+bool RtusInt8Tail(const KnownDefect& d, const ConvCase& conv, const DefectCallAttributes&) {
+  if (OneDnnMaxThreads() < 2) return false;
+  if (conv.op() != ConvOp::conv2d || conv.kernel_height() != 1 || conv.kernel_width() != 1) return false;
+  if (conv.stride_height() == 1 && conv.stride_width() == 1) return false;
+  if (conv.padding_top() != 0 || conv.padding_left() != 0 || conv.padding_bottom() != 0 || conv.padding_right() != 0) {
+    return false;
+  }
+  if (conv.output_height() * conv.stride_height() != conv.input_height() ||
+      conv.output_width() * conv.stride_width() != conv.input_width()) {
+    return false;
+  }
+  return conv.input_channels() % d.block != 0;
+}
+
 // The draw as the library saw it (extended input, the source tail it reads past the input), then the kernel's column
 // schedule.
 void UniDeconvColumns(const KnownDefect& d, ConvCase* conv, std::vector<int32_t>* input, const DefectCallAttributes& call) {
@@ -229,7 +249,8 @@ std::vector<DefectRuleKind> DefectRules() {
   return {{"jit_deconv_single_block_output_padding", {"registers"}, false, SingleBlockOutputPadding},
           {"jit_deconv_stride_hole", {"block"}, false, StrideHole},
           {"jit_uni_deconv_columns", {"registers", "block"}, false, UniDeconvColumnsDiffer},
-          {"brgconv_empty_kernel_range", {}, true, EmptyKernelRange}};
+          {"brgconv_empty_kernel_range", {}, true, EmptyKernelRange},
+          {"rtus_int8_tail", {"block"}, false, RtusInt8Tail}};
 }
 
 std::vector<DefectModelKind> DefectModels() {

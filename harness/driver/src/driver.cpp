@@ -474,6 +474,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
       std::vector<int32_t> alone;  // this entry's model alone (only when several match)
     };
     std::vector<Matched> matched;
+    KnownDefectTally* race = nullptr;  // an entry of model thread_race whose rule the draw meets (below)
     std::vector<int32_t> model_y,
         declared_y;  // declared_y: a cross-convention case's answer under the path's convention
     if (ledger) {
@@ -497,6 +498,10 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         }
         ++tally->draws;
         tally->samples += batch.take;
+        if (thread_race(d)) {  // no values to model
+          if (!race) race = tally;
+          continue;
+        }
         apply_defect_model(d, &changed.conv, &changed.input, call);
         matched.push_back({tally, {}});
         entries.push_back(&d);
@@ -535,7 +540,8 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
                        std::move(c.repetitions)};
       // The library is judged against the model under its own declared convention (in a cross-convention case, not
       // the graph's): the defect's samples leave the measurement, fusion's own effect stays. A sample whose
-      // repetitions differ is never explained by a value model: it stays, as nondeterministic.
+      // repetitions differ is never explained by a value model: it stays, as nondeterministic, unless a thread_race
+      // entry's rule meets the draw (below).
       const int32_t base = declared_y.empty() ? c.y_ref : declared_y[j];
       if (!matched.empty() && model_y[j] != base) {
         // The entries whose own model changes this sample (all of them when one matches, else the first).
@@ -550,6 +556,13 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
           for (KnownDefectTally* t : owners) t->stats.add(sample);
           continue;
         }
+      }
+      // The library's race (model thread_race) on a draw its rule meets: a sample whose repetitions differ, or that
+      // differs from the reference where no value model explains it (a clobbered pixel can come out alike twice),
+      // is counted as the entry's, never judged.
+      if (race && (!sample.repetitions.empty() || c.y_fused != base)) {
+        race->stats.add(sample);
+        continue;
       }
       partial.Record(code, sample, batch.draw);
       if (float_out) {

@@ -130,6 +130,7 @@ std::vector<DefectModelKind>& Models() {
       AccumulationModel("int16_pairs_flattened", Accumulation::int16_pairs_flattened),
       AccumulationModel("int16_pairs_shifted_weights", Accumulation::int16_pairs_shifted_weights),
       {std::string(kNotExecuted), nullptr},
+      {std::string(kThreadRace), nullptr},
   };
   return models;
 }
@@ -188,6 +189,7 @@ bool explained_by_defect(int32_t y_ref, int32_t y_fused, int32_t y_model, int64_
 }
 
 bool not_executed(const KnownDefect& d) { return d.model == kNotExecuted; }
+bool thread_race(const KnownDefect& d) { return d.model == kThreadRace; }
 
 void apply_defect_model(const KnownDefect& d, ConvCase* conv, std::vector<int32_t>* input,
                         const DefectCallAttributes& call) {

@@ -59,7 +59,7 @@ struct DefectRuleKind {
 
 // What the defect does to a draw, in the reference's terms: the draw (its input and its conv: kernel rows, weights,
 // padding, column schedule or accumulation rule) as the defect changes it, in place; the reference then runs on it
-// unchanged. Null `apply`: not_executed.
+// unchanged. Null `apply`: not_executed, thread_race (nothing computed).
 struct DefectModelKind {
   std::string name;
   std::function<void(const KnownDefect&, ConvCase*, std::vector<int32_t>*, const DefectCallAttributes&)> apply;
@@ -69,6 +69,11 @@ struct DefectModelKind {
 // its samples are counted as the entry's, withheld, never compared; a withheld draw no entry of this model covers
 // fails the case.
 inline constexpr std::string_view kNotExecuted = "not_executed";
+// The model of a library whose output on the draw depends on thread timing (a race): its values are not modelled.
+// On a draw the rule meets (a rule that holds only where the race can happen), a sample whose repetitions differ
+// (--repeat), or that differs from the reference where no value model explains it (a clobbered output can come out
+// alike twice), is counted as the entry's, never judged; an equal one is judged as usual.
+inline constexpr std::string_view kThreadRace = "thread_race";
 
 // The registries, each holding the model's generic entries from the start:
 //   rule source_as_passed: any draw whose source the library saw as `source` (u8 or s8; unset: either) and whose op
@@ -81,7 +86,7 @@ inline constexpr std::string_view kNotExecuted = "not_executed";
 //   models halved_weights, int16_pairs_per_tap, int16_pairs_flattened, int16_pairs_shifted_weights: the accumulator
 //     computed by that documented integer arithmetic (model/conv_case.h Accumulation), on the draw as the library
 //     saw it (an output padding passed as an extended input: DefectCallAttributes);
-//   model not_executed (kNotExecuted).
+//   models not_executed (kNotExecuted) and thread_race (kThreadRace).
 // Registering a name twice throws std::logic_error (a programming error, as for backends).
 void RegisterDefectRule(DefectRuleKind rule);
 void RegisterDefectModel(DefectModelKind model);
@@ -133,8 +138,9 @@ bool draw_meets_rule(const KnownDefect& d, const ConvCase& conv, const Formulati
 // How a draw of `conv` under `formulation` reaches the library (source_as_passed: the source type, whether a source
 // zero-point attribute is set; whether an output padding is passed as an extended input).
 DefectCallAttributes call_attributes(const Formulation& formulation, const ConvCase& conv);
-// Whether the entry's model is kNotExecuted.
+// Whether the entry's model is kNotExecuted; kThreadRace.
 bool not_executed(const KnownDefect& d);
+bool thread_race(const KnownDefect& d);
 // Whether one sample is the defect: the defect changes this output (the model's y differs from the reference's),
 // the library's output is not the reference's, and it is the model's within `tolerance` LSB (the case's own bound:
 // the model runs the reference's arithmetic, which is judged under that bound). Anything else is judged as usual.
