@@ -24,6 +24,19 @@
 namespace fusediff {
 namespace {
 
+// The path's draws with 7-bit weights: the inner product's u is then exact below VNNI too (its int16 pairs never
+// saturate, and the gemm shifts an s8 source: docs/onednn.md, "Which formulation is exact without VNNI"), so every
+// cap judges the norm alone. The driver's full-range draws meet the ledger's documented behaviour there instead.
+generators::ConvShapeLimits SevenBitLimits(const Pattern& pattern, const fused::FusedPath& path) {
+  generators::ConvShapeLimits base;
+  base.full_range_weights = true;
+  base.max_batch = path.max_batch();
+  Formulation seven_bit;
+  seven_bit.seven_bit_weights = true;
+  base.formulation = seven_bit;
+  return generators::PatternDrawLimits(pattern, base);
+}
+
 // The rule the module states (docs/summation-orders.md), restated from oneDNN's source rather than read back from
 // the module: simple_layer_normalization takes the jit kernel where mayiuse(avx2).
 std::string ExpectedOrderName(const std::string& implementation) {
@@ -75,16 +88,7 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
       std::optional<reference::ActivationTable> table;
       table.emplace(activation_convention(spec.pattern, conv));
       const reference::GraphReference reference(spec.pattern, conv, &*table, 1.0);
-      generators::ConvShapeLimits base;
-      base.full_range_weights = true;
-      base.max_batch = path->max_batch();
-      // 7-bit weights: the inner product's u is then exact below VNNI too (its int16 pairs never saturate, and the
-      // gemm shifts an s8 source: docs/onednn.md, "Which formulation is exact without VNNI"), so every cap judges the
-      // norm alone. The driver's full-range draws meet the ledger's documented behaviour there instead.
-      Formulation seven_bit;
-      seven_bit.seven_bit_weights = true;
-      base.formulation = seven_bit;
-      const generators::ConvShapeLimits limits = generators::PatternDrawLimits(spec.pattern, base);
+      const generators::ConvShapeLimits limits = SevenBitLimits(spec.pattern, *path);
       uint64_t compared = 0, exact = 0;
       for (uint32_t d = 0; d < 400; ++d) {
         const PatternDraw draw =
@@ -108,8 +112,7 @@ TEST(OneDnnLayerNorm, SameConventionCasesPassAtToleranceZero) {
 
 // The float layernorm (Stage::ln_float_out): oneDNN's f32 y is the output. Declared as dispatched, every y equals the
 // reference's (SameConventionCasesPassAtToleranceZero runs that case too); declared in ONNX Runtime's order, each y
-// stays within the two-pass bound of the reference's (r <= 1) and some differ (r > 0). 7-bit-weight draws, as above,
-// so that every cap judges the norm alone.
+// stays within the two-pass bound of the reference's (r <= 1) and some differ (r > 0). 7-bit-weight draws.
 TEST(OneDnnLayerNorm, FloatOutputAgainstOrtsOrderStaysWithinTheBound) {
   driver::SuiteOptions options;
   std::optional<CaseSpec> spec;
@@ -125,13 +128,7 @@ TEST(OneDnnLayerNorm, FloatOutputAgainstOrtsOrderStaysWithinTheBound) {
   Pattern ort = spec->pattern;
   ort.stages[1].ln_order = named_normalization_order("ort", "test");
   const reference::GraphReference reference(ort, reference_convention(*spec), nullptr, 1.0);
-  generators::ConvShapeLimits base;
-  base.full_range_weights = true;
-  base.max_batch = path->max_batch();
-  Formulation seven_bit;
-  seven_bit.seven_bit_weights = true;
-  base.formulation = seven_bit;
-  const generators::ConvShapeLimits limits = generators::PatternDrawLimits(spec->pattern, base);
+  const generators::ConvShapeLimits limits = SevenBitLimits(spec->pattern, *path);
   double max_r = 0;
   uint64_t compared = 0, differ = 0;
   for (uint32_t d = 0; d < 400; ++d) {
@@ -207,13 +204,7 @@ TEST(OneDnnLayerNormBf16Path, Bf16GraphPassesAtToleranceZeroAndTheF32GraphDoesNo
     Pattern f32_graph = bf16->pattern;
     for (Stage& s : f32_graph.stages) s.ln_in_float = s.ln_out_float = std::nullopt;
     const reference::GraphReference f32_reference(f32_graph, conv, &table, 1.0);
-    generators::ConvShapeLimits base;
-    base.full_range_weights = true;
-    base.max_batch = path->max_batch();
-    Formulation seven_bit;  // as SameConventionCasesPassAtToleranceZero: u exact at every cap
-    seven_bit.seven_bit_weights = true;
-    base.formulation = seven_bit;
-    const generators::ConvShapeLimits limits = generators::PatternDrawLimits(bf16->pattern, base);
+    const generators::ConvShapeLimits limits = SevenBitLimits(bf16->pattern, *path);
     uint64_t compared = 0, exact = 0, f32_differs = 0;
     for (uint32_t d = 0; d < 400; ++d) {
       const PatternDraw draw =
