@@ -2,10 +2,11 @@
 // stage's ln_fused_arithmetic). tflite_int16: TFLite's integer layer norm (tflite_layer_norm.h). f32: each row of
 // codes dequantized in binary32 (DequantizeLinear), normalized in the declared order, quantized (QuantizeLinear), as
 // ONNX Runtime runs DQ -> LayerNormalization -> Q; x and y stored at the stage's declared float boundaries where it
-// has them (float16.h StoreAs: bf16's bit rounding).
+// has them (float16.h StoreAs: bf16's bit rounding); the float layernorm (ln_float_out) writes y's ordered code
+// instead of quantizing. A length selector's order is chosen per call's row length (LayerNormRows::Run).
 // The sums are this file's own lanes and accumulators (layer_norm_rows.h), written from model/summation_order.h's
 // definitions. Mutants select a variant here, once: ln-drop-eps, ln-eps-after-sqrt, ln-mean-wrong-axis (defects),
-// ln-one-pass-variance and ln-bf16-variance (another order).
+// ln-one-pass-variance and ln-bf16-variance (another order, a selector's short-row order too).
 #include "layer_norm_rows.h"
 #include "tflite_layer_norm.h"
 

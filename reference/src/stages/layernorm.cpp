@@ -2,7 +2,9 @@
 // of features, the dequantized values x_j = fl32(s_in (q_j - z_in)), LayerNormInOrder (summation.h) by the stage's
 // declared order (x and y each stored at the stage's declared float boundary, ln_in_float / ln_out_float, where it
 // has one), then ONNX's QuantizeLinear from its definition: the exact quotient y_j / s_out rounded half to
-// even, + z_out, saturated. tflite_int16: TFLite's integer layer norm from its definition (tflite_layer_norm.h).
+// even, + z_out, saturated; or, for the float layernorm (ln_float_out), y_j's ordered code with the two-pass pair
+// bound (summation.h LayerNormPairBounds). A length selector's order is chosen per row (LayerNormInOrder).
+// tflite_int16: TFLite's integer layer norm from its definition (tflite_layer_norm.h).
 // Under ln_regime exact_rows each row is first checked exact in every order (summation.h
 // LayerNormStatsAreExactInEveryOrder): a row that is not is a harness bug, thrown.
 #include <algorithm>
