@@ -168,17 +168,13 @@ void TwoPassLayerNormBounds(const TwoPassLayerNormRow& row, std::span<double> bo
     throw std::invalid_argument("TwoPassLayerNormBounds: the row's spans differ in length");
   }
   const auto error = [&](size_t j) { return row.error.empty() ? 0.0 : row.error[j]; };
-  const double u = row.u, dn = static_cast<double>(n);
-  double mean = 0, var = 0, s1 = 0, e1 = 0, e2 = 0;
-  for (size_t j = 0; j < n; ++j) mean += row.x[j];
-  mean /= dn;
+  const double u = row.u, dn = static_cast<double>(n), mean = row.mean, var = row.var;
+  double s1 = 0, e1 = 0, e2 = 0;
   for (size_t j = 0; j < n; ++j) {
-    var += (row.x[j] - mean) * (row.x[j] - mean);
     s1 += row.magnitude[j];
     e1 += error(j);
     e2 += error(j) * error(j);
   }
-  var /= dn;
   const double dmu = GammaK(dn + 1, u) * s1 / dn + e1 / dn, rms = std::sqrt(e2 / dn);
   const double v_hi = var * (1 + 0x1p-40);
   const double eta = 2 * std::sqrt(v_hi) * rms + (rms + dmu) * (rms + dmu);
@@ -234,7 +230,7 @@ std::vector<double> LayerNormPairBounds(std::span<const float> x, std::span<cons
     magnitude[j] = std::fabs(xd[j]);
     y[j] = (xd[j] - mean) / std::sqrt(var + eps) * gd[j] + beta[j];
   }
-  TwoPassLayerNormBounds({xd, magnitude, {}, gd, y, static_cast<double>(eps)}, bound);
+  TwoPassLayerNormBounds({xd, magnitude, {}, gd, y, mean, var, static_cast<double>(eps)}, bound);
   const bool bf16 = out && out->format == FloatFormat::bf16;
   for (size_t j = 0; j < n; ++j) {
     double b = bound[j];

@@ -1094,13 +1094,13 @@ void RowStats(const Val& x, size_t base, size_t n, double& mean, double& var) {
 
 // The bound of mode m for one row into bound[base..base+n); y holds the row's values (reference/summation.h
 // TwoPassLayerNormBounds: the derivation, shared with the driver's float layernorm).
-void LayerNormRowBound(const Val& x, const LayerNormParams& p, size_t base, size_t n, int m,
+void LayerNormRowBound(const Val& x, const LayerNormParams& p, size_t base, size_t n, double mean, double var, int m,
                        const std::vector<double>& y, std::vector<double>& bound) {
   std::vector<double> magnitude(n);
   for (size_t j = 0; j < n; ++j) magnitude[j] = Mag(x, base + j, m);
-  const std::span<const double> row(&x.v[base], n), error(&x.e[m][base], n);
-  reference::TwoPassLayerNormBounds({row, magnitude, error, p.scale->v, std::span<const double>(&y[base], n), p.eps,
-                                     U(x), Tiny(x), x.type == DType::float64 ? 0x1p1023 : 0x1p127},
+  const std::span<const double> row(&x.v[base], n), error(&x.e[m][base], n), values(&y[base], n);
+  const double overflow = x.type == DType::float64 ? 0x1p1023 : 0x1p127;
+  reference::TwoPassLayerNormBounds({row, magnitude, error, p.scale->v, values, mean, var, p.eps, U(x), Tiny(x), overflow},
                                     std::span<double>(&bound[base], n));
 }
 
@@ -1117,7 +1117,7 @@ void LayerNormInto(const Val& x, const LayerNormParams& p, Val& y, int first_mod
       y.v[base + j] = (x.v[base + j] - mean) / std::sqrt(var + p.eps) * p.scale->v[j % p.scale->size()] + b;
     }
     for (int m = first_mode; m < 2; ++m) {
-      LayerNormRowBound(x, p, base, n, m, y.v, bound);
+      LayerNormRowBound(x, p, base, n, mean, var, m, y.v, bound);
       for (size_t j = 0; j < n; ++j) y.e[m][base + j] = std::max(y.e[m][base + j], bound[base + j]);
     }
   }

@@ -47,8 +47,8 @@ double DotReorderingBound(std::span<const float> a, std::span<const float> b);
 // element B_i >= |y^_i - y_i| for every two-pass evaluation with unit roundoff u (the mean summed in any order; the
 // variance the sum of (x^_j - mu^)^2 in any order; sigma^ = sqrt(var^ + eps); y = (x^ - mu^) / sigma^ gamma + beta
 // with at most 5 roundings from the subtraction to the scale and one for beta; model/summation_order.h
-// normalization_bound_uncovered names the class) whose inputs x^_j are within error_j of the exact x_j. The exact
-// mean, variance and outputs are estimated in double (their own error is within the 2^-40 and 2^-30 slack).
+// normalization_bound_uncovered names the class) whose inputs x^_j are within error_j of the exact x_j. The caller
+// estimates the exact mean, variance and outputs in double (their own error is within the 2^-40 and 2^-30 slack).
 // +inf where a sum or a scale may overflow (the derivation assumes none), or where the derivation needs rho < 1/2
 // and the cap is not finite either.
 struct TwoPassLayerNormRow {
@@ -57,6 +57,7 @@ struct TwoPassLayerNormRow {
   std::span<const double> error;      // bounds on |x^_j - x_j|
   std::span<const double> gamma;      // gamma per element; element j reads gamma[j mod size] (a broadcast scale)
   std::span<const double> y;          // the exact outputs (estimates)
+  double mean = 0, var = 0;           // the row's exact mean and biased variance (estimates: two-pass in double)
   double eps = 0;
   double u = 0x1p-24;                 // binary32's unit roundoff
   double tiny = 0x1p-150;             // a rounded product's underflow term
