@@ -117,6 +117,19 @@ TEST(LayerNormFloat, RatioSurvivesTheResultsFileAndShardMerge) {
   merge_case_result(merged, driver::RunCase(spec, second, cache), 1);
   ASSERT_TRUE(merged.bound_ratio);
   EXPECT_EQ(*merged.bound_ratio, *whole.bound_ratio);
+
+  // The stage's results field reads back, and a value other than "true" is refused naming it.
+  std::string text = reports::ToJson(run).dump();
+  EXPECT_TRUE(find_stage(back.cases[0].spec.pattern, StageKind::layernorm)->ln_float_out);
+  const size_t at = text.find("\"float_out\":\"true\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 18, "\"float_out\":\"yes\"");
+  try {
+    reports::FromJson(nlohmann::json::parse(text), "bad.json");
+    ADD_FAILURE() << "float_out \"yes\" was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("float_out"), std::string::npos) << e.what();
+  }
 }
 
 // The declaration is checked: a float output needs f32 arithmetic and binary32 or bf16, and must be the last stage.

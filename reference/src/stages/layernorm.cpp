@@ -9,7 +9,6 @@
 // LayerNormStatsAreExactInEveryOrder): a row that is not is a harness bug, thrown.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -124,15 +123,13 @@ class LayerNormReference final : public ReferenceStage {
     }
   }
   // The float layernorm (model/pattern.h Stage::ln_float_out): y_j stored at ln_out_float's format as its ordered
-  // code, with the bound two two-pass evaluations stay within (summation.h LayerNormPairBounds); none (+inf) where
-  // the declared order is outside that class (model/summation_order.h normalization_bound_uncovered).
+  // code, with the bound two two-pass evaluations stay within (summation.h LayerNormPairBounds). Whether that class
+  // covers the declared orders is the model's to say (model/pattern.h float_output), once, for the comparison.
   static void FloatRow(const Stage& stage, const StageInputs& in, std::span<const float> x, const LayerNormRow& y,
                        std::span<GraphElement> e, RegionSet row_regions) {
     const FloatBoundary format = stage.ln_out_float.value_or(FloatBoundary{});
-    std::vector<double> bound(e.size(), std::numeric_limits<double>::infinity());
-    if (normalization_bound_uncovered(stage.ln_order).empty()) {
-      bound = LayerNormPairBounds(x, in.operands.gamma, in.operands.beta, stage.ln_eps, stage.ln_out_float);
-    }
+    const std::vector<double> bound =
+        LayerNormPairBounds(x, in.operands.gamma, in.operands.beta, stage.ln_eps, stage.ln_out_float);
     for (size_t j = 0; j < e.size(); ++j) {
       e[j].y = FloatOutputCode(y.y[j], format);
       e[j].regions = row_regions;

@@ -118,7 +118,7 @@ class LayerNormStage final : public StageKindModule {
     }
     if (s.ln_in_float) f.push_back({"in_float", format_float_boundary(*s.ln_in_float)});  // absent: none
     if (s.ln_out_float) f.push_back({"out_float", format_float_boundary(*s.ln_out_float)});
-    if (s.ln_float_out) f.push_back({"float_out", int32_t{1}});  // absent: quantized
+    if (s.ln_float_out) f.push_back({"float_out", std::string("true")});  // absent: quantized
     return f;
   }
   // norm_other_order is judged on exact rows where the two orders agree there (model/summation_order.h).
@@ -146,7 +146,7 @@ class LayerNormStage final : public StageKindModule {
     if (f.has("fused_arithmetic")) s.ln_fused_arithmetic = f.parsed("fused_arithmetic", parse_layer_norm_arithmetic);
     if (f.has("in_float")) s.ln_in_float = f.parsed("in_float", parse_float_boundary);
     if (f.has("out_float")) s.ln_out_float = f.parsed("out_float", parse_float_boundary);
-    s.ln_float_out = f.has("float_out") && f.integer("float_out") == 1;
+    if (f.has("float_out")) s.ln_float_out = f.parsed("float_out", ParseFloatOut);
   }
 
   // The float layernorm: the bound (summation_order.h normalization_bound_uncovered) holds for the two-pass class;
@@ -191,6 +191,12 @@ class LayerNormStage final : public StageKindModule {
       throw InputError(field + ".regime: exact_rows needs the norm's input scale to be a power of two 2^e with e in "
                        "[-74, 51] (x = 2^e (q - z) exact), got " + format_quant_params(in));
     }
+  }
+
+  // A results file's float_out: "true" (absent: a quantized output); anything else is an error naming the field.
+  static bool ParseFloatOut(const std::string& text, std::string_view field) {
+    if (text != "true") throw InputError(std::string(field) + ": expected true (absent: a quantized output)");
+    return true;
   }
 
   static int32_t ParseFeatures(const std::string& text) {

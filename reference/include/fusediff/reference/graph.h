@@ -25,8 +25,9 @@ struct GraphElement {
   int32_t y = 0;          // the final output code
   int32_t key_code = 0;   // per-code statistics key (model/pattern.h keyed_boundary); 0 for an f32 intermediate
   RegionSet regions = 0;  // no bit: bulk
-  // A float output (model/pattern.h float_output): how far two evaluations of its declared class may differ at
-  // this element, in its real value (+inf: no finite bound here). 0 for a code output.
+  // A float output (model/pattern.h float_output): how far two evaluations of the stage's bounded class (the
+  // float layernorm: any two-pass normalization) may differ at this element, in its real value (+inf: no finite
+  // bound here); whether that class covers a comparison is float_output's answer. 0 for a code output.
   double bound = 0;
 };
 
