@@ -1,4 +1,5 @@
 // Results JSON as people read it (reports.h DumpJson).
+#include <algorithm>
 #include <string>
 
 #include "fusediff/reports/reports.h"
@@ -6,9 +7,14 @@
 namespace fusediff::reports {
 
 namespace {
+// A histogram or a list of codes: one line whatever its length, as a column of numbers is no easier to read.
+bool OnlyScalars(const nlohmann::ordered_json& j) {
+  return std::none_of(j.begin(), j.end(), [](const nlohmann::ordered_json& v) { return v.is_structured(); });
+}
+
 void Dump(const nlohmann::ordered_json& j, size_t indent, size_t width, std::string& out) {
   std::string compact = j.dump();
-  if (!j.is_structured() || j.empty() || indent + compact.size() <= width) {
+  if (!j.is_structured() || j.empty() || indent + compact.size() <= width || OnlyScalars(j)) {
     out += compact;
     return;
   }

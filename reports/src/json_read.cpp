@@ -344,11 +344,23 @@ DrawTallies ReadDraws(const Field& f, const ErrorStats& overall) {
   return draws;
 }
 
-void ReadWorst(const Field& worst, WorstCases& kept, std::vector<WorstCaseReport>& out) {
+// [[key, value], ...] with string keys and values, in order.
+std::vector<std::pair<std::string, std::string>> ReadPairs(const Field& list) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (size_t i = 0; i < list.array_size(); ++i) {
+    const Field pair = list.at(i);
+    if (pair.array_size() != 2) pair.fail("a [key, value] pair");
+    pairs.emplace_back(pair.at(0).str(), pair.at(1).str());
+  }
+  return pairs;
+}
+
+// `replays`: the entries carry their replay lines (/7 and earlier; /8 derives them from the case, fill_replays).
+void ReadWorst(const Field& worst, bool replays, WorstCases& kept, std::vector<WorstCaseReport>& out) {
   for (size_t i = 0; i < worst.array_size(); ++i) {
     const Field w = worst.at(i);
     WorstCaseReport report;
-    report.replay = w["replay"].str();
+    if (replays) report.replay = w["replay"].str();
     report.sample.sample = w["sample"].u64();
     report.sample.acc = w["acc"].i64();
     report.sample.u = w["u"].i32();
@@ -397,11 +409,10 @@ Verdict ParseVerdict(const Field& f) {
          "timeout");
 }
 
-// A case's ledger tallies of one kind, in ascending id order. `format`: the file's; before /5 a tally's status was
+// A case's ledger tallies of one kind, in ascending id order. `version`: the file's; before /5 a tally's status was
 // no_longer_reproduces when its draws explained nothing, since /5 when its model's predicted samples were none
 // of them explained.
-void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std::string_view format,
-                       std::vector<KnownDefectTally>& into) {
+void ReadLedgerTallies(const Field& list, LedgerKind kind, int version, std::vector<KnownDefectTally>& into) {
   const size_t first = into.size();
   for (size_t i = 0; i < list.array_size(); ++i) {
     const Field k = list.at(i);
@@ -418,13 +429,12 @@ void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std:
     if (t.stats.overall.count() > t.predicted_samples || t.predicted_samples > t.samples) {
       k["predicted_samples"].fail("explained.count <= predicted_samples <= samples");
     }
-    const Field regions = k["regions"];
-    for (Region r : kAllRegions) {
-      t.stats.by_region[static_cast<size_t>(r)] = ReadStats(regions[std::string(to_string(r)).c_str()]);
-    }
-    t.stats.worst = WorstCases(capacity);
-    ReadWorst(k["worst"], t.stats.worst, t.worst);
-    const bool gone = (format == kResultsFormat || format == kResultsFormatV6 || format == kResultsFormatV5) ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
+    // A /7 or older tally's per-region histograms are not read (nothing shows them), and of its worst list (the
+    // case's capacity then) the first kLedgerTallyWorst are kept.
+    t.stats.worst = WorstCases(kLedgerTallyWorst);
+    ReadWorst(k["worst"], version < 8, t.stats.worst, t.worst);
+    if (t.worst.size() > kLedgerTallyWorst) t.worst.resize(kLedgerTallyWorst);
+    const bool gone = version >= 5 ? t.no_longer_reproduces() : t.draws > 0 && t.stats.overall.count() == 0;
     if (k["status"].str() != (gone ? "no_longer_reproduces" : "reproduces")) {
       k["status"].fail(gone ? "\"no_longer_reproduces\" (nothing explained)" : "\"reproduces\"");
     }
@@ -432,7 +442,16 @@ void ReadLedgerTallies(const Field& list, LedgerKind kind, size_t capacity, std:
   }
 }
 
-CaseResult ReadCase(const Field& f, std::string_view format) {
+// /8: the path's facts ([key, value] pairs, model/backend.h ReplayFactKeys) and the case's replay line of sample 0,
+// which must be the line the spec read gives: each worst sample's line is derived from that spec (fill_replays).
+void ReadCaseReplay(const Field& f, uint64_t seed, CaseSpec& spec) {
+  if (f.has("backend_facts")) spec.backend_facts = ReadPairs(f["backend_facts"]);
+  if (format_replay(ReplayKey{seed, 0, spec, std::nullopt, std::nullopt, 0}) != f["replay"].str()) {
+    f["replay"].fail("the replay line of this case's sample 0 under the run's seed and its fields (file edited?)");
+  }
+}
+
+CaseResult ReadCase(const Field& f, int version) {
   CaseResult c;
   c.spec.name = f["name"].str();
   c.spec.source = Parse(f["source"], parse_sample_source);
@@ -533,7 +552,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
     coverage["intermediate_codes"].fail(fmt::format("the per_code bitmap's {} covered codes", c.per_code.covered_count()));
   }
   c.stats.nondeterministic_worst = WorstCases(capacity);
-  ReadWorst(f["worst"], c.stats.worst, c.worst);
+  ReadWorst(f["worst"], version < 8, c.stats.worst, c.worst);
   if (f.has("draws")) c.stats.draws = ReadDraws(f["draws"], c.stats.overall);
   if (f.has("table_readback")) {
     const Field t = f["table_readback"];
@@ -558,7 +577,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
   for (const char* key : {"known_defects", "documented_behaviours"}) {
     if (!f.has(key)) continue;
     const LedgerKind kind = std::string_view(key) == "known_defects" ? LedgerKind::known_defect : LedgerKind::documented_behaviour;
-    ReadLedgerTallies(f[key], kind, capacity, format, c.known_defects);
+    ReadLedgerTallies(f[key], kind, version, c.known_defects);
   }
   std::sort(c.known_defects.begin(), c.known_defects.end(),
             [](const KnownDefectTally& a, const KnownDefectTally& b) { return a.id < b.id; });
@@ -570,7 +589,7 @@ CaseResult ReadCase(const Field& f, std::string_view format) {
     if (repeat < 2 || repeat > 64) f["repeat"].fail("2 to 64 (absent: 1)");
     c.repeat = static_cast<uint32_t>(repeat);
     c.stats.nondeterministic = f["nondeterministic_samples"].u64();
-    ReadWorst(f["nondeterministic"], c.stats.nondeterministic_worst, c.nondeterministic);
+    ReadWorst(f["nondeterministic"], version < 8, c.stats.nondeterministic_worst, c.nondeterministic);
     if (c.nondeterministic.size() > c.stats.nondeterministic) f["nondeterministic"].fail("at most nondeterministic_samples entries");
   }
   for (const char* key : {"by_implementation", "by_formulation"}) {
@@ -673,16 +692,19 @@ std::vector<BackendProvenance> ReadBackendProvenance(const Field& platform) {
   const Field list = platform["backends"];
   for (size_t i = 0; i < list.array_size(); ++i) {
     const Field b = list.at(i);
-    BackendProvenance provenance{b["name"].str(), {}};
-    const Field fields = b["provenance"];
-    for (size_t k = 0; k < fields.array_size(); ++k) {
-      const Field pair = fields.at(k);
-      if (pair.array_size() != 2) pair.fail("a [key, value] pair");
-      provenance.fields.emplace_back(pair.at(0).str(), pair.at(1).str());
-    }
-    backends.push_back(std::move(provenance));
+    backends.push_back(BackendProvenance{b["name"].str(), ReadPairs(b["provenance"])});
   }
   return backends;
+}
+
+// "fusediff-results/N", N from 1 to kResultsVersion.
+int ResultsVersion(const Field& f) {
+  const std::string text = f.str();
+  constexpr std::string_view prefix = "fusediff-results/";
+  for (int version = 1; version <= kResultsVersion; ++version) {
+    if (text == std::string(prefix) + std::to_string(version)) return version;
+  }
+  f.fail(fmt::format("\"{}\" (or an earlier fusediff-results/N, N from 1)", kResultsFormat));
 }
 
 }  // namespace
@@ -690,13 +712,7 @@ std::vector<BackendProvenance> ReadBackendProvenance(const Field& platform) {
 RunResult FromJson(const json& j, const std::string& source) {
   const Field top(j, "", source);
   if (!j.is_object()) top.fail("a JSON object (fusediff results)");
-  const std::string format = top["format"].str();
-  if (format != kResultsFormat && format != kResultsFormatV6 && format != kResultsFormatV5 && format != kResultsFormatV4 &&
-      format != kResultsFormatV3 && format != kResultsFormatV2 && format != kResultsFormatV1) {
-    top["format"].fail(fmt::format("\"{}\" (or \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\")", kResultsFormat,
-                                   kResultsFormatV6, kResultsFormatV5, kResultsFormatV4, kResultsFormatV3,
-                                   kResultsFormatV2, kResultsFormatV1));
-  }
+  const int version = ResultsVersion(top["format"]);
   RunResult run;
   run.provenance.tool_name = top["tool"]["name"].str();
   run.provenance.tool_version = top["tool"]["version"].str();
@@ -733,11 +749,15 @@ RunResult FromJson(const json& j, const std::string& source) {
   }
   const Field cases = top["cases"];
   for (size_t i = 0; i < cases.array_size(); ++i) {
-    CaseResult c = ReadCase(cases.at(i), format);
+    CaseResult c = ReadCase(cases.at(i), version);
     c.shard_index = run.shard_index;
     c.shard_count = run.shard_count;
     if (cases.at(i)["sample_set"].str() != CaseSampleSetId(run.seed, c.spec)) {
       cases.at(i)["sample_set"].fail("the identity of this case's seed, definition and sample count (file edited?)");
+    }
+    if (version >= 8) {
+      ReadCaseReplay(cases.at(i), run.seed, c.spec);
+      fill_replays(c, run.seed);
     }
     for (const CaseResult& earlier : run.cases) {
       if (earlier.spec.name == c.spec.name) cases.at(i)["name"].fail("a name no other case has");

@@ -172,11 +172,12 @@ ordered_json CanonicalToJson(const CanonicalComparison& k) {
   return j;
 }
 
+// A worst sample without its replay line: /8 writes the case's `replay` once, and the reader derives each sample's
+// line from the case (model/results.h fill_replays), as the run did.
 ordered_json WorstToJson(const std::vector<WorstCaseReport>& list) {
   ordered_json worst = ordered_json::array();
   for (const WorstCaseReport& w : list) {
     ordered_json item;
-    item["replay"] = w.replay;
     item["sample"] = w.sample.sample;
     item["acc"] = w.sample.acc;
     item["u"] = w.sample.u;
@@ -192,7 +193,8 @@ ordered_json WorstToJson(const std::vector<WorstCaseReport>& list) {
   return worst;
 }
 
-// One ledger entry's tally in a case (known_defects / documented_behaviours).
+// One ledger entry's tally in a case (known_defects / documented_behaviours): its counts, the distribution of the
+// errors it explains and its worst samples (kLedgerTallyWorst); /7 and earlier also had its per-region histograms.
 ordered_json LedgerTallyToJson(const KnownDefectTally& t) {
   ordered_json item;
   item["id"] = t.id;
@@ -201,9 +203,6 @@ ordered_json LedgerTallyToJson(const KnownDefectTally& t) {
   item["predicted_samples"] = t.predicted_samples;
   if (t.withheld_samples > 0) item["withheld_samples"] = t.withheld_samples;  // model not_executed: never compared
   item["explained"] = StatsToJson(t.stats.overall);
-  ordered_json by_region = ordered_json::object();
-  for (Region r : kAllRegions) by_region[std::string(to_string(r))] = StatsToJson(t.stats.by_region[static_cast<size_t>(r)], false);
-  item["regions"] = std::move(by_region);
   item["worst"] = WorstToJson(t.worst);
   item["status"] = t.no_longer_reproduces() ? "no_longer_reproduces" : "reproduces";
   return item;
@@ -241,6 +240,14 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["pattern"] = PatternToJson(c.spec.pattern, c.spec.fusion);
   j["fused"] = std::string(fused_path_name(c.spec));
   j["comparison"] = std::string(to_string(c.spec.comparison));
+  // What stood behind the path's word (a plugin's name, version, options, limits: model/backend.h ReplayFactKeys),
+  // then sample 0's line: every worst sample's is this one with its own sample, formulation and repetitions.
+  if (!c.spec.backend_facts.empty()) {
+    ordered_json facts = ordered_json::array();
+    for (const auto& [key, value] : c.spec.backend_facts) facts.push_back({key, value});
+    j["backend_facts"] = std::move(facts);
+  }
+  j["replay"] = format_replay(ReplayKey{seed, 0, c.spec, std::nullopt, std::nullopt, 0});
   j["reference_convention"] = c.reference_convention;
   j["fused_convention"] = c.fused_convention;
   if (!c.implementation.empty()) j["implementation"] = c.implementation;

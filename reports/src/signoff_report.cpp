@@ -389,14 +389,15 @@ std::string ToHtml(const RunResult& run) {
       }
       out += "</table>\n";
     }
-    out += "<h3>Statistics (output LSB)</h3>\n" + HtmlStatsTable(c);
-    // A case where every sample is exact has nothing to plot or to replay: one sentence instead.
+    out += "<h3>Statistics (output LSB)</h3>\n";
+    // A case where every sample is exact has nothing to tabulate, plot or replay (its samples per region are above):
+    // one sentence instead.
     const bool all_exact = c.stats.overall.max_abs() == 0;
     if (all_exact) {
-      out += fmt::format("<p>Every one of the {} judged samples is exact (e = 0): no plot, no worst case.</p>\n",
-                         c.stats.overall.count());
+      out += fmt::format("<p>Every one of the {} judged samples is exact (e = 0): no statistics table, plot or worst "
+                         "case.</p>\n", c.stats.overall.count());
     } else {
-      out += "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
+      out += HtmlStatsTable(c) + "<h3>Plots</h3>\n" + HistogramSvg(c.stats.overall) + "\n" + CodeErrorSvg(c) + "\n" + RegionSvg(c) + "\n";
     }
     if (c.batchnorm_bins && !c.batchnorm_bins->by_u.bins.empty()) out += BatchNormBinsSvg(*c.batchnorm_bins) + "\n";
     if (const auto rows = AttributionRows(c); !rows.empty()) {
@@ -417,7 +418,7 @@ std::string ToHtml(const RunResult& run) {
       }
       out += "</table>\n";
     }
-    const auto worst_table = [&](const char* title, const std::vector<const WorstCaseReport*>& list) {
+    const auto worst_table = [&](const std::string& title, const std::vector<const WorstCaseReport*>& list) {
       if (list.empty()) return;
       out += fmt::format("<h3>{}</h3>\n<table><tr><th>e</th><th>sample</th><th>acc</th><th>u</th><th>y_ref</th>"
                          "<th>y_fused</th><th>repetitions</th><th style=\"text-align:left\">implementation [formulation]</th>"
@@ -435,9 +436,15 @@ std::string ToHtml(const RunResult& run) {
     std::vector<const WorstCaseReport*> nondeterministic;
     for (const WorstCaseReport& w : c.nondeterministic) nondeterministic.push_back(&w);
     worst_table("Nondeterministic samples (outputs of every repetition)", nondeterministic);
-    if (!all_exact) {
-      worst_table(run.gate ? "Worst cases (the worst of each worse row first)" : "Worst cases",
-                  SpreadForDisplay(c, run, c.worst.size()));
+    if (!all_exact && run.gate) {
+      worst_table("Worst cases (the worst of each worse row first)", SpreadForDisplay(c, run, c.worst.size()));
+    } else if (!all_exact) {
+      // A run's page shows the five worst: it must stay under 2 MB (docs/reports.md), the results file has them all.
+      const std::vector<const WorstCaseReport*> shown = SpreadForDisplay(c, run, 5);
+      worst_table(shown.size() < c.worst.size()
+                      ? fmt::format("Worst cases (the {} worst of the {} in the results file)", shown.size(), c.worst.size())
+                      : std::string("Worst cases"),
+                  shown);
     }
     out += "</section>\n";
   }

@@ -24,6 +24,13 @@ struct Frame {
   double plot_h() const { return y1() - y0(); }
 };
 
+// A coordinate to a tenth of a pixel, without a trailing ".0": the plots' paths are most of a report's bytes.
+std::string Px(double v) {
+  std::string s = fmt::format("{:.1f}", v);
+  if (s.ends_with(".0")) s.resize(s.size() - 2);
+  return s == "-0" ? "0" : s;
+}
+
 std::string SvgOpen(const Frame& f, const std::string& label) {
   return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"{0}\" height=\"{1}\" "
                      "viewBox=\"0 0 {0} {1}\" role=\"img\" aria-label=\"{2}\">"
@@ -84,7 +91,7 @@ std::string YTicks(const Frame& f, double lo, double hi, YOf y_of, int count = 5
 std::string ColumnPath(const std::vector<std::pair<double, std::pair<double, double>>>& columns, const char* colour) {
   if (columns.empty()) return "";
   std::string d;
-  for (const auto& [x, ys] : columns) d += fmt::format("M{:.1f} {:.1f}V{:.1f}", x, ys.first, std::max(ys.second, ys.first + 1));
+  for (const auto& [x, ys] : columns) d += fmt::format("M{} {}V{}", Px(x), Px(ys.first), Px(std::max(ys.second, ys.first + 1)));
   return fmt::format("<path d=\"{}\" stroke=\"{}\" stroke-width=\"1\" fill=\"none\"/>", d, colour);
 }
 
@@ -123,9 +130,9 @@ std::string HistogramSvg(const ErrorStats& s) {
   const size_t zero = static_cast<size_t>((0 - lo) / per_bar);
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] == 0) continue;
-    (i == zero ? exact : inexact) += fmt::format("M{:.2f} {:.2f}h{:.2f}V{}h-{:.2f}z", f.x0() + static_cast<double>(i) * bar_w,
-                                                 y_of(static_cast<double>(counts[i])), std::max(bar_w * 0.9, 1.0), f.y1(),
-                                                 std::max(bar_w * 0.9, 1.0));
+    const std::string width = Px(std::max(bar_w * 0.9, 1.0));
+    (i == zero ? exact : inexact) += fmt::format("M{} {}h{}V{}h-{}z", Px(f.x0() + static_cast<double>(i) * bar_w),
+                                                 Px(y_of(static_cast<double>(counts[i]))), width, f.y1(), width);
   }
   svg += fmt::format("<path d=\"{}\" fill=\"#c44\"/><path d=\"{}\" fill=\"#2a7\"/>", inexact, exact);
   svg += Axes(f, per_bar == 1 ? "signed error e = y_fused - y_ref (LSB)"

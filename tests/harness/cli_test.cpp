@@ -13,6 +13,7 @@
 #include "fusediff/cli/cli.h"
 #include "fusediff/fused/fused_path.h"
 #include "fusediff/driver/suite.h"
+#include "fusediff/reports/reports.h"
 #include "shard_env.h"
 
 namespace fusediff::cli {
@@ -95,7 +96,7 @@ TEST(Cli, RunWritesJsonAndCsvAndIsDeterministic) {
   };
   const nlohmann::json ja = load(json1), jb = load(json2);
   EXPECT_EQ(ja, jb);
-  EXPECT_EQ(ja["format"], "fusediff-results/7");
+  EXPECT_EQ(ja["format"], reports::kResultsFormat);
   // Its conv2d+act cases (4) and the patterns that use hard_swish (max pool: kept, pooled first); a registered
   // library with a suite of its own adds its cases after them.
   const std::vector<std::string> builtin = fused::BuiltInBackend().words();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -198,6 +199,7 @@ CaseResult CaseWithKnownDefect(uint64_t explained, uint64_t first_sample) {
   c.stats.add(WorstCase{first_sample + 100, 0, 0, 0, 5, 5, 0});
   KnownDefectTally t;
   t.id = "lib-x";
+  t.stats.worst = WorstCases(kLedgerTallyWorst);  // as the driver keeps it
   t.draws = 2;
   t.samples = 40;
   t.predicted_samples = explained + 1;
@@ -219,7 +221,7 @@ TEST(KnownDefectResults, VerdictCountsAndText) {
   EXPECT_EQ(c.verdict, Verdict::known_defect);
   EXPECT_NE(c.reason.find("lib-x (5 samples)"), std::string::npos) << c.reason;
   EXPECT_EQ(compared_samples(c), 6u);
-  ASSERT_EQ(c.known_defects[0].worst.size(), 5u);
+  ASSERT_EQ(c.known_defects[0].worst.size(), kLedgerTallyWorst);
   EXPECT_FALSE(c.known_defects[0].worst[0].replay.empty());
   const RunResult run = RunOf({c});
   EXPECT_FALSE(run.any_failure());
@@ -229,7 +231,11 @@ TEST(KnownDefectResults, VerdictCountsAndText) {
   const std::string junit = reports::ToJUnit(run);
   EXPECT_EQ(junit.find("<failure"), std::string::npos) << junit;
   EXPECT_NE(junit.find("property name=\"known_defect.lib-x\" value=\"5 samples explained"), std::string::npos) << junit;
-  EXPECT_NE(reports::ToHtml(run).find("Known defects and documented behaviour (ledger)"), std::string::npos);
+  const std::string html = reports::ToHtml(run);
+  EXPECT_NE(html.find("Known defects and documented behaviour (ledger)"), std::string::npos);
+  // Every judged sample exact: one sentence instead of the statistics table, plots and worst samples.
+  EXPECT_NE(html.find("Every one of the 1 judged samples is exact (e = 0): no statistics table"), std::string::npos);
+  EXPECT_EQ(html.find("p99.9 |e|"), std::string::npos);
   EXPECT_NE(reports::ToMarkdown(run).find("Known defect lib-x in relu.int8.lut.conv: reproduces"), std::string::npos);
 
   // A judged sample beyond tolerance still fails the case, known defect or not.
@@ -279,6 +285,64 @@ TEST(KnownDefectResults, JsonRoundTripAndExactMerge) {
   nlohmann::json edited = nlohmann::json::parse(text);
   edited["cases"][0]["known_defects"][0]["status"] = "no_longer_reproduces";
   EXPECT_THROW(reports::FromJson(edited, "results.json"), InputError);
+}
+
+// Results /8 write one replay line per case and derive every worst sample's from it: a tally's, a plugin's with the
+// facts behind its word, and a /7 file's lines as written. A line that is not the case's is refused.
+TEST(KnownDefectResults, ReplayLinesAreDerivedFromTheCase) {
+  RunResult run = RunOf({CaseWithKnownDefect(5, 0)});
+  CaseResult& written = run.cases[0];
+  written.spec.backend_facts = {{"plugin_name", "acme;int8"}, {"plugin_version", "2"}};
+  written.stats.add(WorstCase{500, 1, 0, 0, 5, 6, 0});  // a judged sample within tolerance: the case's worst
+  finish_case_result(written, run.seed);
+  const auto lines = [](const CaseResult& c) {
+    std::vector<std::string> out;
+    for (const WorstCaseReport& w : c.worst) out.push_back(w.replay);
+    for (const KnownDefectTally& t : c.known_defects) {
+      for (const WorstCaseReport& w : t.worst) out.push_back(w.replay);
+    }
+    return out;
+  };
+  const std::vector<std::string> expected = lines(written);
+  ASSERT_EQ(expected.size(), 1 + kLedgerTallyWorst);
+  EXPECT_NE(expected[0].find(";sample=500;"), std::string::npos) << expected[0];
+  EXPECT_NE(expected[1].find(";plugin_name=acme%3Bint8;plugin_version=2"), std::string::npos) << expected[1];
+
+  nlohmann::json j = nlohmann::json::parse(reports::ResultsText(run));
+  EXPECT_EQ(j["format"], "fusediff-results/8");
+  EXPECT_FALSE(j["cases"][0]["worst"][0].contains("replay"));
+  EXPECT_FALSE(j["cases"][0]["known_defects"][0].contains("regions"));
+  EXPECT_EQ(j["cases"][0]["known_defects"][0]["worst"].size(), kLedgerTallyWorst);
+  const RunResult back = reports::FromJson(j, "now.json");
+  EXPECT_EQ(lines(back.cases[0]), expected);
+  EXPECT_EQ(back.cases[0].spec.backend_facts, written.spec.backend_facts);
+
+  // A /7 file carries its lines in the entries (and a tally's regions): read as written, whatever the case's spec.
+  nlohmann::json old = j;
+  old["format"] = "fusediff-results/7";
+  nlohmann::json& c = old["cases"][0];
+  c.erase("replay");
+  c.erase("backend_facts");
+  c["worst"][0]["replay"] = "fusediff-replay/1;seed=1;sample=100;written";
+  for (size_t i = 0; i < kLedgerTallyWorst; ++i) c["known_defects"][0]["worst"][i]["replay"] = "tally " + std::to_string(i);
+  c["known_defects"][0]["regions"] = nlohmann::json::object();
+  const RunResult read_old = reports::FromJson(old, "old.json");
+  EXPECT_EQ(read_old.cases[0].worst[0].replay, "fusediff-replay/1;seed=1;sample=100;written");
+  EXPECT_EQ(read_old.cases[0].known_defects[0].worst.back().replay, "tally 2");
+
+  // /8: a line that is not the case's (another seed, a fact dropped) is refused, naming the field.
+  for (const auto& edit : std::vector<std::function<void(nlohmann::json&)>>{
+           [](nlohmann::json& e) { e["replay"] = std::string(e["replay"]).replace(0, 25, "fusediff-replay/1;seed=2;"); },
+           [](nlohmann::json& e) { e["backend_facts"].erase(1); }}) {
+    nlohmann::json edited = j;
+    edit(edited["cases"][0]);
+    try {
+      reports::FromJson(edited, "edited.json");
+      ADD_FAILURE() << "an edited replay line was read";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("edited.json: cases[0].replay"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A draw the path withheld because the library would crash on it (model not_executed): with a ledger entry the
@@ -385,7 +449,7 @@ TEST(KnownDefectResults, DocumentedBehaviourRoundTripsThroughJson) {
   for (bool strict : {false, true}) {
     const RunResult run = RunOf({CaseWithDocumentedBehaviour(5, strict)});
     const nlohmann::ordered_json j = reports::ToJson(run);
-    EXPECT_EQ(j["format"], "fusediff-results/7");
+    EXPECT_EQ(j["format"], reports::kResultsFormat);
     EXPECT_FALSE(j["cases"][0].contains("known_defects"));
     ASSERT_EQ(j["cases"][0]["documented_behaviours"].size(), 1u);
     EXPECT_EQ(j["cases"][0]["tolerance"].contains("documented_behaviour"), strict);

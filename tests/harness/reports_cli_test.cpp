@@ -308,6 +308,13 @@ TEST_F(ReportsCli, ReportIsSelfContainedAndMarkdownCarriesTheTables) {
   size_t plots = 0;
   for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++plots;
   EXPECT_EQ(plots, 3 * 4u);  // histogram, error by code, regions for each of 4 cases
+  // A case's five worst samples, each with its replay line; the results file keeps all ten.
+  const size_t worst = html.find("<h3>Worst cases (the 5 worst of the 10 in the results file)</h3>");
+  ASSERT_NE(worst, std::string::npos);
+  const std::string table = html.substr(worst, html.find("</table>", worst) - worst);
+  size_t rows = 0;
+  for (size_t at = table.find("fusediff replay '"); at != std::string::npos; at = table.find("fusediff replay '", at + 1)) ++rows;
+  EXPECT_EQ(rows, 5u);
   for (const char* needed : {"sample set", "p99.9 |e|", "fusediff replay", "exhaustive", "95% upper bound", "requant variant"}) {
     EXPECT_NE(html.find(needed), std::string::npos) << needed;
   }

@@ -436,7 +436,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         if (fresh) {
           it->second.id = d.id;
           it->second.kind = d.kind;
-          it->second.stats.worst = WorstCases(options.worst_count);
+          it->second.stats.worst = WorstCases(kLedgerTallyWorst);
         }
         ++it->second.draws;
         it->second.samples += batch.take;
@@ -494,7 +494,7 @@ CaseResult RunDrawCase(CaseResult result, const RunOptions& options, TableCache&
         if (fresh) {
           tally->id = d.id;
           tally->kind = d.kind;
-          tally->stats.worst = WorstCases(options.worst_count);
+          tally->stats.worst = WorstCases(kLedgerTallyWorst);
         }
         ++tally->draws;
         tally->samples += batch.take;

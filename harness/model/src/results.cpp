@@ -124,10 +124,7 @@ std::vector<std::string> split_implementations(const std::string& joined) {
   return names;
 }
 
-void finish_case_result(CaseResult& result, uint64_t seed) {
-  result.intermediate_codes_covered = result.per_code.covered_count();
-  result.hard_codes_covered = 0;
-  for (int32_t u : result.hard_codes) result.hard_codes_covered += result.per_code.covered(u) ? 1 : 0;
+void fill_replays(CaseResult& result, uint64_t seed) {
   // A library path's sample replays under the formulation it ran (and, where repetitions differ, all of them).
   const auto replay = [&](const WorstCase& w, uint32_t repeat) {
     ReplayKey key{seed, w.sample, result.spec, std::nullopt, std::nullopt, 0};
@@ -141,6 +138,20 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
   for (const WorstCase& w : result.stats.nondeterministic_worst.sorted()) {
     result.nondeterministic.push_back(WorstCaseReport{w, replay(w, result.repeat)});
   }
+  for (KnownDefectTally& t : result.known_defects) {
+    t.worst.clear();
+    for (const WorstCase& w : t.stats.worst.sorted()) t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
+  }
+  for (LostSamples* lost : {&result.crashed, &result.timed_out}) {
+    lost->replay = lost->samples > 0 ? replay(WorstCase{.sample = lost->first_sample}, 0) : std::string();
+  }
+}
+
+void finish_case_result(CaseResult& result, uint64_t seed) {
+  result.intermediate_codes_covered = result.per_code.covered_count();
+  result.hard_codes_covered = 0;
+  for (int32_t u : result.hard_codes) result.hard_codes_covered += result.per_code.covered(u) ? 1 : 0;
+  fill_replays(result, seed);
   // "ID (N samples)" of each entry of a kind that explains something.
   const auto explained_ids = [&](LedgerKind kind) {
     std::string ids;
@@ -151,17 +162,10 @@ void finish_case_result(CaseResult& result, uint64_t seed) {
     }
     return ids;
   };
-  for (KnownDefectTally& t : result.known_defects) {
-    t.worst.clear();
-    for (const WorstCase& w : t.stats.worst.sorted()) t.worst.push_back(WorstCaseReport{w, replay(w, 0)});
-  }
   const uint64_t known =
       explained_samples(result, LedgerKind::known_defect) + withheld_samples(result, LedgerKind::known_defect);
   const uint64_t documented = explained_samples(result, LedgerKind::documented_behaviour) +
                               withheld_samples(result, LedgerKind::documented_behaviour);
-  for (LostSamples* lost : {&result.crashed, &result.timed_out}) {
-    lost->replay = lost->samples > 0 ? replay(WorstCase{.sample = lost->first_sample}, 0) : std::string();
-  }
   if (result.verdict == Verdict::unsupported) return;
   if (result.table_readback && result.table_readback->mismatches > 0) {  // checked before any draw ran
     const TableReadback& t = *result.table_readback;

@@ -13,6 +13,9 @@
 
 namespace fusediff::reports {
 
+// /8 writes each case's replay line (of sample 0) once and no replay line in a worst entry: the reader derives each
+// from the case (model/results.h fill_replays), and a ledger tally keeps its three worst samples and no per-region
+// histograms (the default run's file on a CPU without VNNI: 3.14 MB as /7).
 // /7 writes the platform's backend provenance generically: platform.backends, one {"name", "provenance": [[key,
 // value], ...]} per registered backend that has any (model/backend.h), where /6 and earlier had one object member
 // of platform named after the backend, {key: value} (read as that backend with those pairs, in key order).
@@ -28,13 +31,8 @@ namespace fusediff::reports {
 // (all absent for the built-in paths), and each BatchNorm case's batchnorm_error_bins; /3 the verdict known_defect
 // and each case's known_defects (ledger tallies); /2 each case's pattern and fusion. /4, /3, /2 and /1 files
 // (/2 and /1: conv2d+act, kept whole) are still read.
-inline constexpr const char* kResultsFormat = "fusediff-results/7";
-inline constexpr const char* kResultsFormatV6 = "fusediff-results/6";
-inline constexpr const char* kResultsFormatV5 = "fusediff-results/5";
-inline constexpr const char* kResultsFormatV4 = "fusediff-results/4";
-inline constexpr const char* kResultsFormatV3 = "fusediff-results/3";
-inline constexpr const char* kResultsFormatV2 = "fusediff-results/2";
-inline constexpr const char* kResultsFormatV1 = "fusediff-results/1";
+inline constexpr int kResultsVersion = 8;
+inline constexpr const char* kResultsFormat = "fusediff-results/8";  // written; /1 to /8 are read
 
 // The results as JSON (format "fusediff-results/1"); deterministic for the same seed except `created` and
 // `command_line` (no timings, keys in a fixed order).
@@ -43,7 +41,8 @@ nlohmann::ordered_json ToJson(const RunResult& run);
 // overall statistics); without (/6: per region, implementation, formulation), since readers recompute them.
 nlohmann::ordered_json StatsToJson(const ErrorStats& stats, bool derived = true);
 // JSON text as people read it: one member per line, one space of indent per level, except that any value whose
-// compact text fits within `width` columns stays on one line. Ends with a newline.
+// compact text fits within `width` columns stays on one line, as does an object or array of scalars only (a
+// histogram) at any length. Ends with a newline.
 std::string DumpJson(const nlohmann::ordered_json& j, size_t width = 120);
 // The results file's text: DumpJson(ToJson(run)).
 std::string ResultsText(const RunResult& run);

@@ -49,6 +49,10 @@ struct WorstCaseReport {
   std::string replay;  // format_replay(...) for this sample
 };
 
+// A ledger tally keeps its three worst explained samples: the reports show the first (the text report's --verbose
+// three), and a documented behaviour on a CPU without VNNI has about 140 tallies in a default run.
+inline constexpr size_t kLedgerTallyWorst = 3;
+
 // One ledger entry within a case (model/known_defects.h). Its samples are compared and counted here, apart from
 // CaseResult::stats (what the verdict judges), so the case's worst list keeps showing everything else.
 struct KnownDefectTally {
@@ -59,7 +63,8 @@ struct KnownDefectTally {
   uint64_t predicted_samples = 0;  // of those, where the entry's model differs from the reference
   uint64_t withheld_samples = 0;   // model not_executed: of those, the samples of draws the path withheld (the library
                                    // would crash on them): explained, never compared
-  CaseStats stats;                 // the samples it explains: y_fused != y_ref and y_fused == the model's y (within tolerance)
+  CaseStats stats;                 // the samples it explains: y_fused != y_ref and y_fused == the model's y (within tolerance);
+                                   // its worst keeps kLedgerTallyWorst, its by_region is counted but never written
   std::vector<WorstCaseReport> worst;
   // The model changed some samples, the library none of them that way: a fixed library (or a wrong entry).
   bool no_longer_reproduces() const { return predicted_samples > 0 && stats.overall.count() == 0; }
@@ -220,7 +225,10 @@ void merge_known_defects(std::vector<KnownDefectTally>& into, const std::vector<
 // A library's implementation names, sorted and unique, " | "-joined: the same for any sharding of a run.
 std::string join_implementations(std::vector<std::string> names);
 
-// Recomputes what follows from the statistics: coverage count, worst replay strings and the verdict
+// Sets every replay line of the case's worst lists, ledger tallies and lost samples from its spec: format_replay of
+// each sample under its formulation (a library path's), a nondeterministic one with the case's repetitions.
+void fill_replays(CaseResult& result, uint64_t seed);
+// Recomputes what follows from the statistics: coverage count, worst replay strings (fill_replays) and the verdict
 // (unsupported stays unsupported; nothing compared because the library rejected every draw becomes unsupported).
 void finish_case_result(CaseResult& result, uint64_t seed);
 
