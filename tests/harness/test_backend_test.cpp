@@ -21,6 +21,7 @@
 #include "fusediff/reference/reference.h"
 #include "fusediff/reports/reports.h"
 #include "shard_env.h"
+#include "wrapping_backend.h"
 
 namespace fusediff {
 namespace {
@@ -55,22 +56,14 @@ std::vector<int32_t> WrongTable(const CaseSpec& spec) {
   return codes;
 }
 
-class TestBackend final : public Backend {
+class TestBackend final : public test_support::WrappingBackend {
  public:
   std::string_view name() const override { return "test"; }
   std::vector<std::string> paths() const override { return {"test_ref", "test_defect", "test_table"}; }
-  std::vector<std::string> words() const override { return paths(); }
-  void SelectPath(std::string_view word, CaseSpec& spec) const override { spec.backend = std::string(word); }
-  std::string PathWord(const CaseSpec& spec) const override { return spec.backend; }
   KeyValues provenance() const override { return {{"wraps", "builtin"}, {"defect", "test_defect: codes 5 mod 16 + 1"}}; }
-  std::vector<std::string> stage_kinds() const override { return fused::BuiltInBackend().stage_kinds(); }
-  std::vector<std::string> patterns() const override { return fused::BuiltInBackend().patterns(); }
-  Tolerance DefaultTolerance(const CaseSpec& spec) const override { return fused::BuiltInBackend().DefaultTolerance(spec); }
-  std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const override {
-    CaseSpec builtin = spec;
-    builtin.backend = std::string(kBuiltInPath);
-    std::unique_ptr<FusedPath> inner = fused::BuiltInBackend().CreatePath(builtin, why);
-    if (!inner) return nullptr;
+
+ protected:
+  std::unique_ptr<FusedPath> Wrap(std::unique_ptr<FusedPath> inner, const CaseSpec& spec) const override {
     std::optional<std::vector<int32_t>> table;
     if (spec.backend == "test_table") table = WrongTable(spec);
     return std::make_unique<WrappedPath>(std::move(inner), spec.backend == "test_defect", std::move(table));

@@ -14,6 +14,7 @@
 #include "fusediff/fused/fused_path.h"
 #include "fusediff/model/backend.h"
 #include "fusediff/model/known_defects.h"
+#include "wrapping_backend.h"
 
 namespace fusediff {
 namespace {
@@ -41,22 +42,15 @@ class RacyPath final : public FusedPath {
   uint32_t repetition_ = 0;
 };
 
-class RacyBackend final : public Backend {
+class RacyBackend final : public test_support::WrappingBackend {
  public:
   std::string_view name() const override { return "racy"; }
   std::vector<std::string> paths() const override { return {"racy_differ", "racy_alike"}; }
-  std::vector<std::string> words() const override { return paths(); }
-  void SelectPath(std::string_view word, CaseSpec& spec) const override { spec.backend = std::string(word); }
-  std::string PathWord(const CaseSpec& spec) const override { return spec.backend; }
   KeyValues provenance() const override { return {{"library", "racylib"}, {"version", "1.0.0"}}; }
-  std::vector<std::string> stage_kinds() const override { return fused::BuiltInBackend().stage_kinds(); }
-  std::vector<std::string> patterns() const override { return fused::BuiltInBackend().patterns(); }
-  Tolerance DefaultTolerance(const CaseSpec& spec) const override { return fused::BuiltInBackend().DefaultTolerance(spec); }
-  std::unique_ptr<FusedPath> CreatePath(const CaseSpec& spec, std::string* why) const override {
-    CaseSpec builtin = spec;
-    builtin.backend = std::string(kBuiltInPath);
-    std::unique_ptr<FusedPath> inner = fused::BuiltInBackend().CreatePath(builtin, why);
-    return inner ? std::make_unique<RacyPath>(std::move(inner), spec.backend == "racy_differ") : nullptr;
+
+ protected:
+  std::unique_ptr<FusedPath> Wrap(std::unique_ptr<FusedPath> inner, const CaseSpec& spec) const override {
+    return std::make_unique<RacyPath>(std::move(inner), spec.backend == "racy_differ");
   }
 };
 
