@@ -86,6 +86,13 @@ ordered_json PatternToJson(const Pattern& p, Fusion fusion) {
   return j;
 }
 
+// [[key, value], ...] in order (json_read.cpp ReadPairs).
+ordered_json PairsToJson(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  ordered_json out = ordered_json::array();
+  for (const auto& [key, value] : pairs) out.push_back({key, value});
+  return out;
+}
+
 ordered_json RegionsToJson(RegionSet regions) {
   ordered_json list = ordered_json::array();
   for (Region r : kAllRegions) {
@@ -242,11 +249,7 @@ ordered_json CaseToJson(const CaseResult& c, uint64_t seed) {
   j["comparison"] = std::string(to_string(c.spec.comparison));
   // What stood behind the path's word (a plugin's name, version, options, limits: model/backend.h ReplayFactKeys),
   // then sample 0's line: every worst sample's is this one with its own sample, formulation and repetitions.
-  if (!c.spec.backend_facts.empty()) {
-    ordered_json facts = ordered_json::array();
-    for (const auto& [key, value] : c.spec.backend_facts) facts.push_back({key, value});
-    j["backend_facts"] = std::move(facts);
-  }
+  if (!c.spec.backend_facts.empty()) j["backend_facts"] = PairsToJson(c.spec.backend_facts);
   j["replay"] = format_replay(ReplayKey{seed, 0, c.spec, std::nullopt, std::nullopt, 0});
   j["reference_convention"] = c.reference_convention;
   j["fused_convention"] = c.fused_convention;
@@ -398,9 +401,7 @@ ordered_json ToJson(const RunResult& run) {
   if (!run.provenance.backends.empty()) {
     ordered_json backends = ordered_json::array();
     for (const BackendProvenance& b : run.provenance.backends) {
-      ordered_json fields = ordered_json::array();
-      for (const auto& [key, value] : b.fields) fields.push_back({key, value});
-      backends.push_back({{"name", b.backend}, {"provenance", fields}});
+      backends.push_back({{"name", b.backend}, {"provenance", PairsToJson(b.fields)}});
     }
     j["platform"]["backends"] = backends;
   }

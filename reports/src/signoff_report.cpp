@@ -436,14 +436,14 @@ std::string ToHtml(const RunResult& run) {
     std::vector<const WorstCaseReport*> nondeterministic;
     for (const WorstCaseReport& w : c.nondeterministic) nondeterministic.push_back(&w);
     worst_table("Nondeterministic samples (outputs of every repetition)", nondeterministic);
-    if (!all_exact && run.gate) {
-      worst_table("Worst cases (the worst of each worse row first)", SpreadForDisplay(c, run, c.worst.size()));
-    } else if (!all_exact) {
-      // A run's page shows the five worst: it must stay under 2 MB (docs/reports.md), the results file has them all.
-      const std::vector<const WorstCaseReport*> shown = SpreadForDisplay(c, run, 5);
-      worst_table(shown.size() < c.worst.size()
-                      ? fmt::format("Worst cases (the {} worst of the {} in the results file)", shown.size(), c.worst.size())
-                      : std::string("Worst cases"),
+    if (!all_exact) {
+      // A gate's page shows every worst sample, a run's the five worst: it must stay under 2 MB (docs/reports.md),
+      // and the results file has them all.
+      const std::vector<const WorstCaseReport*> shown = SpreadForDisplay(c, run, run.gate ? c.worst.size() : 5);
+      worst_table(run.gate                        ? std::string("Worst cases (the worst of each worse row first)")
+                  : shown.size() < c.worst.size() ? fmt::format("Worst cases (the {} worst of the {} in the results file)",
+                                                                shown.size(), c.worst.size())
+                                                  : std::string("Worst cases"),
                   shown);
     }
     out += "</section>\n";
